@@ -1,0 +1,46 @@
+# goldbridge — the two commands on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/goldbridge
+STATE_DIR ?= ./var
+DEMO_EVENTS ?= 200000
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: all build clickhouse demo test test-short lint bench clean
+
+all: build
+
+## build: the single static binary (CGO_ENABLED=0)
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/goldbridge
+
+## clickhouse: install the local ClickHouse 26.7 engine (libchdb from npm) into the user cache
+clickhouse:
+	@scripts/clickhouse.sh
+
+## demo: the main job on the embedded stack (SQLite catalog + local warehouse + local ClickHouse)
+demo: build clickhouse
+	scripts/demo.sh $(BIN) $(STATE_DIR) $(DEMO_EVENTS)
+
+## test: everything, including integration tests against a real local ClickHouse and iceberg-go
+test: clickhouse lint
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+## test-short: unit tests only (no ClickHouse server)
+test-short:
+	$(GO) test -short -count=1 ./...
+
+## lint: go vet + staticcheck + gofmt
+lint:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## bench: Go benchmarks of the hot paths (the full side-by-side suite grows with the stages)
+bench: clickhouse
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/serving/chlocal"
+)
+
+func (a *app) clickhouseCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "clickhouse",
+		Short: "The local ClickHouse 26.7 server of the embedded stack",
+	}
+	var opt chlocal.Options
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a local ClickHouse server in the foreground (libchdb; get it with `make clickhouse`)",
+		Long: `Runs ClickHouse 26.7 from libchdb in the foreground, listening on 127.0.0.1 only (it has
+no authentication). Defaults come from clickhouse.local in the config, or the embedded
+defaults under --state-dir. Stop it with Ctrl-C or SIGTERM.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfigOptional(cmd)
+			if err != nil {
+				return err
+			}
+			fl := cmd.Flags()
+			if !fl.Changed("path") {
+				opt.Path = cfg.ClickHouse.Local.Path
+			}
+			if !fl.Changed("tcp-port") {
+				opt.TCPPort = cfg.ClickHouse.Local.TCPPort
+			}
+			if !fl.Changed("http-port") {
+				opt.HTTPPort = cfg.ClickHouse.Local.HTTPPort
+			}
+			opt.MaxServerMemory = cfg.ClickHouse.Local.MaxServerMemory
+			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort)
+			return chlocal.RunServer(cmd.Context(), opt)
+		},
+	}
+	f := serve.Flags()
+	f.StringVar(&opt.Path, "path", "", "data directory (default clickhouse.local.path)")
+	f.IntVar(&opt.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port)")
+	f.IntVar(&opt.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port)")
+
+	query := &cobra.Command{
+		Use:   "query SQL",
+		Short: "Run one SQL statement against the configured ClickHouse (starting the embedded one if needed) and print the result",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfigOptional(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			base, stop, err := a.clickhouseHTTP(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			return httpQuery(ctx, base, cfg.ClickHouse, args[0], a.stdout)
+		},
+	}
+	cmd.AddCommand(serve, query)
+	return cmd
+}
+
+// clickhouseHTTP returns the HTTP base URL of the configured ClickHouse; for the embedded
+// server it reuses one already listening on the configured port, or starts one and returns
+// the function that stops it.
+func (a *app) clickhouseHTTP(ctx context.Context, cfg *config.Config) (string, func(), error) {
+	ch := cfg.ClickHouse
+	if !ch.IsEmbedded() {
+		scheme := "http"
+		if ch.TLS.Enabled {
+			scheme = "https"
+		}
+		// The HTTP port of an external server is not configured separately yet: assume 8123.
+		host := ch.Addresses[0]
+		if i := strings.LastIndexByte(host, ':'); i >= 0 {
+			host = host[:i]
+		}
+		return fmt.Sprintf("%s://%s:8123", scheme, host), func() {}, nil
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
+	if chlocal.Ping(ctx, base) == nil {
+		a.log.Debug("using the running local clickhouse", "url", base)
+		return base, func() {}, nil
+	}
+	srv, err := chlocal.Start(ctx, chlocal.Options{
+		Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort,
+		MaxServerMemory: ch.Local.MaxServerMemory,
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	a.log.Info("started embedded clickhouse", "path", ch.Local.Path, "http", srv.HTTPURL(), "pid", srv.PID())
+	return srv.HTTPURL(), func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Stop(sctx); err != nil {
+			a.log.Warn("stopping embedded clickhouse", "err", err)
+		}
+	}, nil
+}
+
+// httpQuery runs one statement over the HTTP interface and copies the result to w.
+func httpQuery(ctx context.Context, base string, ch config.ClickHouse, sql string, w io.Writer) error {
+	u := base + "/?default_format=PrettyCompactMonoBlock"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(sql))
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(ch.User, ch.Password.Reveal())
+	// No keep-alive: an idle client connection delays the embedded server's shutdown.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("clickhouse query: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("clickhouse query: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}

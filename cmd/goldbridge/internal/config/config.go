@@ -1,0 +1,360 @@
+// Package config is the pipeline configuration of goldbridge: the YAML schema, its strict
+// decoding with ${ENV} expansion, defaults and validation that reports every problem by path.
+//
+// Only cmd/goldbridge reads it; the layer packages take plain structs built from it.
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config is one pipeline file.
+type Config struct {
+	Version    int                 `yaml:"version"`
+	Lakehouse  Lakehouse           `yaml:"lakehouse"`
+	ClickHouse ClickHouse          `yaml:"clickhouse"`
+	Sources    map[string]Source   `yaml:"sources"`
+	Entities   map[string]Entity   `yaml:"entities"`
+	Marts      map[string]Mart     `yaml:"marts"`
+	Schedules  map[string]Schedule `yaml:"schedules"`
+	Server     Server              `yaml:"server"`
+	Metrics    Metrics             `yaml:"metrics"`
+
+	// StateDir is the absolute --state-dir the file was loaded with (not read from YAML).
+	StateDir string `yaml:"-"`
+}
+
+// Lakehouse is the Iceberg side: catalog, warehouse and the layer namespaces.
+type Lakehouse struct {
+	Catalog    Catalog    `yaml:"catalog"`
+	Warehouse  string     `yaml:"warehouse"`
+	S3         S3         `yaml:"s3"`
+	Namespaces Namespaces `yaml:"namespaces"`
+}
+
+// Catalog selects the Iceberg catalog implementation.
+type Catalog struct {
+	Type       string            `yaml:"type"` // sql | rest
+	URI        string            `yaml:"uri"`
+	Name       string            `yaml:"name"`
+	Properties map[string]Secret `yaml:"properties"`
+}
+
+// S3 holds object-store settings for an s3:// warehouse (MinIO included).
+type S3 struct {
+	Endpoint        string `yaml:"endpoint"`
+	Region          string `yaml:"region"`
+	AccessKeyID     string `yaml:"access_key_id"`
+	SecretAccessKey Secret `yaml:"secret_access_key"`
+	PathStyle       *bool  `yaml:"path_style"`
+}
+
+// Namespaces names the Iceberg namespace of each layer.
+type Namespaces struct {
+	Bronze string `yaml:"bronze"`
+	Silver string `yaml:"silver"`
+	Gold   string `yaml:"gold"`
+}
+
+// ClickHouse is the serving tier connection, or the embedded local server.
+type ClickHouse struct {
+	Embedded     *bool             `yaml:"embedded"`
+	Local        LocalServer       `yaml:"local"`
+	Addresses    []string          `yaml:"addresses"`
+	Protocol     string            `yaml:"protocol"` // native | http
+	Database     string            `yaml:"database"`
+	User         string            `yaml:"user"`
+	Password     Secret            `yaml:"password"`
+	PasswordFile string            `yaml:"password_file"`
+	TLS          TLS               `yaml:"tls"`
+	Cluster      string            `yaml:"cluster"`
+	DialTimeout  Duration          `yaml:"dial_timeout"`
+	MaxRetries   int               `yaml:"max_retries"`
+	RetryBackoff Duration          `yaml:"retry_backoff"`
+	Settings     map[string]string `yaml:"settings"`
+}
+
+// IsEmbedded reports whether goldbridge starts its own local ClickHouse (the default).
+func (c ClickHouse) IsEmbedded() bool { return c.Embedded == nil || *c.Embedded }
+
+// LocalServer configures the embedded ClickHouse started by goldbridge.
+type LocalServer struct {
+	Path            string `yaml:"path"`
+	TCPPort         int    `yaml:"tcp_port"`
+	HTTPPort        int    `yaml:"http_port"`
+	MaxServerMemory int64  `yaml:"max_server_memory"`
+}
+
+// TLS configures a TLS client connection.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Source is where raw records come from: a landing directory or a Kafka topic.
+type Source struct {
+	Type   string `yaml:"type"`   // file | kafka
+	System string `yaml:"system"` // _source_system = {system}_{type}
+
+	// file
+	Path        string `yaml:"path"`
+	Pattern     string `yaml:"pattern"`
+	Format      string `yaml:"format"`      // jsonl | csv | parquet (default: by extension)
+	Compression string `yaml:"compression"` // auto | none | gzip | zstd
+	CSV         CSV    `yaml:"csv"`
+
+	// kafka
+	Brokers     []string `yaml:"brokers"`
+	Topic       string   `yaml:"topic"`
+	Group       string   `yaml:"group"`
+	StartOffset string   `yaml:"start_offset"` // earliest | latest
+	SASL        SASL     `yaml:"sasl"`
+	TLS         TLS      `yaml:"tls"`
+}
+
+// CSV configures CSV parsing.
+type CSV struct {
+	Delimiter string `yaml:"delimiter"`
+}
+
+// SASL configures Kafka authentication.
+type SASL struct {
+	Mechanism string `yaml:"mechanism"` // plain | scram-sha-256 | scram-sha-512
+	User      string `yaml:"user"`
+	Password  Secret `yaml:"password"`
+}
+
+// Entity is one business entity: its sources, its Bronze table and its Silver model.
+type Entity struct {
+	Sources []string `yaml:"sources"`
+	Bronze  Bronze   `yaml:"bronze"`
+	Silver  Silver   `yaml:"silver"`
+}
+
+// Bronze configures the append-only raw table.
+type Bronze struct {
+	Table     string `yaml:"table"`
+	BatchRows int    `yaml:"batch_rows"`
+}
+
+// Silver configures parsing, typing, rules, quarantine and the dedup/merge of an entity.
+type Silver struct {
+	Table           string              `yaml:"table"`
+	QuarantineTable string              `yaml:"quarantine_table"`
+	Mode            string              `yaml:"mode"` // upsert | append
+	Key             []string            `yaml:"key"`
+	UpdatedAt       string              `yaml:"updated_at"` // ordering column (upsert)
+	Op              string              `yaml:"op"`         // CDC op column (upsert); values c/u/d/r
+	OpValues        map[string][]string `yaml:"op_values"`
+	EventTime       string              `yaml:"event_time"` // partition/lookback column (append)
+	Lookback        Duration            `yaml:"lookback"`
+	KeysTable       string              `yaml:"keys_table"`
+	Buckets         int                 `yaml:"buckets"`
+	Columns         []Column            `yaml:"columns"`
+	Rules           []Rule              `yaml:"rules"`
+	Quality         Quality             `yaml:"quality"`
+}
+
+// Column is one typed Silver column read from the payload.
+type Column struct {
+	Name     string  `yaml:"name"`
+	Path     string  `yaml:"path"` // JSON path in the payload, default $.<name>
+	Type     string  `yaml:"type"` // string, int32, int64, float64, decimal(p,s), bool, date, timestamp
+	Required bool    `yaml:"required"`
+	Default  *string `yaml:"default"`
+	Format   string  `yaml:"format"` // timestamps: rfc3339 | epoch_s | epoch_ms | epoch_us | Go layout
+}
+
+// Rule is one entry of the transformation registry (F* filter, N* normalise, E* enrich).
+type Rule struct {
+	ID     string  `yaml:"id"`
+	Kind   string  `yaml:"kind"` // filter | normalize | derive | lookup
+	Expr   string  `yaml:"expr"`
+	Column string  `yaml:"column"`
+	Type   string  `yaml:"type"`
+	Reason string  `yaml:"reason"`
+	Lookup *Lookup `yaml:"lookup"`
+}
+
+// Lookup is a LEFT JOIN enrichment against another Silver entity or a CSV reference file.
+type Lookup struct {
+	Entity  string            `yaml:"entity"`
+	File    string            `yaml:"file"`
+	On      map[string]string `yaml:"on"` // this column -> lookup column
+	Columns []string          `yaml:"columns"`
+}
+
+// Quality sets the warning thresholds of the Silver aggregate checks.
+type Quality struct {
+	WarnQuarantinePct *float64 `yaml:"warn_quarantine_pct"`
+	WarnDuplicatePct  *float64 `yaml:"warn_duplicate_pct"`
+}
+
+// Mart is one Gold KPI mart and how it is served from ClickHouse.
+type Mart struct {
+	Source       string     `yaml:"source"`
+	Joins        []Join     `yaml:"joins"`
+	Table        string     `yaml:"table"`
+	Mode         string     `yaml:"mode"` // incremental | snapshot
+	Filter       string     `yaml:"filter"`
+	Grain        Grain      `yaml:"grain"`
+	Dimensions   []string   `yaml:"dimensions"`
+	Grouping     string     `yaml:"grouping"` // none | rollup | cube | sets
+	GroupingSets [][]string `yaml:"grouping_sets"`
+	Measures     []Measure  `yaml:"measures"`
+	Checks       []Check    `yaml:"checks"`
+	Serving      Serving    `yaml:"serving"`
+}
+
+// Join denormalises another Silver entity into the mart's rows.
+type Join struct {
+	Entity  string            `yaml:"entity"`
+	Type    string            `yaml:"type"` // left | inner
+	On      map[string]string `yaml:"on"`
+	Columns []string          `yaml:"columns"`
+}
+
+// Grain is the time column of a mart, truncated to a unit; it is also the partition.
+type Grain struct {
+	Column string `yaml:"column"`
+	Unit   string `yaml:"unit"` // hour | day | month
+	As     string `yaml:"as"`
+}
+
+// Measure is one aggregate of a mart.
+type Measure struct {
+	Name      string    `yaml:"name"`
+	Agg       string    `yaml:"agg"` // sum | count | count_distinct | avg | min | max | quantiles
+	Column    string    `yaml:"column"`
+	Quantiles []float64 `yaml:"quantiles"`
+}
+
+// Check is one data-quality gateway check of a mart.
+type Check struct {
+	Name      string   `yaml:"name"`
+	Type      string   `yaml:"type"` // expr | not_null | unique_grain | row_count_anomaly | consistency
+	Expr      string   `yaml:"expr"`
+	Columns   []string `yaml:"columns"`
+	Severity  string   `yaml:"severity"` // critical | warning
+	Trailing  int      `yaml:"trailing"`
+	Tolerance float64  `yaml:"tolerance"`
+}
+
+// Serving configures the hot ClickHouse copy of a mart.
+type Serving struct {
+	Enabled     *bool    `yaml:"enabled"`
+	Table       string   `yaml:"table"`
+	HotWindow   Duration `yaml:"hot_window"`
+	PartitionBy string   `yaml:"partition_by"` // day | month
+	TTL         Duration `yaml:"ttl"`
+	BatchRows   int      `yaml:"batch_rows"`
+	Parallelism int      `yaml:"parallelism"`
+	Distinct    string   `yaml:"distinct"` // uniqExact | uniq
+}
+
+// IsEnabled reports whether the mart is pushed to ClickHouse (the default).
+func (s Serving) IsEnabled() bool { return s.Enabled == nil || *s.Enabled }
+
+// Schedule runs stages on a cron spec inside `goldbridge serve`.
+type Schedule struct {
+	Cron     string   `yaml:"cron"`
+	Timezone string   `yaml:"timezone"`
+	Stages   []string `yaml:"stages"` // ingest | silver | gold | sync | check
+	Entities []string `yaml:"entities"`
+	Marts    []string `yaml:"marts"`
+}
+
+// Server configures the HTTP endpoint of `goldbridge serve`.
+type Server struct {
+	Listen          string   `yaml:"listen"`
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+}
+
+// Metrics configures where one-shot runs leave their metrics.
+type Metrics struct {
+	Textfile    string `yaml:"textfile"`
+	Pushgateway string `yaml:"pushgateway"`
+	Job         string `yaml:"job"`
+}
+
+// Secret is a string that never prints its value (logs, errors, %v).
+type Secret string
+
+// String hides the value.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "******"
+}
+
+// GoString hides the value from %#v.
+func (s Secret) GoString() string { return `config.Secret("******")` }
+
+// Reveal returns the secret value; call it only where the value is handed to a client.
+func (s Secret) Reveal() string { return string(s) }
+
+// Duration is a time.Duration that also accepts days ("90d", "1d12h").
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// ParseDuration parses Go durations plus a leading whole-day part ("90d", "2d6h").
+func ParseDuration(s string) (Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, fmt.Errorf("empty duration")
+	}
+	var days int64
+	if i := strings.IndexByte(s, 'd'); i > 0 {
+		var n int64
+		for _, c := range s[:i] {
+			if c < '0' || c > '9' {
+				return 0, fmt.Errorf("invalid duration %q", s)
+			}
+			n = n*10 + int64(c-'0')
+			if n > 1<<20 {
+				return 0, fmt.Errorf("duration %q too large", s)
+			}
+		}
+		days, s = n, s[i+1:]
+	}
+	var rest time.Duration
+	if s != "" {
+		var err error
+		if rest, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("invalid duration %q (use 90d, 26h, 15m, 1d12h)", s)
+		}
+	}
+	d := time.Duration(days)*24*time.Hour + rest
+	if d < 0 {
+		return 0, fmt.Errorf("negative duration %q", s)
+	}
+	return Duration(d), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// String formats the duration, in days when it is a whole number of days.
+func (d Duration) String() string {
+	td := time.Duration(d)
+	if td > 0 && td%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", td/(24*time.Hour))
+	}
+	return td.String()
+}

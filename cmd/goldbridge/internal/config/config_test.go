@@ -1,0 +1,279 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
+func TestExampleIsValid(t *testing.T) {
+	cfg, err := Load("../../../../examples/orders.yaml", "/tmp/gb-state")
+	if err != nil {
+		t.Fatalf("examples/orders.yaml: %v", err)
+	}
+	e := cfg.Entities["orders"]
+	checks := map[string][2]string{
+		"catalog uri":      {cfg.Lakehouse.Catalog.URI, "/tmp/gb-state/catalog.db"},
+		"warehouse":        {cfg.Lakehouse.Warehouse, "file:///tmp/gb-state/warehouse"},
+		"landing path":     {cfg.Sources["orders_landing"].Path, "/tmp/gb-state/landing/orders"},
+		"bronze table":     {e.Bronze.Table, "bronze.orders"},
+		"silver table":     {e.Silver.Table, "silver.orders"},
+		"quarantine table": {e.Silver.QuarantineTable, "silver.orders_quarantine"},
+		"gold table":       {cfg.Marts["daily_revenue_kpi"].Table, "gold.daily_revenue_kpi"},
+		"ch database":      {cfg.ClickHouse.Database, "marts"},
+		"ch local path":    {cfg.ClickHouse.Local.Path, "/tmp/gb-state/clickhouse"},
+		"currency default": {*e.Silver.Columns[3].Default, "USD"},
+		"amount path":      {e.Silver.Columns[2].Path, "$.amount"},
+		"grain":            {cfg.Marts["daily_revenue_kpi"].Grain.As, "report_date"},
+	}
+	for name, c := range checks {
+		if c[0] != c[1] {
+			t.Errorf("%s = %q, want %q", name, c[0], c[1])
+		}
+	}
+	if got := cfg.Marts["daily_revenue_kpi"].Serving.HotWindow.D(); got != 90*24*time.Hour {
+		t.Errorf("hot window = %v", got)
+	}
+	if !cfg.ClickHouse.IsEmbedded() {
+		t.Error("embedded should default to true")
+	}
+}
+
+func TestEveryProblemIsReported(t *testing.T) {
+	src := `
+version: 1
+clickhouse:
+  protocl: native
+sources:
+  land: {type: file, system: shop, path: /x}
+entities:
+  orders:
+    sources: [land]
+    silver:
+      mode: upsert
+      updated_at: updated_at
+      columns:
+        - {name: order_id, type: string}
+        - {name: updated_at, type: timestamp}
+        - {name: amount, type: "decimal(18,2)", default: abc}
+marts:
+  kpi:
+    source: orders
+    grain: {column: created, unit: day}
+    measures: [{name: n, agg: count}]
+`
+	_, err := Parse([]byte(src), "/tmp/s", env(nil))
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("want Problems, got %v", err)
+	}
+	want := []string{
+		"clickhouse.protocl",
+		"entities.orders.silver.columns[2].default",
+		"entities.orders.silver.key",
+		"marts.kpi.grain.column",
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, p.Path)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("problems = %v\nwant paths %v", ps, want)
+	}
+	if !strings.Contains(ps[0].Msg, `did you mean "protocol"`) || ps[0].Line != 4 {
+		t.Errorf("unknown key problem = %v", ps[0])
+	}
+	if !strings.Contains(ps[2].Msg, "required") {
+		t.Errorf("key message = %q", ps[2].Msg)
+	}
+}
+
+func TestDecodeProblems(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      []string // the first problems, as "path: substring"
+	}{
+		{"wrong scalar types", "clickhouse:\n  max_retries: many\n  embedded: perhaps\n",
+			[]string{"clickhouse.max_retries: expected a integer", "clickhouse.embedded: expected a boolean"}},
+		{"list expected", "entities:\n  e:\n    sources: land\n", []string{"entities.e.sources: expected a list"}},
+		{"unset env", "clickhouse:\n  password: ${NOPE}\n", []string{"clickhouse.password: environment variable NOPE is not set"}},
+		{"bad duration", "marts:\n  m:\n    serving: {hot_window: 9x}\n", []string{"marts.m.serving.hot_window: invalid duration"}},
+		{"unknown nested", "entities:\n  e:\n    silver:\n      columns:\n        - {name: a, typ: string}\n",
+			[]string{`entities.e.silver.columns[0].typ: unknown key (did you mean "type"?)`}},
+		{"invalid yaml", "a: [\n", []string{"(file): invalid YAML"}},
+		{"empty", "", []string{"(file): empty config"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.src), "/tmp/s", env(nil))
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("want Problems, got %v", err)
+			}
+			// Decoding problems come first; validation of the rest may add more after them.
+			if len(ps) < len(tt.want) {
+				t.Fatalf("got %d problems %v, want %v first", len(ps), ps, tt.want)
+			}
+			for i, w := range tt.want {
+				path, sub, _ := strings.Cut(w, ": ")
+				if ps[i].Path != path || !strings.Contains(ps[i].Msg, sub) {
+					t.Errorf("problem %d = %q, want %q", i, ps[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	src := `
+clickhouse:
+  embedded: ${EMB}
+  addresses: ["${CH_HOST}:9000"]
+  password: ${CH_PASSWORD}
+  user: ${CH_USER:-reader}
+  max_retries: ${RETRIES}
+  database: "$${literal}"
+`
+	_, err := Parse([]byte(src), "/tmp/s", env(map[string]string{"EMB": "false", "CH_HOST": "ch1", "CH_PASSWORD": "s3cr3t", "RETRIES": "7"}))
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Path != "clickhouse.database" {
+		t.Fatalf("want only the database identifier problem, got %v", err)
+	}
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatal("secret leaked into the error")
+	}
+	cfg, err := Parse([]byte(strings.Replace(src, `"$${literal}"`, "marts", 1)), "/tmp/s",
+		env(map[string]string{"EMB": "false", "CH_HOST": "ch1", "CH_PASSWORD": "s3cr3t", "RETRIES": "7"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := cfg.ClickHouse
+	if ch.IsEmbedded() || ch.Addresses[0] != "ch1:9000" || ch.User != "reader" || ch.MaxRetries != 7 || ch.Password.Reveal() != "s3cr3t" {
+		t.Fatalf("expanded wrongly: %+v", ch)
+	}
+	for _, s := range []string{fmt.Sprint(ch.Password), fmt.Sprintf("%v %+v %#v", ch, ch, ch)} {
+		if strings.Contains(s, "s3cr3t") {
+			t.Fatalf("secret printed: %s", s)
+		}
+	}
+}
+
+func TestDuration(t *testing.T) {
+	tests := map[string]time.Duration{"90d": 90 * 24 * time.Hour, "26h": 26 * time.Hour, "1d12h": 36 * time.Hour, "15m": 15 * time.Minute}
+	for in, want := range tests {
+		d, err := ParseDuration(in)
+		if err != nil || d.D() != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, d, err, want)
+		}
+	}
+	for _, bad := range []string{"", "d", "x1d", "1dd", "-5h", "3 days"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) should fail", bad)
+		}
+	}
+	if s := Duration(90 * 24 * time.Hour).String(); s != "90d" {
+		t.Errorf("String = %q", s)
+	}
+}
+
+func TestValidationRules(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, from, to, wantPath string
+	}{
+		{"bad cron", `cron: "*/15 * * * *"`, `cron: "every tuesday"`, "schedules.every_15m.cron"},
+		{"unknown stage", "stages: [ingest, silver, gold, sync]", "stages: [ingest, bake]", "schedules.every_15m.stages[1]"},
+		{"unknown source", "sources: [orders_landing]", "sources: [nope]", "entities.orders.sources[0]"},
+		{"bad type", `type: "decimal(18,2)"}`, `type: "decimal(99,2)"}`, "entities.orders.silver.columns[2].type"},
+		{"rule prefix", "id: F1", "id: X1", "entities.orders.silver.rules[0].id"},
+		{"bad rule expr", "expr: amount >= 0", "expr: amount >=", "entities.orders.silver.rules[0].expr"},
+		{"sum of string", "agg: sum,            column: amount", "agg: sum,            column: country", "marts.daily_revenue_kpi.measures[0].column"},
+		{"bad agg", "agg: avg,", "agg: median,", "marts.daily_revenue_kpi.measures[3].agg"},
+		{"grain not time", "grain: {column: created_at", "grain: {column: country", "marts.daily_revenue_kpi.grain.column"},
+		{"bad partition", "partition_by: day", "partition_by: week", "marts.daily_revenue_kpi.serving.partition_by"},
+		{"bad table", "table: gold.daily_revenue_kpi", "table: Gold-KPI", "marts.daily_revenue_kpi.table"},
+		{"external without addresses", "embedded: true ", "embedded: false", "clickhouse.addresses"},
+		{"bad warehouse", "warehouse: file://${STATE_DIR}/warehouse", "warehouse: /plain/path", "lakehouse.warehouse"},
+		{"bad listen", "listen: 127.0.0.1:9464", "listen: nowhere", "server.listen"},
+		{"not-null unknown", "columns: [report_date]", "columns: [nope]", "marts.daily_revenue_kpi.checks[1].columns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := string(base)
+			if !strings.Contains(src, tt.from) {
+				t.Fatalf("example lacks %q", tt.from)
+			}
+			_, err := Parse([]byte(strings.Replace(src, tt.from, tt.to, 1)), "/tmp/s", env(nil))
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("want Problems, got %v", err)
+			}
+			for _, p := range ps {
+				if p.Path == tt.wantPath {
+					return
+				}
+			}
+			t.Fatalf("no problem at %s; got %v", tt.wantPath, ps)
+		})
+	}
+}
+
+// TestDocsCoverEveryKey keeps docs/config.md in step with the schema: every YAML key of
+// the Config structs must be documented there.
+func TestDocsCoverEveryKey(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "config.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, path := range yamlPaths(reflect.TypeFor[Config](), "") {
+		re := regexp.MustCompile("`" + regexp.QuoteMeta(path) + "`")
+		if !re.Match(doc) {
+			missing = append(missing, path)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("docs/config.md does not document:\n  %s", strings.Join(missing, "\n  "))
+	}
+}
+
+// yamlPaths lists the documented form of every key: maps use <name>, lists use [].
+func yamlPaths(t reflect.Type, prefix string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var out []string
+	switch t.Kind() {
+	case reflect.Struct:
+		if t == reflect.TypeFor[time.Time]() {
+			return nil
+		}
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			p := join(prefix, name)
+			out = append(out, p)
+			out = append(out, yamlPaths(t.Field(i).Type, p)...)
+		}
+	case reflect.Map:
+		out = append(out, yamlPaths(t.Elem(), prefix+".<name>")...)
+	case reflect.Slice:
+		out = append(out, yamlPaths(t.Elem(), prefix+"[]")...)
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package config
+
+import (
+	"path/filepath"
+	"time"
+)
+
+// Defaults of the embedded stack and of every optional setting; docs/config.md lists them.
+const (
+	DefaultCatalogName      = "goldbridge"
+	DefaultCHDatabase       = "marts"
+	DefaultCHLocalTCPPort   = 19000
+	DefaultCHLocalHTTPPort  = 18123
+	DefaultBatchRows        = 100_000
+	DefaultBuckets          = 16
+	DefaultHotWindow        = Duration(90 * 24 * time.Hour)
+	DefaultQualityWarnPct   = 5.0
+	DefaultAnomalyTrailing  = 7
+	DefaultAnomalyTolerance = 0.5
+	DefaultListen           = "127.0.0.1:9464"
+)
+
+func (c *Config) applyDefaults() {
+	if c.Version == 0 {
+		c.Version = 1
+	}
+	lh := &c.Lakehouse
+	if lh.Catalog.Type == "" {
+		lh.Catalog.Type = "sql"
+	}
+	if lh.Catalog.Type == "sql" && lh.Catalog.URI == "" {
+		lh.Catalog.URI = filepath.Join(c.StateDir, "catalog.db")
+	}
+	if lh.Catalog.Name == "" {
+		lh.Catalog.Name = DefaultCatalogName
+	}
+	if lh.Warehouse == "" {
+		lh.Warehouse = "file://" + filepath.Join(c.StateDir, "warehouse")
+	}
+	if lh.S3.Region == "" {
+		lh.S3.Region = "us-east-1"
+	}
+	setDefault(&lh.Namespaces.Bronze, "bronze")
+	setDefault(&lh.Namespaces.Silver, "silver")
+	setDefault(&lh.Namespaces.Gold, "gold")
+
+	ch := &c.ClickHouse
+	if ch.IsEmbedded() {
+		setDefault(&ch.Local.Path, filepath.Join(c.StateDir, "clickhouse"))
+		if ch.Local.TCPPort == 0 {
+			ch.Local.TCPPort = DefaultCHLocalTCPPort
+		}
+		if ch.Local.HTTPPort == 0 {
+			ch.Local.HTTPPort = DefaultCHLocalHTTPPort
+		}
+	}
+	setDefault(&ch.Protocol, "native")
+	setDefault(&ch.Database, DefaultCHDatabase)
+	setDefault(&ch.User, "default")
+	if ch.DialTimeout == 0 {
+		ch.DialTimeout = Duration(10 * time.Second)
+	}
+	if ch.MaxRetries == 0 {
+		ch.MaxRetries = 5
+	}
+	if ch.RetryBackoff == 0 {
+		ch.RetryBackoff = Duration(200 * time.Millisecond)
+	}
+
+	for name, s := range c.Sources {
+		if s.Type == "file" {
+			setDefault(&s.Compression, "auto")
+			setDefault(&s.Pattern, "*")
+		}
+		if s.Type == "kafka" {
+			setDefault(&s.Group, "goldbridge-"+name)
+			setDefault(&s.StartOffset, "earliest")
+		}
+		c.Sources[name] = s
+	}
+
+	for name, e := range c.Entities {
+		setDefault(&e.Bronze.Table, lh.Namespaces.Bronze+"."+name)
+		if e.Bronze.BatchRows == 0 {
+			e.Bronze.BatchRows = DefaultBatchRows
+		}
+		sv := &e.Silver
+		setDefault(&sv.Table, lh.Namespaces.Silver+"."+name)
+		setDefault(&sv.QuarantineTable, lh.Namespaces.Silver+"."+name+"_quarantine")
+		if sv.Buckets == 0 {
+			sv.Buckets = DefaultBuckets
+		}
+		for i := range sv.Columns {
+			setDefault(&sv.Columns[i].Path, "$."+sv.Columns[i].Name)
+		}
+		if sv.Quality.WarnQuarantinePct == nil {
+			v := DefaultQualityWarnPct
+			sv.Quality.WarnQuarantinePct = &v
+		}
+		if sv.Quality.WarnDuplicatePct == nil {
+			v := DefaultQualityWarnPct
+			sv.Quality.WarnDuplicatePct = &v
+		}
+		c.Entities[name] = e
+	}
+
+	for name, m := range c.Marts {
+		setDefault(&m.Table, lh.Namespaces.Gold+"."+name)
+		setDefault(&m.Mode, "incremental")
+		setDefault(&m.Grouping, "none")
+		setDefault(&m.Grain.Unit, "day")
+		if m.Grain.As == "" {
+			switch m.Grain.Unit {
+			case "hour":
+				m.Grain.As = "report_hour"
+			case "month":
+				m.Grain.As = "report_month"
+			default:
+				m.Grain.As = "report_date"
+			}
+		}
+		for i := range m.Joins {
+			setDefault(&m.Joins[i].Type, "left")
+		}
+		for i := range m.Checks {
+			ck := &m.Checks[i]
+			setDefault(&ck.Severity, "critical")
+			setDefault(&ck.Name, ck.Type)
+			if ck.Type == "row_count_anomaly" {
+				if ck.Trailing == 0 {
+					ck.Trailing = DefaultAnomalyTrailing
+				}
+				if ck.Tolerance == 0 {
+					ck.Tolerance = DefaultAnomalyTolerance
+				}
+			}
+		}
+		sv := &m.Serving
+		setDefault(&sv.Table, name)
+		if sv.HotWindow == 0 {
+			sv.HotWindow = DefaultHotWindow
+		}
+		if m.Grain.Unit == "month" {
+			setDefault(&sv.PartitionBy, "month")
+		}
+		setDefault(&sv.PartitionBy, "day")
+		if sv.TTL == 0 {
+			sv.TTL = sv.HotWindow + Duration(30*24*time.Hour)
+		}
+		if sv.BatchRows == 0 {
+			sv.BatchRows = DefaultBatchRows
+		}
+		if sv.Parallelism == 0 {
+			sv.Parallelism = 2
+		}
+		setDefault(&sv.Distinct, "uniqExact")
+		c.Marts[name] = m
+	}
+
+	for name, s := range c.Schedules {
+		setDefault(&s.Timezone, "UTC")
+		c.Schedules[name] = s
+	}
+	setDefault(&c.Server.Listen, DefaultListen)
+	if c.Server.ShutdownTimeout == 0 {
+		c.Server.ShutdownTimeout = Duration(30 * time.Second)
+	}
+	setDefault(&c.Metrics.Job, "goldbridge")
+}
+
+func setDefault(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}

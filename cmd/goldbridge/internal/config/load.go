@@ -1,0 +1,71 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads, expands, decodes, defaults and validates a pipeline file. ${STATE_DIR} in
+// values is the absolute stateDir. The error, if any, is a Problems listing every mistake.
+func Load(path, stateDir string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(data, stateDir, nil)
+}
+
+// Parse is Load on bytes; env looks up ${VAR} (nil: the process environment).
+func Parse(data []byte, stateDir string, env func(string) (string, bool)) (*Config, error) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state dir %q: %w", stateDir, err)
+	}
+	if env == nil {
+		env = osEnv(abs)
+	} else {
+		inner := env
+		env = func(name string) (string, bool) {
+			if name == "STATE_DIR" {
+				return abs, true
+			}
+			return inner(name)
+		}
+	}
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, Problems{{Path: "(file)", Msg: "empty config"}}
+		}
+		return nil, Problems{{Path: "(file)", Msg: fmt.Sprintf("invalid YAML: %v", err)}}
+	}
+	cfg := &Config{}
+	d := &decoder{env: env}
+	d.decode("", &root, reflect.ValueOf(cfg).Elem())
+	cfg.StateDir = abs
+	cfg.applyDefaults()
+	// Validate even after decoding problems so that one run reports every mistake; a value
+	// that failed to decode is not reported a second time.
+	ps := d.problems
+	seen := map[string]bool{}
+	for _, p := range ps {
+		seen[p.Path] = true
+	}
+	for _, p := range cfg.Validate() {
+		if !seen[p.Path] {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	return cfg, nil
+}

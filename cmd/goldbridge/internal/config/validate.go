@@ -1,0 +1,728 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/expr-lang/expr"
+	"github.com/robfig/cron/v3"
+)
+
+var (
+	identRe     = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+	chIdentRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	systemRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+	decimalRe   = regexp.MustCompile(`^decimal\((\d+),\s*(\d+)\)$`)
+	cronParser  = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	validStages = []string{"ingest", "silver", "gold", "sync", "check"}
+)
+
+// Reserved column names that goldbridge adds to Silver and Gold tables itself.
+var reservedColumns = []string{"is_deleted", "_silver_updated_ts", "_run_id", "_event_id", "_calculated_at", "grouping_level"}
+
+type validator struct{ ps Problems }
+
+func (v *validator) add(path, format string, args ...any) {
+	v.ps = append(v.ps, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) required(path, val string) bool {
+	if strings.TrimSpace(val) == "" {
+		v.add(path, "required")
+		return false
+	}
+	return true
+}
+
+func (v *validator) oneOf(path, val string, allowed ...string) {
+	if !slices.Contains(allowed, val) {
+		v.add(path, "must be one of %s, got %q", strings.Join(allowed, ", "), val)
+	}
+}
+
+func (v *validator) tableIdent(path, val string) {
+	ns, name, ok := strings.Cut(val, ".")
+	if !ok || !identRe.MatchString(ns) || !identRe.MatchString(name) {
+		v.add(path, "must be namespace.table in lower case (letters, digits, _), got %q", val)
+	}
+}
+
+func (v *validator) exprSyntax(path, src string) {
+	if _, err := expr.Compile(src); err != nil {
+		v.add(path, "invalid expression: %s", firstLine(err.Error()))
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Validate checks a defaulted config and returns every problem, ordered by path.
+func (c *Config) Validate() Problems {
+	v := &validator{}
+	if c.Version != 1 {
+		v.add("version", "unsupported version %d (this goldbridge reads version 1)", c.Version)
+	}
+	c.validateLakehouse(v)
+	c.validateClickHouse(v)
+	for _, name := range sortedKeys(c.Sources) {
+		c.validateSource(v, name)
+	}
+	for _, name := range sortedKeys(c.Entities) {
+		c.validateEntity(v, name)
+	}
+	for _, name := range sortedKeys(c.Marts) {
+		c.validateMart(v, name)
+	}
+	for _, name := range sortedKeys(c.Schedules) {
+		c.validateSchedule(v, name)
+	}
+	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		v.add("server.listen", "must be host:port, got %q", c.Server.Listen)
+	}
+	if c.Metrics.Pushgateway != "" {
+		v.url("metrics.pushgateway", c.Metrics.Pushgateway)
+	}
+	return v.ps
+}
+
+func (v *validator) url(path, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(path, "must be an http(s) URL")
+	}
+}
+
+func (c *Config) validateLakehouse(v *validator) {
+	lh := c.Lakehouse
+	v.oneOf("lakehouse.catalog.type", lh.Catalog.Type, "sql", "rest")
+	if lh.Catalog.Type == "rest" {
+		if v.required("lakehouse.catalog.uri", lh.Catalog.URI) {
+			v.url("lakehouse.catalog.uri", lh.Catalog.URI)
+		}
+	}
+	switch {
+	case strings.HasPrefix(lh.Warehouse, "file://"):
+		if !strings.HasPrefix(strings.TrimPrefix(lh.Warehouse, "file://"), "/") {
+			v.add("lakehouse.warehouse", "file:// warehouse must be an absolute path (use ${STATE_DIR}/warehouse)")
+		}
+	case strings.HasPrefix(lh.Warehouse, "s3://"):
+		if strings.TrimPrefix(lh.Warehouse, "s3://") == "" {
+			v.add("lakehouse.warehouse", "s3:// warehouse needs a bucket")
+		}
+		if lh.S3.Endpoint != "" {
+			v.url("lakehouse.s3.endpoint", lh.S3.Endpoint)
+		}
+		if (lh.S3.AccessKeyID == "") != (lh.S3.SecretAccessKey == "") {
+			v.add("lakehouse.s3", "access_key_id and secret_access_key go together")
+		}
+	default:
+		v.add("lakehouse.warehouse", "must start with file:// or s3://")
+	}
+	for path, ns := range map[string]string{
+		"lakehouse.namespaces.bronze": lh.Namespaces.Bronze,
+		"lakehouse.namespaces.silver": lh.Namespaces.Silver,
+		"lakehouse.namespaces.gold":   lh.Namespaces.Gold,
+	} {
+		if !identRe.MatchString(ns) {
+			v.add(path, "invalid namespace %q", ns)
+		}
+	}
+}
+
+func (c *Config) validateClickHouse(v *validator) {
+	ch := c.ClickHouse
+	if ch.IsEmbedded() {
+		if len(ch.Addresses) > 0 {
+			v.add("clickhouse.addresses", "not used with embedded: true (set embedded: false for an external server)")
+		}
+		for path, p := range map[string]int{"clickhouse.local.tcp_port": ch.Local.TCPPort, "clickhouse.local.http_port": ch.Local.HTTPPort} {
+			if p <= 0 || p > 65535 {
+				v.add(path, "must be a port number, got %d", p)
+			}
+		}
+		if ch.Local.TCPPort == ch.Local.HTTPPort {
+			v.add("clickhouse.local.http_port", "must differ from tcp_port")
+		}
+		if ch.Cluster != "" {
+			v.add("clickhouse.cluster", "the embedded server is a single node; set embedded: false")
+		}
+	} else {
+		if len(ch.Addresses) == 0 {
+			v.add("clickhouse.addresses", "required when embedded is false")
+		}
+		for i, a := range ch.Addresses {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				v.add(fmt.Sprintf("clickhouse.addresses[%d]", i), "must be host:port, got %q", a)
+			}
+		}
+	}
+	v.oneOf("clickhouse.protocol", ch.Protocol, "native", "http")
+	if !chIdentRe.MatchString(ch.Database) {
+		v.add("clickhouse.database", "invalid identifier %q", ch.Database)
+	}
+	if ch.Cluster != "" && !chIdentRe.MatchString(ch.Cluster) {
+		v.add("clickhouse.cluster", "invalid identifier %q", ch.Cluster)
+	}
+	if ch.Password != "" && ch.PasswordFile != "" {
+		v.add("clickhouse.password_file", "set password or password_file, not both")
+	}
+	validateTLS(v, "clickhouse.tls", ch.TLS)
+	if ch.MaxRetries < 0 {
+		v.add("clickhouse.max_retries", "must be >= 0")
+	}
+}
+
+func validateTLS(v *validator, path string, t TLS) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add(path, "cert_file and key_file go together")
+	}
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.ServerName != "") {
+		v.add(path+".enabled", "TLS files are set but enabled is false")
+	}
+}
+
+func (c *Config) validateSource(v *validator, name string) {
+	p := "sources." + name
+	s := c.Sources[name]
+	if !identRe.MatchString(name) {
+		v.add(p, "invalid source name (lower case letters, digits, _)")
+	}
+	if v.required(p+".system", s.System) && !systemRe.MatchString(s.System) {
+		v.add(p+".system", "invalid system name %q (lower case letters, digits, _ and -)", s.System)
+	}
+	switch s.Type {
+	case "file":
+		v.required(p+".path", s.Path)
+		if s.Format != "" {
+			v.oneOf(p+".format", s.Format, "jsonl", "csv", "parquet")
+		}
+		v.oneOf(p+".compression", s.Compression, "auto", "none", "gzip", "zstd")
+		if len(s.CSV.Delimiter) > 1 {
+			v.add(p+".csv.delimiter", "must be one character")
+		}
+		if len(s.Brokers) > 0 || s.Topic != "" {
+			v.add(p, "brokers/topic are Kafka settings; this source has type file")
+		}
+	case "kafka":
+		if len(s.Brokers) == 0 {
+			v.add(p+".brokers", "required")
+		}
+		v.required(p+".topic", s.Topic)
+		v.oneOf(p+".start_offset", s.StartOffset, "earliest", "latest")
+		if s.SASL.Mechanism != "" {
+			v.oneOf(p+".sasl.mechanism", s.SASL.Mechanism, "plain", "scram-sha-256", "scram-sha-512")
+			v.required(p+".sasl.user", s.SASL.User)
+		}
+		validateTLS(v, p+".tls", s.TLS)
+		if s.Path != "" {
+			v.add(p+".path", "a file setting; this source has type kafka")
+		}
+	case "":
+		v.add(p+".type", "required (file or kafka)")
+	default:
+		v.add(p+".type", "must be one of file, kafka, got %q", s.Type)
+	}
+}
+
+// ColumnKind classifies a declared column type: "string", "int", "float", "decimal",
+// "bool", "date", "timestamp", or "" when invalid.
+func ColumnKind(typ string) string {
+	switch typ {
+	case "string":
+		return "string"
+	case "int32", "int64":
+		return "int"
+	case "float64":
+		return "float"
+	case "bool":
+		return "bool"
+	case "date":
+		return "date"
+	case "timestamp":
+		return "timestamp"
+	}
+	if m := decimalRe.FindStringSubmatch(typ); m != nil {
+		p, _ := strconv.Atoi(m[1])
+		s, _ := strconv.Atoi(m[2])
+		if p >= 1 && p <= 38 && s <= p {
+			return "decimal"
+		}
+	}
+	return ""
+}
+
+func (c *Config) validateEntity(v *validator, name string) {
+	p := "entities." + name
+	e := c.Entities[name]
+	if !identRe.MatchString(name) {
+		v.add(p, "invalid entity name (lower case letters, digits, _)")
+	}
+	if len(e.Sources) == 0 {
+		v.add(p+".sources", "required")
+	}
+	for i, s := range e.Sources {
+		if _, ok := c.Sources[s]; !ok {
+			v.add(fmt.Sprintf("%s.sources[%d]", p, i), "unknown source %q", s)
+		}
+	}
+	v.tableIdent(p+".bronze.table", e.Bronze.Table)
+	if e.Bronze.BatchRows < 0 {
+		v.add(p+".bronze.batch_rows", "must be > 0")
+	}
+
+	sp := p + ".silver"
+	sv := e.Silver
+	v.tableIdent(sp+".table", sv.Table)
+	v.tableIdent(sp+".quarantine_table", sv.QuarantineTable)
+	if sv.Table == sv.QuarantineTable {
+		v.add(sp+".quarantine_table", "must differ from table")
+	}
+	cols := map[string]string{}
+	if len(sv.Columns) == 0 {
+		v.add(sp+".columns", "required (at least one typed column)")
+	}
+	for i, col := range sv.Columns {
+		cp := fmt.Sprintf("%s.columns[%d]", sp, i)
+		if !v.required(cp+".name", col.Name) {
+			continue
+		}
+		if !identRe.MatchString(col.Name) {
+			v.add(cp+".name", "invalid column name %q", col.Name)
+		}
+		if slices.Contains(reservedColumns, col.Name) {
+			v.add(cp+".name", "%q is a column goldbridge adds itself", col.Name)
+		}
+		if _, dup := cols[col.Name]; dup {
+			v.add(cp+".name", "duplicate column %q", col.Name)
+		}
+		kind := ColumnKind(col.Type)
+		cols[col.Name] = kind
+		if col.Type == "" {
+			v.add(cp+".type", "required")
+		} else if kind == "" {
+			v.add(cp+".type", "unknown type %q (string, int32, int64, float64, decimal(p,s), bool, date, timestamp)", col.Type)
+		}
+		if !strings.HasPrefix(col.Path, "$") {
+			v.add(cp+".path", "must be a JSON path starting with $ (e.g. $.customer.id)")
+		}
+		if col.Format != "" && kind != "timestamp" && kind != "date" {
+			v.add(cp+".format", "only timestamp and date columns take a format")
+		}
+		if col.Default != nil && kind != "" {
+			if err := checkLiteral(kind, *col.Default); err != nil {
+				v.add(cp+".default", "%v", err)
+			}
+		}
+	}
+	switch sv.Mode {
+	case "upsert":
+		if sv.UpdatedAt == "" {
+			v.add(sp+".updated_at", "required in upsert mode (the column that orders versions)")
+		} else if k, ok := cols[sv.UpdatedAt]; !ok {
+			v.add(sp+".updated_at", "unknown column %q", sv.UpdatedAt)
+		} else if k != "timestamp" && k != "date" && k != "int" {
+			v.add(sp+".updated_at", "column %q must be a timestamp, date or integer", sv.UpdatedAt)
+		}
+		if sv.Op != "" {
+			if k, ok := cols[sv.Op]; !ok {
+				v.add(sp+".op", "unknown column %q", sv.Op)
+			} else if k != "string" {
+				v.add(sp+".op", "column %q must be a string", sv.Op)
+			}
+		}
+		for op := range sv.OpValues {
+			if !slices.Contains([]string{"c", "u", "d", "r"}, op) {
+				v.add(sp+".op_values."+op, "keys are the CDC ops c, u, d, r")
+			}
+		}
+		if sv.Lookback != 0 || sv.KeysTable != "" {
+			v.add(sp+".lookback", "lookback and keys_table belong to append mode")
+		}
+	case "append":
+		if sv.Op != "" || sv.UpdatedAt != "" {
+			v.add(sp+".op", "op and updated_at belong to upsert mode")
+		}
+		if sv.EventTime != "" {
+			if k, ok := cols[sv.EventTime]; !ok {
+				v.add(sp+".event_time", "unknown column %q", sv.EventTime)
+			} else if k != "timestamp" && k != "date" {
+				v.add(sp+".event_time", "column %q must be a timestamp or date", sv.EventTime)
+			}
+		}
+		if sv.Lookback != 0 && sv.EventTime == "" {
+			v.add(sp+".event_time", "required when lookback is set (the window is on this column)")
+		}
+		if sv.KeysTable != "" {
+			v.tableIdent(sp+".keys_table", sv.KeysTable)
+		}
+	case "":
+		v.add(sp+".mode", "required (upsert or append)")
+	default:
+		v.add(sp+".mode", "must be one of upsert, append, got %q", sv.Mode)
+	}
+	if len(sv.Key) == 0 {
+		v.add(sp+".key", "required")
+	}
+	for i, k := range sv.Key {
+		if kind, ok := cols[k]; !ok {
+			v.add(fmt.Sprintf("%s.key[%d]", sp, i), "unknown column %q", k)
+		} else if kind == "float" {
+			v.add(fmt.Sprintf("%s.key[%d]", sp, i), "a float column cannot be a key")
+		}
+	}
+	if sv.Buckets < 1 || sv.Buckets > 1024 {
+		v.add(sp+".buckets", "must be between 1 and 1024")
+	}
+	for path, pct := range map[string]*float64{sp + ".quality.warn_quarantine_pct": sv.Quality.WarnQuarantinePct, sp + ".quality.warn_duplicate_pct": sv.Quality.WarnDuplicatePct} {
+		if pct != nil && (*pct < 0 || *pct > 100) {
+			v.add(path, "must be a percentage between 0 and 100")
+		}
+	}
+	c.validateRules(v, sp, sv, cols)
+}
+
+func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[string]string) {
+	ids := map[string]bool{}
+	for i, r := range sv.Rules {
+		rp := fmt.Sprintf("%s.rules[%d]", sp, i)
+		if v.required(rp+".id", r.ID) {
+			if ids[r.ID] {
+				v.add(rp+".id", "duplicate rule id %q", r.ID)
+			}
+			ids[r.ID] = true
+		}
+		prefix := map[string]string{"filter": "F", "normalize": "N", "derive": "E", "lookup": "E"}[r.Kind]
+		if prefix == "" {
+			v.add(rp+".kind", "must be one of filter, normalize, derive, lookup, got %q", r.Kind)
+		} else if r.ID != "" && !strings.HasPrefix(r.ID, prefix) {
+			v.add(rp+".id", "a %s rule id starts with %s (registry convention F*/N*/E*), got %q", r.Kind, prefix, r.ID)
+		}
+		switch r.Kind {
+		case "filter":
+			if v.required(rp+".expr", r.Expr) {
+				v.exprSyntax(rp+".expr", r.Expr)
+			}
+			v.required(rp+".reason", r.Reason)
+		case "normalize":
+			if v.required(rp+".column", r.Column) {
+				if _, ok := cols[r.Column]; !ok {
+					v.add(rp+".column", "unknown column %q (normalize rewrites a declared column)", r.Column)
+				}
+			}
+			if v.required(rp+".expr", r.Expr) {
+				v.exprSyntax(rp+".expr", r.Expr)
+			}
+		case "derive":
+			if v.required(rp+".column", r.Column) {
+				if _, ok := cols[r.Column]; ok {
+					v.add(rp+".column", "column %q already exists (use a normalize rule to rewrite it)", r.Column)
+				}
+				cols[r.Column] = ColumnKind(r.Type)
+			}
+			if v.required(rp+".type", r.Type) && ColumnKind(r.Type) == "" {
+				v.add(rp+".type", "unknown type %q", r.Type)
+			}
+			if v.required(rp+".expr", r.Expr) {
+				v.exprSyntax(rp+".expr", r.Expr)
+			}
+		case "lookup":
+			lk := r.Lookup
+			if lk == nil {
+				v.add(rp+".lookup", "required for a lookup rule")
+				continue
+			}
+			if (lk.Entity == "") == (lk.File == "") {
+				v.add(rp+".lookup", "set exactly one of entity or file")
+			}
+			if lk.Entity != "" {
+				if _, ok := c.Entities[lk.Entity]; !ok {
+					v.add(rp+".lookup.entity", "unknown entity %q", lk.Entity)
+				}
+			}
+			if len(lk.On) == 0 {
+				v.add(rp+".lookup.on", "required (this column: lookup column)")
+			}
+			for _, local := range sortedKeys(lk.On) {
+				if _, ok := cols[local]; !ok {
+					v.add(rp+".lookup.on."+local, "unknown column %q", local)
+				}
+			}
+			if len(lk.Columns) == 0 {
+				v.add(rp+".lookup.columns", "required")
+			}
+			for _, lc := range lk.Columns {
+				cols[lc] = "string"
+			}
+		}
+	}
+}
+
+func checkLiteral(kind, s string) error {
+	var err error
+	switch kind {
+	case "int":
+		_, err = strconv.ParseInt(s, 10, 64)
+	case "float":
+		_, err = strconv.ParseFloat(s, 64)
+	case "decimal":
+		_, err = strconv.ParseFloat(s, 64)
+	case "bool":
+		_, err = strconv.ParseBool(s)
+	case "date":
+		_, err = time.Parse(time.DateOnly, s)
+	case "timestamp":
+		_, err = time.Parse(time.RFC3339Nano, s)
+	}
+	if err != nil {
+		return fmt.Errorf("default %q is not a valid %s", s, kind)
+	}
+	return nil
+}
+
+var validAggs = []string{"sum", "count", "count_distinct", "avg", "min", "max", "quantiles"}
+
+func (c *Config) validateMart(v *validator, name string) {
+	p := "marts." + name
+	m := c.Marts[name]
+	if !identRe.MatchString(name) {
+		v.add(p, "invalid mart name (lower case letters, digits, _)")
+	}
+	v.tableIdent(p+".table", m.Table)
+	v.oneOf(p+".mode", m.Mode, "incremental", "snapshot")
+	cols := map[string]string{}
+	if v.required(p+".source", m.Source) {
+		e, ok := c.Entities[m.Source]
+		if !ok {
+			v.add(p+".source", "unknown entity %q", m.Source)
+		} else {
+			for _, col := range e.Silver.Columns {
+				cols[col.Name] = ColumnKind(col.Type)
+			}
+			for _, r := range e.Silver.Rules {
+				if r.Kind == "derive" {
+					cols[r.Column] = ColumnKind(r.Type)
+				}
+				if r.Kind == "lookup" && r.Lookup != nil {
+					for _, lc := range r.Lookup.Columns {
+						cols[lc] = "string"
+					}
+				}
+			}
+			cols["is_deleted"] = "bool"
+		}
+	}
+	for i, j := range m.Joins {
+		jp := fmt.Sprintf("%s.joins[%d]", p, i)
+		je, ok := c.Entities[j.Entity]
+		if !ok {
+			v.add(jp+".entity", "unknown entity %q", j.Entity)
+			continue
+		}
+		v.oneOf(jp+".type", j.Type, "left", "inner")
+		if len(j.On) == 0 {
+			v.add(jp+".on", "required (mart column: joined column)")
+		}
+		jcols := map[string]string{}
+		for _, col := range je.Silver.Columns {
+			jcols[col.Name] = ColumnKind(col.Type)
+		}
+		for _, local := range sortedKeys(j.On) {
+			if _, ok := cols[local]; !ok {
+				v.add(jp+".on."+local, "unknown column %q", local)
+			}
+			if _, ok := jcols[j.On[local]]; !ok {
+				v.add(jp+".on."+local, "entity %s has no column %q", j.Entity, j.On[local])
+			}
+		}
+		for _, jc := range j.Columns {
+			k, ok := jcols[jc]
+			if !ok {
+				v.add(jp+".columns", "entity %s has no column %q", j.Entity, jc)
+			}
+			cols[jc] = k
+		}
+	}
+	if m.Filter != "" {
+		v.exprSyntax(p+".filter", m.Filter)
+	}
+	if v.required(p+".grain.column", m.Grain.Column) && len(cols) > 0 {
+		if k, ok := cols[m.Grain.Column]; !ok {
+			v.add(p+".grain.column", "unknown column %q", m.Grain.Column)
+		} else if k != "timestamp" && k != "date" {
+			v.add(p+".grain.column", "column %q must be a timestamp or date", m.Grain.Column)
+		}
+	}
+	v.oneOf(p+".grain.unit", m.Grain.Unit, "hour", "day", "month")
+	if !identRe.MatchString(m.Grain.As) {
+		v.add(p+".grain.as", "invalid column name %q", m.Grain.As)
+	}
+	outNames := map[string]bool{m.Grain.As: true}
+	for i, d := range m.Dimensions {
+		dp := fmt.Sprintf("%s.dimensions[%d]", p, i)
+		if _, ok := cols[d]; !ok && len(cols) > 0 {
+			v.add(dp, "unknown column %q", d)
+		}
+		if outNames[d] {
+			v.add(dp, "duplicate output column %q", d)
+		}
+		outNames[d] = true
+	}
+	v.oneOf(p+".grouping", m.Grouping, "none", "rollup", "cube", "sets")
+	if m.Grouping == "sets" && len(m.GroupingSets) == 0 {
+		v.add(p+".grouping_sets", "required when grouping is sets")
+	}
+	if m.Grouping != "sets" && len(m.GroupingSets) > 0 {
+		v.add(p+".grouping_sets", "only used with grouping: sets")
+	}
+	if (m.Grouping == "rollup" || m.Grouping == "cube") && len(m.Dimensions) == 0 {
+		v.add(p+".dimensions", "%s needs at least one dimension", m.Grouping)
+	}
+	for i, set := range m.GroupingSets {
+		for _, d := range set {
+			if !slices.Contains(m.Dimensions, d) {
+				v.add(fmt.Sprintf("%s.grouping_sets[%d]", p, i), "%q is not a dimension", d)
+			}
+		}
+	}
+	if len(m.Measures) == 0 {
+		v.add(p+".measures", "required (at least one measure)")
+	}
+	for i, ms := range m.Measures {
+		mp := fmt.Sprintf("%s.measures[%d]", p, i)
+		if v.required(mp+".name", ms.Name) {
+			if !identRe.MatchString(ms.Name) || slices.Contains(reservedColumns, ms.Name) {
+				v.add(mp+".name", "invalid or reserved column name %q", ms.Name)
+			}
+			if outNames[ms.Name] {
+				v.add(mp+".name", "duplicate output column %q", ms.Name)
+			}
+			outNames[ms.Name] = true
+		}
+		if !slices.Contains(validAggs, ms.Agg) {
+			v.add(mp+".agg", "must be one of %s, got %q", strings.Join(validAggs, ", "), ms.Agg)
+			continue
+		}
+		if ms.Column == "" {
+			if ms.Agg != "count" {
+				v.add(mp+".column", "required for %s", ms.Agg)
+			}
+		} else if k, ok := cols[ms.Column]; !ok && len(cols) > 0 {
+			v.add(mp+".column", "unknown column %q", ms.Column)
+		} else if ok && (ms.Agg == "sum" || ms.Agg == "avg" || ms.Agg == "quantiles") && k != "int" && k != "float" && k != "decimal" {
+			v.add(mp+".column", "%s needs a numeric column, %q is %s", ms.Agg, ms.Column, k)
+		}
+		if ms.Agg == "quantiles" {
+			if len(ms.Quantiles) == 0 {
+				v.add(mp+".quantiles", "required for quantiles (e.g. [0.5, 0.9, 0.99])")
+			}
+			for _, q := range ms.Quantiles {
+				if q <= 0 || q >= 1 {
+					v.add(mp+".quantiles", "each quantile must be between 0 and 1, got %v", q)
+				}
+			}
+		} else if len(ms.Quantiles) > 0 {
+			v.add(mp+".quantiles", "only used with agg: quantiles")
+		}
+	}
+	checkTypes := []string{"expr", "not_null", "unique_grain", "row_count_anomaly", "consistency"}
+	for i, ck := range m.Checks {
+		cp := fmt.Sprintf("%s.checks[%d]", p, i)
+		if !slices.Contains(checkTypes, ck.Type) {
+			v.add(cp+".type", "must be one of %s, got %q", strings.Join(checkTypes, ", "), ck.Type)
+		}
+		v.oneOf(cp+".severity", ck.Severity, "critical", "warning")
+		switch ck.Type {
+		case "expr":
+			if v.required(cp+".expr", ck.Expr) {
+				v.exprSyntax(cp+".expr", ck.Expr)
+			}
+		case "not_null":
+			if len(ck.Columns) == 0 {
+				v.add(cp+".columns", "required for not_null")
+			}
+			for _, col := range ck.Columns {
+				if !outNames[col] {
+					v.add(cp+".columns", "%q is not a column of the mart", col)
+				}
+			}
+		case "row_count_anomaly":
+			if ck.Trailing < 1 {
+				v.add(cp+".trailing", "must be >= 1")
+			}
+			if ck.Tolerance <= 0 {
+				v.add(cp+".tolerance", "must be > 0 (0.5 = ±50%% of the trailing mean)")
+			}
+		}
+	}
+	sv := m.Serving
+	sp := p + ".serving"
+	if !chIdentRe.MatchString(sv.Table) {
+		v.add(sp+".table", "invalid ClickHouse identifier %q", sv.Table)
+	}
+	v.oneOf(sp+".partition_by", sv.PartitionBy, "day", "month")
+	if m.Grain.Unit == "month" && sv.PartitionBy == "day" {
+		v.add(sp+".partition_by", "a month grain cannot be partitioned by day")
+	}
+	if sv.HotWindow.D() < 24*time.Hour {
+		v.add(sp+".hot_window", "must be at least 1d")
+	}
+	if sv.TTL < sv.HotWindow {
+		v.add(sp+".ttl", "must be at least the hot window (%s)", sv.HotWindow)
+	}
+	if sv.BatchRows < 1 {
+		v.add(sp+".batch_rows", "must be > 0")
+	}
+	if sv.Parallelism < 1 || sv.Parallelism > 64 {
+		v.add(sp+".parallelism", "must be between 1 and 64")
+	}
+	v.oneOf(sp+".distinct", sv.Distinct, "uniqExact", "uniq")
+}
+
+func (c *Config) validateSchedule(v *validator, name string) {
+	p := "schedules." + name
+	s := c.Schedules[name]
+	if v.required(p+".cron", s.Cron) {
+		if _, err := cronParser.Parse(s.Cron); err != nil {
+			v.add(p+".cron", "invalid cron spec: %v", err)
+		}
+	}
+	if _, err := time.LoadLocation(s.Timezone); err != nil {
+		v.add(p+".timezone", "unknown time zone %q", s.Timezone)
+	}
+	if len(s.Stages) == 0 {
+		v.add(p+".stages", "required (any of %s)", strings.Join(validStages, ", "))
+	}
+	for i, st := range s.Stages {
+		if !slices.Contains(validStages, st) {
+			v.add(fmt.Sprintf("%s.stages[%d]", p, i), "must be one of %s, got %q", strings.Join(validStages, ", "), st)
+		}
+	}
+	for i, e := range s.Entities {
+		if _, ok := c.Entities[e]; !ok {
+			v.add(fmt.Sprintf("%s.entities[%d]", p, i), "unknown entity %q", e)
+		}
+	}
+	for i, m := range s.Marts {
+		if _, ok := c.Marts[m]; !ok {
+			v.add(fmt.Sprintf("%s.marts[%d]", p, i), "unknown mart %q", m)
+		}
+	}
+}

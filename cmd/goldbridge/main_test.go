@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestValidateExample(t *testing.T) {
+	code, out, errs := runCLI(t, "-c", "../../examples/orders.yaml", "--state-dir", t.TempDir(), "validate")
+	if code != exitOK || !strings.Contains(out, "ok") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+func TestValidateReportsEveryMistake(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bad.yaml")
+	src := `
+sources:
+  land: {type: file, system: shop, path: /x}
+entities:
+  orders:
+    sources: [land, nope]
+    silver:
+      mode: upsert
+      updated_at: updated_at
+      columns: [{name: order_id, type: string}, {name: updated_at, type: timestamp}]
+marts:
+  kpi: {source: orders, grain: {column: updated_at}, measures: [{name: n, agg: counter}]}
+`
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI(t, "-c", cfg, "validate")
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d\n%s", code, exitUsage, errs)
+	}
+	for _, want := range []string{
+		"3 problem(s)",
+		`entities.orders.sources[1]: unknown source "nope"`,
+		"entities.orders.silver.key: required",
+		`marts.kpi.measures[0].agg: must be one of`,
+	} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("missing %q in:\n%s", want, errs)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"frobnicate"}, {"--nope"}, {"validate", "extra"}, {"--log-level", "loud", "version"}} {
+		if code, _, _ := runCLI(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+	if code, _, _ := runCLI(t, "-c", "/does/not/exist.yaml", "validate"); code != exitFailure {
+		t.Errorf("missing config: exit %d, want %d", code, exitFailure)
+	}
+}
+
+func TestDemoGenerate(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runCLI(t, "--state-dir", dir, "demo", "generate", "--events", "5000", "--seed", "3", "--end", "2026-06-30", "--files", "2")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "landing", "orders", "orders-*.jsonl"))
+	if len(files) != 2 || !strings.Contains(out, "wrote 5000 events") {
+		t.Fatalf("files %v, output %s", files, out)
+	}
+	lines := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		lines += bytes.Count(b, []byte{'\n'})
+	}
+	if lines != 5000 {
+		t.Fatalf("%d lines", lines)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	if code != exitOK || !strings.Contains(out, "goldbridge dev") || !strings.Contains(out, "libchdb 26.7") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+}

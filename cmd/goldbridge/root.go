@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+)
+
+// Exit codes of goldbridge; docs/operations.md documents them for cron and Kubernetes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // any error
+	exitUsage   = 2 // bad flags or an invalid config
+)
+
+// exitError carries a specific exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// app is the state shared by the commands of one invocation.
+type app struct {
+	configPath string
+	stateDir   string
+	logLevel   string
+	logFormat  string
+
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "goldbridge:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var ps config.Problems
+	if errors.As(err, &ps) || strings.HasPrefix(err.Error(), "unknown command") ||
+		strings.HasPrefix(err.Error(), "unknown flag") || strings.Contains(err.Error(), "arg(s)") {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "goldbridge",
+		Short: "Bronze → Silver → Gold on Apache Iceberg, hot Gold partitions kept in ClickHouse",
+		Long: `goldbridge runs a lakehouse's Bronze → Silver → Gold chain on Apache Iceberg and keeps
+the hot Gold partitions in ClickHouse in step with it.
+
+The embedded default needs no servers: an SQLite Iceberg catalog and a local warehouse
+under --state-dir, and a local ClickHouse 26.7 started by goldbridge itself.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.setup()
+		},
+	}
+	f := root.PersistentFlags()
+	f.StringVarP(&a.configPath, "config", "c", envOr("GOLDBRIDGE_CONFIG", "pipeline.yaml"), "pipeline config file ($GOLDBRIDGE_CONFIG)")
+	f.StringVar(&a.stateDir, "state-dir", envOr("GOLDBRIDGE_STATE_DIR", "./var"), "state directory: embedded catalog, warehouse, local ClickHouse data ($GOLDBRIDGE_STATE_DIR)")
+	f.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
+
+	root.AddCommand(
+		a.validateCmd(),
+		a.demoCmd(),
+		a.clickhouseCmd(),
+		a.versionCmd(),
+	)
+	return root
+}
+
+func (a *app) setup() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+		return &exitError{exitUsage, fmt.Errorf("--log-level: %w", err)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch a.logFormat {
+	case "text":
+		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+	default:
+		return &exitError{exitUsage, fmt.Errorf("--log-format must be text or json, got %q", a.logFormat)}
+	}
+	abs, err := filepath.Abs(a.stateDir)
+	if err != nil {
+		return fmt.Errorf("--state-dir: %w", err)
+	}
+	a.stateDir = abs
+	return nil
+}
+
+// loadConfig reads and validates the pipeline file.
+func (a *app) loadConfig() (*config.Config, error) {
+	cfg, err := config.Load(a.configPath, a.stateDir)
+	if err != nil {
+		var ps config.Problems
+		if errors.As(err, &ps) {
+			return nil, &exitError{exitUsage, fmt.Errorf("%s: %w", a.configPath, err)}
+		}
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// loadConfigOptional is loadConfig, or the defaults when no file exists at the default path.
+func (a *app) loadConfigOptional(cmd *cobra.Command) (*config.Config, error) {
+	if !cmd.Flags().Changed("config") && os.Getenv("GOLDBRIDGE_CONFIG") == "" {
+		if _, err := os.Stat(a.configPath); errors.Is(err, os.ErrNotExist) {
+			return config.Parse([]byte("version: 1\n"), a.stateDir, nil)
+		}
+	}
+	return a.loadConfig()
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,150 @@
+// Package chlocal runs a local ClickHouse 26.7 server from libchdb (loaded with
+// purego, no cgo) for the embedded stack and for integration tests.
+//
+// The server is clickhouse-local started through chdb_query_cmdline with a
+// query that opens the TCP and HTTP listeners and then never ends. RunServer
+// hosts it in the calling process; Start hosts it in a child process (the
+// current executable re-executed, see MaybeRunChild) and supervises it.
+//
+// There is no authentication (user default, no password): keep ListenHost on
+// loopback.
+package chlocal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// LibVersion is the npm version of @chdb/lib-linux-x64-gnu that provides libchdb.so.
+const LibVersion = "26.7.3-stable.1"
+
+// HolderQueryID is the query id of the query that keeps the listeners open;
+// killing it stops the server. Never run a broad KILL QUERY.
+const HolderQueryID = "goldbridge-holder"
+
+// DefaultListenHost is the address the server binds when Options.ListenHost is empty.
+const DefaultListenHost = "127.0.0.1"
+
+// LibEnv names the environment variable that overrides the libchdb.so location.
+const LibEnv = "GOLDBRIDGE_LIBCHDB"
+
+// Options configures a server. Path, TCPPort and HTTPPort are required.
+type Options struct {
+	Path            string    // data directory (--path); created by Start if missing
+	TCPPort         int       // native protocol port
+	HTTPPort        int       // HTTP interface port
+	ListenHost      string    // bind address; default 127.0.0.1
+	LibPath         string    // libchdb.so; default LibPath()
+	MaxServerMemory int64     // max_server_memory_usage in bytes; 0 = ClickHouse default
+	Stderr          io.Writer // Start: also receives the child's stdout/stderr; optional
+	Binary          string    // Start: executable to re-exec as the child; default os.Executable()
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Path == "" {
+		return o, errors.New("options: Path is required")
+	}
+	if o.TCPPort <= 0 || o.TCPPort > 65535 {
+		return o, fmt.Errorf("options: invalid TCPPort %d", o.TCPPort)
+	}
+	if o.HTTPPort <= 0 || o.HTTPPort > 65535 {
+		return o, fmt.Errorf("options: invalid HTTPPort %d", o.HTTPPort)
+	}
+	if o.TCPPort == o.HTTPPort {
+		return o, fmt.Errorf("options: TCPPort and HTTPPort are both %d", o.TCPPort)
+	}
+	if o.MaxServerMemory < 0 {
+		return o, fmt.Errorf("options: negative MaxServerMemory %d", o.MaxServerMemory)
+	}
+	if o.ListenHost == "" {
+		o.ListenHost = DefaultListenHost
+	}
+	p, err := filepath.Abs(o.Path)
+	if err != nil {
+		return o, fmt.Errorf("options: path %q: %w", o.Path, err)
+	}
+	o.Path = p
+	if o.LibPath == "" {
+		lp, err := LibPath()
+		if err != nil {
+			return o, err
+		}
+		o.LibPath = lp
+	}
+	return o, nil
+}
+
+// CacheDir returns the goldbridge cache directory:
+// $GOLDBRIDGE_CACHE, else $XDG_CACHE_HOME/goldbridge, else ~/.cache/goldbridge.
+func CacheDir() (string, error) {
+	if d := os.Getenv("GOLDBRIDGE_CACHE"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "goldbridge"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("chlocal cache dir: %w", err)
+	}
+	return filepath.Join(home, ".cache", "goldbridge"), nil
+}
+
+// LibPath returns the libchdb.so to load: $GOLDBRIDGE_LIBCHDB if set, else
+// <CacheDir>/chdb/<LibVersion>/libchdb.so. It fails if the file is missing.
+func LibPath() (string, error) {
+	p := os.Getenv(LibEnv)
+	where := "$" + LibEnv
+	if p == "" {
+		dir, err := CacheDir()
+		if err != nil {
+			return "", err
+		}
+		p = filepath.Join(dir, "chdb", LibVersion, "libchdb.so")
+		where = "the goldbridge cache"
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("chlocal: libchdb %s not found at %s (from %s): run `make clickhouse` (needs npm) or set %s: %w",
+			LibVersion, p, where, LibEnv, err)
+	}
+	if st.IsDir() {
+		return "", fmt.Errorf("chlocal: libchdb path %s (from %s) is a directory: run `make clickhouse` (needs npm) or set %s",
+			p, where, LibEnv)
+	}
+	return p, nil
+}
+
+// FreePorts returns n distinct TCP ports that were free on 127.0.0.1 a moment ago.
+func FreePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("chlocal free ports: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// portFree reports an error if host:port cannot be bound right now.
+func portFree(host string, port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}

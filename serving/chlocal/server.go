@@ -1,0 +1,404 @@
+package chlocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	readyTimeout = 60 * time.Second // Start: child start to /ping answering "Ok."
+	exitTimeout  = 15 * time.Second // Stop: KILL QUERY to child exit, before SIGKILL
+	outputKeep   = 64 << 10         // bytes of child output kept for error messages
+)
+
+// Server is a ClickHouse server running in a child process started by Start.
+// Its methods are safe for concurrent use.
+type Server struct {
+	opt Options
+
+	life sync.Mutex // serialises start, Stop, Kill and Restart
+	mu   sync.Mutex // guards p
+	p    *proc      // current child; nil before the first start
+}
+
+// proc is one run of the child process.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *ring
+	done chan struct{} // closed once the child has exited and been reaped
+	err  error         // exit status; read only after done is closed
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Start launches a server child process (opt.Binary re-executed, which must
+// call MaybeRunChild first) and returns once it answers GET /ping; ctx bounds
+// only that wait (at most 60 s). The child is SIGKILLed if this process dies.
+// Path is created if missing.
+func Start(ctx context.Context, opt Options) (*Server, error) {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("chlocal start: %w", err)
+	}
+	if opt.Binary == "" {
+		if opt.Binary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("chlocal start: %w", err)
+		}
+	}
+	if err := os.MkdirAll(opt.Path, 0o750); err != nil {
+		return nil, fmt.Errorf("chlocal start: %w", err)
+	}
+	s := &Server{opt: opt}
+	s.life.Lock()
+	defer s.life.Unlock()
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// TCPAddr returns the native protocol address, host:port.
+func (s *Server) TCPAddr() string {
+	return net.JoinHostPort(s.opt.ListenHost, strconv.Itoa(s.opt.TCPPort))
+}
+
+// HTTPAddr returns the HTTP interface address, host:port.
+func (s *Server) HTTPAddr() string {
+	return net.JoinHostPort(s.opt.ListenHost, strconv.Itoa(s.opt.HTTPPort))
+}
+
+// HTTPURL returns the HTTP interface base URL, e.g. http://127.0.0.1:8123.
+func (s *Server) HTTPURL() string { return "http://" + s.HTTPAddr() }
+
+// Path returns the absolute data directory.
+func (s *Server) Path() string { return s.opt.Path }
+
+// PID returns the child's process id, or 0 if it is not running.
+func (s *Server) PID() int {
+	p := s.current()
+	if p == nil || p.exited() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+func (s *Server) current() *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
+}
+
+// Output returns the last bytes the child wrote to stdout and stderr.
+func (s *Server) Output() string {
+	p := s.current()
+	if p == nil {
+		return ""
+	}
+	return p.out.String()
+}
+
+// Stop stops the server gracefully and waits for the child to exit: SIGTERM
+// makes the child KILL its holding query over HTTP (after 5 s Stop sends that
+// KILL QUERY itself); after 15 s it SIGKILLs the child and returns an error.
+// Client connections left open delay the exit by up to 5 s, after which
+// ClickHouse exits on its own (status 1); that still counts as stopped.
+// Stopping a stopped server returns nil.
+func (s *Server) Stop(ctx context.Context) error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	return s.stop(ctx)
+}
+
+func (s *Server) stop(ctx context.Context) error {
+	p := s.current()
+	if p == nil || p.exited() {
+		return nil
+	}
+	// The child, rather than this process, issues the KILL QUERY: it then
+	// knows the stop was asked for and exits 0.
+	sigErr := p.cmd.Process.Signal(syscall.SIGTERM)
+	fallback := time.NewTimer(5 * time.Second)
+	defer fallback.Stop()
+	if sigErr != nil {
+		fallback.Reset(0)
+	}
+	hard := time.NewTimer(exitTimeout)
+	defer hard.Stop()
+	var kerr error
+	for {
+		select {
+		case <-p.done:
+			return nil
+		case <-fallback.C:
+			kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			kerr = killHolder(kctx, s.HTTPURL())
+			cancel()
+		case <-hard.C:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			return fmt.Errorf("chlocal stop: server did not exit within %s (SIGTERM: %v, kill query: %v); sent SIGKILL: %s",
+				exitTimeout, sigErr, kerr, p.out.Tail(2048))
+		case <-ctx.Done():
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			return fmt.Errorf("chlocal stop: %w; sent SIGKILL", ctx.Err())
+		}
+	}
+}
+
+// Kill SIGKILLs the child and waits until it is reaped (crash simulation;
+// data already written stays on disk). Killing a stopped server returns nil.
+func (s *Server) Kill() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	p := s.current()
+	if p == nil || p.exited() {
+		return nil
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("chlocal kill: %w", err)
+	}
+	<-p.done
+	return nil
+}
+
+// Restart stops the server if it is running and starts it again with the same
+// options and data path; tables survive.
+func (s *Server) Restart(ctx context.Context) error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if err := s.stop(ctx); err != nil {
+		return fmt.Errorf("chlocal restart: %w", err)
+	}
+	return s.start(ctx)
+}
+
+// start launches a child and waits for readiness; s.life must be held.
+func (s *Server) start(ctx context.Context) error {
+	opt := s.opt
+	for _, port := range []int{opt.TCPPort, opt.HTTPPort} {
+		if err := portFree(opt.ListenHost, port); err != nil {
+			return fmt.Errorf("chlocal start: port %d on %s is not free: %w", port, opt.ListenHost, err)
+		}
+	}
+	p := &proc{out: newRing(outputKeep), done: make(chan struct{})}
+	var w io.Writer = p.out
+	if opt.Stderr != nil {
+		w = teeWriter{p.out, opt.Stderr}
+	}
+	p.cmd = exec.Command(opt.Binary)
+	p.cmd.Dir = opt.Path // relative file names in queries resolve inside the data dir
+	p.cmd.Env = childEnv(opt)
+	p.cmd.Stdout = w
+	p.cmd.Stderr = w
+	p.cmd.SysProcAttr = sysProcAttr()
+
+	// Pdeathsig fires when the forking *thread* exits, so fork from a locked
+	// thread that stays alive until the child has been reaped.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("chlocal start: %s: %w", opt.Binary, err)
+	}
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+
+	if err := s.waitReady(ctx, p); err != nil {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return err
+	}
+	return nil
+}
+
+func (s *Server) waitReady(ctx context.Context, p *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	client := oneShotClient(time.Second)
+	url := s.HTTPURL() + "/ping"
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ping(ctx, client, url) && !p.exited() {
+			// Make sure the answer came from our child and not from another
+			// server on that port: the data path is locked per instance.
+			got, err := queryText(ctx, client, s.HTTPURL(), "SELECT getServerSetting('path')")
+			if err == nil {
+				if filepath.Clean(got) != s.opt.Path {
+					return fmt.Errorf("chlocal start: %s is served by another ClickHouse (path %s)", s.HTTPAddr(), got)
+				}
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("chlocal start: server exited before it was ready (%v): %s", p.err, p.out.Tail(2048))
+		case <-ctx.Done():
+			return fmt.Errorf("chlocal start: server not ready at %s: %w; output: %s", url, ctx.Err(), p.out.Tail(2048))
+		case <-tick.C:
+		}
+	}
+}
+
+func ping(ctx context.Context, c *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64))
+	return resp.StatusCode == http.StatusOK && strings.TrimSpace(string(body)) == "Ok."
+}
+
+// queryText runs q over HTTP and returns its trimmed text result.
+func queryText(ctx context.Context, c *http.Client, baseURL, q string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/", strings.NewReader(q))
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
+func childEnv(opt Options) []string {
+	env := make([]string, 0, len(os.Environ())+len(childEnvNames))
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !isChildEnv(name) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		envChild+"=1",
+		envPath+"="+opt.Path,
+		envTCP+"="+strconv.Itoa(opt.TCPPort),
+		envHTTP+"="+strconv.Itoa(opt.HTTPPort),
+		envHost+"="+opt.ListenHost,
+		envLib+"="+opt.LibPath,
+		envPPID+"="+strconv.Itoa(os.Getpid()),
+	)
+	if opt.MaxServerMemory > 0 {
+		env = append(env, envMem+"="+strconv.FormatInt(opt.MaxServerMemory, 10))
+	}
+	return env
+}
+
+func isChildEnv(name string) bool {
+	for _, n := range childEnvNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// teeWriter writes to the ring and, best effort, to a user writer whose
+// errors must not block the child's output pipe.
+type teeWriter struct {
+	ring *ring
+	user io.Writer
+}
+
+func (t teeWriter) Write(b []byte) (int, error) {
+	n, _ := t.ring.Write(b)
+	_, _ = t.user.Write(b)
+	return n, nil
+}
+
+// ring keeps the last max bytes written to it.
+type ring struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func newRing(max int) *ring { return &ring{max: max} }
+
+func (r *ring) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(b)
+	if len(b) > r.max {
+		b = b[len(b)-r.max:]
+	}
+	if over := len(r.buf) + len(b) - r.max; over > 0 {
+		r.buf = append(r.buf[:0], r.buf[over:]...)
+	}
+	r.buf = append(r.buf, b...)
+	return n, nil
+}
+
+func (r *ring) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return string(r.buf)
+}
+
+// Tail returns at most the last n bytes, trimmed, or "(no output)".
+func (r *ring) Tail(n int) string {
+	s := r.String()
+	if len(s) > n {
+		s = "..." + s[len(s)-n:]
+	}
+	if s = strings.TrimSpace(s); s == "" {
+		return "(no output)"
+	}
+	return s
+}
+
+// Ping reports whether a ClickHouse server answers /ping at baseURL (http://host:port),
+// e.g. one already started by `goldbridge clickhouse serve`.
+func Ping(ctx context.Context, baseURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if !ping(ctx, oneShotClient(2*time.Second), baseURL+"/ping") {
+		return fmt.Errorf("no clickhouse answering at %s", baseURL)
+	}
+	return nil
+}

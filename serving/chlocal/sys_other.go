@@ -1,0 +1,11 @@
+//go:build !linux
+
+package chlocal
+
+import "syscall"
+
+// sysProcAttr: no parent-death signal outside Linux.
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+// keepSignalHandlers is a no-op outside Linux: ClickHouse keeps its handlers.
+func keepSignalHandlers(func()) {}

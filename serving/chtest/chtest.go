@@ -1,0 +1,165 @@
+// Package chtest gives integration tests a private ClickHouse server (see
+// chlocal), shared by the tests of one package. Import it only from _test files:
+//
+//	func TestMain(m *testing.M) { chtest.Main(m) }
+//
+//	func TestX(t *testing.T) {
+//		conn := chtest.Conn(t)   // skips under -short, fails if libchdb is missing
+//		db := chtest.Database(t) // fresh database, dropped at cleanup
+//		...
+//	}
+package chtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"goldbridge/serving/chlocal"
+)
+
+// The package's server, started on first use and stopped by Main.
+var (
+	once    sync.Once
+	srv     *chlocal.Server
+	srvErr  error
+	tempDir string
+	dbSeq   atomic.Int64
+)
+
+// Main runs the tests of a package: it first lets the binary act as a server
+// child (chlocal.MaybeRunChild), then runs m, stops the package's server if a
+// test started it, removes its temporary data and exits with m's code.
+func Main(m *testing.M) {
+	chlocal.MaybeRunChild()
+	code := m.Run()
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := srv.Stop(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "chtest: %v\n", err)
+		}
+		cancel()
+	}
+	if tempDir != "" {
+		_ = os.RemoveAll(tempDir)
+	}
+	os.Exit(code)
+}
+
+// Require skips t under -short and fails it if libchdb is not installed
+// (never a silent skip). Integration tests call it, or a helper that does.
+func Require(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs a local ClickHouse server (skipped with -short)")
+	}
+	if _, err := chlocal.LibPath(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Server returns the package's server, starting it on first use on free
+// loopback ports with a temporary data path. It fails t if that is impossible.
+func Server(t testing.TB) *chlocal.Server {
+	t.Helper()
+	Require(t)
+	once.Do(func() { srv, srvErr = startServer() })
+	if srvErr != nil {
+		t.Fatalf("chtest: %v (TestMain must be chtest.Main)", srvErr)
+	}
+	return srv
+}
+
+func startServer() (*chlocal.Server, error) {
+	dir, err := os.MkdirTemp("", "goldbridge-chtest-")
+	if err != nil {
+		return nil, err
+	}
+	tempDir = dir
+	ports, err := chlocal.FreePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	return chlocal.Start(ctx, chlocal.Options{Path: dir, TCPPort: ports[0], HTTPPort: ports[1]})
+}
+
+// Conn opens a native-protocol connection (async_insert=0) to the package's
+// server, closed at cleanup.
+func Conn(t testing.TB) driver.Conn {
+	t.Helper()
+	return open(t, clickhouse.Native, Server(t).TCPAddr())
+}
+
+// HTTPConn opens an HTTP connection (async_insert=0) to the package's server,
+// closed at cleanup.
+func HTTPConn(t testing.TB) driver.Conn {
+	t.Helper()
+	return open(t, clickhouse.HTTP, Server(t).HTTPAddr())
+}
+
+func open(t testing.TB, proto clickhouse.Protocol, addr string) driver.Conn {
+	t.Helper()
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Protocol:    proto,
+		Addr:        []string{addr},
+		Auth:        clickhouse.Auth{Database: "default", Username: "default"},
+		Settings:    clickhouse.Settings{"async_insert": 0},
+		DialTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("chtest: open %s %s: %v", proto, addr, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := conn.Ping(ctx); err != nil {
+		t.Fatalf("chtest: ping %s %s: %v", proto, addr, err)
+	}
+	return conn
+}
+
+// Database creates a fresh database named after the test and drops it at cleanup.
+func Database(t testing.TB) string {
+	t.Helper()
+	conn := Conn(t)
+	name := fmt.Sprintf("%s_%d", sanitize(t.Name()), dbSeq.Add(1))
+	ctx := context.Background()
+	if err := conn.Exec(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		t.Fatalf("chtest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+name+"` SYNC"); err != nil {
+			t.Errorf("chtest: drop database %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// sanitize maps a test name to [a-z0-9_], at most 48 characters, starting with a letter.
+func sanitize(name string) string {
+	var b strings.Builder
+	b.WriteString("t_")
+	for _, r := range strings.ToLower(name) {
+		if b.Len() >= 48 {
+			break
+		}
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
