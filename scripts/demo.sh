@@ -18,5 +18,10 @@ else
   echo "== landing files already in $landing (delete them to regenerate)"
 fi
 
+echo "== ingest: landing files -> bronze.orders (append-only, exactly once)"
+gb ingest
+echo "== ingest again: nothing new to land"
+gb ingest
+
 echo "== embedded ClickHouse: start, query, stop"
 gb clickhouse query "SELECT version() AS clickhouse_version, uptime() AS uptime_s"

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -37,6 +38,8 @@ type app struct {
 	stateDir   string
 	logLevel   string
 	logFormat  string
+	cpuProfile string
+	stopProf   func()
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -50,6 +53,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if a.stopProf != nil {
+		a.stopProf()
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -86,9 +92,12 @@ under --state-dir, and a local ClickHouse 26.7 started by goldbridge itself.`,
 	f.StringVar(&a.stateDir, "state-dir", envOr("GOLDBRIDGE_STATE_DIR", "./var"), "state directory: embedded catalog, warehouse, local ClickHouse data ($GOLDBRIDGE_STATE_DIR)")
 	f.StringVar(&a.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the command to this file")
+	_ = f.MarkHidden("cpuprofile")
 
 	root.AddCommand(
 		a.validateCmd(),
+		a.ingestCmd(),
 		a.demoCmd(),
 		a.clickhouseCmd(),
 		a.versionCmd(),
@@ -115,6 +124,16 @@ func (a *app) setup() error {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
 	a.stateDir = abs
+	if a.cpuProfile != "" {
+		f, err := os.Create(a.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		a.stopProf = func() { pprof.StopCPUProfile(); f.Close() }
+	}
 	return nil
 }
 

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"goldbridge/lakehouse/bronze"
+)
+
+func (a *app) ingestCmd() *cobra.Command {
+	var reingest bool
+	cmd := &cobra.Command{
+		Use:   "ingest [ENTITY...]",
+		Short: "Land new source records append-only in bronze.<entity>, exactly once",
+		Long: `Loads the landing files (and Kafka records) of each entity that Bronze has not seen yet
+into its Bronze table, with audit columns, in one Iceberg commit per entity. The files
+consumed are recorded in the same commit, so running it again adds nothing and a crash
+at any point is repaired by running it again. A landing file that changed after it was
+ingested is reported and skipped; --reingest reads it again.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			entities, err := selectNames("entity", cfg.Entities, args)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			lh, err := openLakehouse(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer lh.Close()
+			for _, name := range entities {
+				e := cfg.Entities[name]
+				srcs := fileSources(cfg, name)
+				if len(srcs) == 0 {
+					a.log.Warn("entity has no file sources to ingest", "entity", name)
+					continue
+				}
+				var total int64
+				for _, s := range srcs {
+					total += dirSize(s)
+				}
+				progress, done := a.progress(name, total)
+				res, err := bronze.IngestFiles(ctx, lh, e.Bronze.Table, srcs, bronze.Options{
+					BatchRows: e.Bronze.BatchRows, Reingest: reingest, Progress: progress,
+					Log: a.log.With("stage", "ingest", "entity", name),
+				})
+				done()
+				if err != nil {
+					return fmt.Errorf("ingest %s: %w", name, err)
+				}
+				secs := res.Elapsed.Seconds()
+				fmt.Fprintf(a.stdout, "ingest %s: %d files (%d already ingested, %d changed and skipped), %d rows, %d blank lines, %.1f MB, %.0f rows/s, batch %s, snapshot %d\n",
+					name, len(res.Files), res.Skipped, len(res.Changed), res.Rows, res.Blank, float64(res.Bytes)/1e6,
+					float64(res.Rows)/max(secs, 1e-9), res.BatchID, res.SnapshotID)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&reingest, "reingest", false, "read again landing files that changed after they were ingested (their rows land twice in Bronze)")
+	return cmd
+}
+
+// progress returns a progress callback (a bar on a terminal, a log line every 10 s
+// otherwise) and the function that finishes it.
+func (a *app) progress(entity string, totalBytes int64) (func(bytes, rows int64), func()) {
+	if f, ok := a.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		bar := progressbar.NewOptions64(totalBytes,
+			progressbar.OptionSetWriter(f), progressbar.OptionSetDescription("ingest "+entity),
+			progressbar.OptionShowBytes(true), progressbar.OptionThrottle(200*time.Millisecond),
+			progressbar.OptionClearOnFinish())
+		return func(b, _ int64) { _ = bar.Set64(b) }, func() { _ = bar.Finish() }
+	}
+	last := time.Now()
+	return func(b, rows int64) {
+		if time.Since(last) >= 10*time.Second {
+			last = time.Now()
+			a.log.Info("ingesting", "entity", entity, "bytes", b, "of", totalBytes, "rows", rows)
+		}
+	}, func() {}
+}
+
+// dirSize is the total size of a source's landing files, for the progress bar only.
+func dirSize(s bronze.FileSource) int64 {
+	var n int64
+	entries, _ := os.ReadDir(s.Dir)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n
+}

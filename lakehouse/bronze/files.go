@@ -1,0 +1,351 @@
+package bronze
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// FileSource is a landing directory of files to ingest.
+type FileSource struct {
+	Name        string // source name from the config (recorded in the snapshot summary)
+	System      string // _source_system, e.g. "shop_file"
+	Dir         string
+	Pattern     string // glob inside Dir; "" = every file
+	Format      string // jsonl | csv | parquet | "" (by extension)
+	Compression string // auto | none | gzip | zstd
+	CSVDelim    rune
+}
+
+// FileRecord is what Bronze remembers of an ingested landing file.
+type FileRecord struct {
+	Path     string `json:"path"`
+	Size     int64  `json:"size"`
+	ModTime  int64  `json:"mtime_ns"`
+	Checksum string `json:"xxh64"`
+	Rows     int64  `json:"rows"`
+	Blank    int64  `json:"blank"`
+	BatchID  string `json:"batch_id,omitempty"`
+}
+
+type landingFile struct {
+	path    string
+	size    int64
+	modTime int64
+}
+
+// list returns the complete landing files in name order. Hidden files and files still
+// being written by convention (*.tmp, *.partial, *.inprogress) are skipped.
+func (s FileSource) list() ([]landingFile, error) {
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("list landing dir %s: %w", s.Dir, err)
+	}
+	var out []landingFile
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || hasAnySuffix(name, ".tmp", ".partial", ".inprogress") {
+			continue
+		}
+		if s.Pattern != "" {
+			ok, err := filepath.Match(s.Pattern, name)
+			if err != nil {
+				return nil, fmt.Errorf("pattern %q: %w", s.Pattern, err)
+			}
+			if !ok {
+				continue
+			}
+		}
+		info, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("stat %s: %w", name, err)
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, landingFile{path: filepath.Join(s.Dir, name), size: info.Size(), modTime: info.ModTime().UnixNano()})
+	}
+	slices.SortFunc(out, func(a, b landingFile) int { return strings.Compare(a.path, b.path) })
+	return out, nil
+}
+
+func hasAnySuffix(s string, suffixes ...string) bool {
+	for _, suf := range suffixes {
+		if strings.HasSuffix(s, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// formatOf returns the record format and compression of a landing file.
+func (s FileSource) formatOf(path string) (format, compression string, err error) {
+	name := strings.ToLower(filepath.Base(path))
+	compression = s.Compression
+	if compression == "" || compression == "auto" {
+		switch {
+		case strings.HasSuffix(name, ".gz"):
+			compression = "gzip"
+		case strings.HasSuffix(name, ".zst"), strings.HasSuffix(name, ".zstd"):
+			compression = "zstd"
+		default:
+			compression = "none"
+		}
+	}
+	base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, ".gz"), ".zst"), ".zstd")
+	format = s.Format
+	if format == "" {
+		switch filepath.Ext(base) {
+		case ".jsonl", ".ndjson", ".json":
+			format = "jsonl"
+		case ".csv":
+			format = "csv"
+		case ".parquet":
+			format = "parquet"
+		default:
+			return "", "", fmt.Errorf("%s: cannot tell the format from the extension; set format in the source", path)
+		}
+	}
+	if format == "parquet" && compression != "none" {
+		return "", "", fmt.Errorf("%s: a parquet file is compressed inside; %s around it is not supported", path, compression)
+	}
+	return format, compression, nil
+}
+
+// emitFunc receives one record's payload; the slice is only valid during the call.
+type emitFunc func(payload []byte) error
+
+// readFile streams the records of one landing file to emit and returns the xxh64 of the
+// file's bytes and the number of blank lines skipped.
+func (s FileSource) readFile(ctx context.Context, path string, emit emitFunc) (checksum string, blank int64, err error) {
+	format, compression, err := s.formatOf(path)
+	if err != nil {
+		return "", 0, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	if format == "parquet" {
+		if err := readParquet(ctx, f, emit); err != nil {
+			return "", 0, err
+		}
+		sum, err := checksumFile(path)
+		return sum, 0, err
+	}
+	h := xxhash.New()
+	// Every byte read from the file passes through the hash; what the decoders leave
+	// unread (a gzip trailer) is drained into it at the end.
+	var r io.Reader = bufio.NewReaderSize(io.TeeReader(f, h), 1<<20)
+	switch compression {
+	case "gzip":
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return "", 0, fmt.Errorf("gzip: %w", err)
+		}
+		defer zr.Close()
+		r = zr
+	case "zstd":
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return "", 0, fmt.Errorf("zstd: %w", err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	switch format {
+	case "jsonl":
+		blank, err = readLines(ctx, r, emit)
+	case "csv":
+		err = readCSV(ctx, r, s.CSVDelim, emit)
+	default:
+		err = fmt.Errorf("unknown format %q", format)
+	}
+	if err != nil {
+		return "", blank, err
+	}
+	// Drain what the decompressor did not need (gzip trailer) so the checksum covers the file.
+	if _, err := io.Copy(io.Discard, io.TeeReader(f, h)); err != nil {
+		return "", blank, err
+	}
+	return fmt.Sprintf("%016x", h.Sum64()), blank, nil
+}
+
+// readLines emits every non-blank line without its "\n" terminator; every other byte,
+// "\r" included, is kept. Lines of any length are supported.
+func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, err error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	var long []byte
+	for n := 0; ; n++ {
+		if n&0xfff == 0 {
+			if err := ctx.Err(); err != nil {
+				return blank, err
+			}
+		}
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return blank, err
+		}
+		if len(line) > 0 {
+			content := bytes.TrimSuffix(line, []byte{'\n'})
+			if len(bytes.TrimSpace(content)) == 0 {
+				blank++
+			} else if eerr := emit(content); eerr != nil {
+				return blank, eerr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return blank, nil
+		}
+	}
+}
+
+// readCSV emits each record as a JSON object keyed by the header, in header order, so
+// the header survives in every payload. Values stay strings; a field that is not valid
+// UTF-8 is written as BinaryPrefix + base64, like a binary payload.
+func readCSV(ctx context.Context, r io.Reader, delim rune, emit emitFunc) error {
+	cr := csv.NewReader(r)
+	if delim != 0 {
+		cr.Comma = delim
+	}
+	cr.FieldsPerRecord = -1 // keep ragged rows: nothing is filtered in Bronze
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("csv header: %w", err)
+	}
+	header = slices.Clone(header)
+	var buf []byte
+	for n := 0; ; n++ {
+		if n&0xfff == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("csv: %w", err)
+		}
+		buf = append(buf[:0], '{')
+		for i, v := range rec {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			name := fmt.Sprintf("_c%d", i)
+			if i < len(header) {
+				name = header[i]
+			}
+			buf = appendJSONString(buf, name)
+			buf = append(buf, ':')
+			buf = appendJSONString(buf, EncodePayload([]byte(v)))
+		}
+		buf = append(buf, '}')
+		if err := emit(buf); err != nil {
+			return err
+		}
+	}
+}
+
+// readParquet emits each row as a JSON object (column name → value).
+func readParquet(ctx context.Context, f *os.File, emit emitFunc) error {
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		return fmt.Errorf("parquet: %w", err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 8192}, memory.DefaultAllocator)
+	if err != nil {
+		return fmt.Errorf("parquet: %w", err)
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return fmt.Errorf("parquet: %w", err)
+	}
+	defer rr.Release()
+	var buf bytes.Buffer
+	for rr.Next() {
+		buf.Reset()
+		if err := array.RecordToJSON(rr.RecordBatch(), &buf); err != nil {
+			return fmt.Errorf("parquet to json: %w", err)
+		}
+		for line := range bytes.Lines(buf.Bytes()) {
+			if err := emit(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("parquet: %w", err)
+	}
+	return nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string literal (s must be valid UTF-8).
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// checksumFile returns the xxh64 of a file's bytes, as recorded in FileRecord.Checksum.
+func checksumFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := xxhash.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("checksum %s: %w", path, err)
+	}
+	return fmt.Sprintf("%016x", h.Sum64()), nil
+}

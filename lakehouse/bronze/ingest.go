@@ -1,0 +1,414 @@
+package bronze
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"goldbridge/lakehouse/catalog"
+)
+
+// Options tune one ingestion run.
+type Options struct {
+	BatchRows int  // rows per Arrow batch (default 100k)
+	Reingest  bool // re-read landing files whose content changed after they were ingested
+	// Progress, if set, is called after each batch with the bytes and rows read so far.
+	Progress func(bytesRead, rows int64)
+	Log      *slog.Logger
+
+	// afterWrite is a test hook between writing the data files and committing them.
+	afterWrite func()
+}
+
+// Result summarises one ingestion run of one entity.
+type Result struct {
+	Table      string
+	BatchID    string
+	SnapshotID int64        // 0 when nothing was committed
+	Files      []FileRecord // files ingested by this run
+	Skipped    int          // landing files ingested before and unchanged
+	Changed    []string     // landing files that changed after ingestion and were not re-read
+	Rows       int64
+	Blank      int64
+	Bytes      int64
+	Elapsed    time.Duration
+}
+
+// IngestFiles loads the landing files of sources that Bronze has not seen yet into the
+// table ident, exactly once: the data files are written first and then committed in one
+// snapshot whose summary lists the files, so a crash before the commit leaves only
+// unreferenced files behind and the next run reads the same files again.
+func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sources []FileSource, opt Options) (Result, error) {
+	start := time.Now()
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	res := Result{Table: ident}
+	run, err := NewRun(ctx, lh, ident, opt)
+	if err != nil {
+		return res, err
+	}
+	res.BatchID = run.BatchID()
+	seen, err := IngestedFiles(run.Table())
+	if err != nil {
+		return res, fmt.Errorf("bronze %s: %w", ident, err)
+	}
+
+	type planned struct {
+		src  FileSource
+		file landingFile
+	}
+	var plan []planned
+	for _, src := range sources {
+		files, err := src.list()
+		if err != nil {
+			return res, fmt.Errorf("bronze %s source %s: %w", ident, src.Name, err)
+		}
+		for _, f := range files {
+			prev, ok := seen[f.path]
+			if !ok {
+				plan = append(plan, planned{src, f})
+				continue
+			}
+			changed, err := fileChanged(f, prev)
+			if err != nil {
+				return res, fmt.Errorf("bronze %s: %w", ident, err)
+			}
+			switch {
+			case !changed:
+				res.Skipped++
+			case opt.Reingest:
+				opt.Log.Warn("re-ingesting a landing file that changed after ingestion", "file", f.path)
+				plan = append(plan, planned{src, f})
+			default:
+				opt.Log.Warn("landing file changed after it was ingested; not re-read (use --reingest to force)",
+					"file", f.path, "ingested_size", prev.Size, "size", f.size)
+				res.Changed = append(res.Changed, f.path)
+			}
+		}
+	}
+	if len(plan) == 0 {
+		res.Elapsed = time.Since(start)
+		return res, nil
+	}
+
+	names := make([]string, 0, len(sources))
+	for _, s := range sources {
+		names = append(names, s.Name)
+	}
+	err = run.Write(ctx, func(emit Emit) error {
+		for _, p := range plan {
+			rows0 := run.Rows()
+			checksum, blank, err := p.src.readFile(ctx, p.file.path, func(payload []byte) error {
+				return emit(payload, p.src.System, p.file.path, time.Time{})
+			})
+			if err != nil {
+				return fmt.Errorf("read %s: %w", p.file.path, err)
+			}
+			res.Bytes += p.file.size
+			res.Blank += blank
+			res.Files = append(res.Files, FileRecord{
+				Path: p.file.path, Size: p.file.size, ModTime: p.file.modTime, Checksum: checksum,
+				Rows: run.Rows() - rows0, Blank: blank, BatchID: res.BatchID,
+			})
+			if opt.Progress != nil {
+				opt.Progress(res.Bytes, run.Rows())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Rows = run.Rows()
+	filesJSON, err := json.Marshal(res.Files)
+	if err != nil {
+		return res, err
+	}
+	props := iceberg.Properties{
+		PropSource: strings.Join(names, ","),
+		PropFiles:  string(filesJSON),
+		PropBlank:  strconv.FormatInt(res.Blank, 10),
+	}
+	res.SnapshotID, err = run.Commit(ctx, props, func(tbl *table.Table) error {
+		// Another writer may have committed the same files meanwhile: never commit twice.
+		now, err := IngestedFiles(tbl)
+		if err != nil {
+			return err
+		}
+		for _, f := range res.Files {
+			if prev, ok := now[f.Path]; ok && prev.BatchID != res.BatchID && !opt.Reingest && prev.Checksum == f.Checksum {
+				return fmt.Errorf("landing file %s was ingested concurrently by batch %s; not committing a duplicate", f.Path, prev.BatchID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// Emit adds one record to the Bronze batch being built: the payload as delivered (only
+// valid during the call), its _source_system, its _source_file and, if not zero, _source_ts.
+type Emit func(payload []byte, system, sourceFile string, sourceTS time.Time) error
+
+// Run is one Bronze write: records are turned into Arrow batches and Parquet data files,
+// then committed in one snapshot with the run's summary properties. Sources (files,
+// Kafka) drive it; the exactly-once bookkeeping of what they consumed goes into the
+// properties passed to Commit.
+type Run struct {
+	ident     string
+	lh        *catalog.Lakehouse
+	tbl       *table.Table
+	batchID   string
+	opt       Options
+	rows      int64
+	dataFiles []iceberg.DataFile
+}
+
+// NewRun prepares a write to the Bronze table ident (created if missing).
+func NewRun(ctx context.Context, lh *catalog.Lakehouse, ident string, opt Options) (*Run, error) {
+	if opt.BatchRows <= 0 {
+		opt.BatchRows = 100_000
+	}
+	tbl, _, err := lh.LoadOrCreateTable(ctx, ident, Schema(), PartitionSpec(), TableProperties())
+	if err != nil {
+		return nil, fmt.Errorf("bronze %s: %w", ident, err)
+	}
+	return &Run{ident: ident, lh: lh, tbl: tbl, batchID: uuid.NewString(), opt: opt}, nil
+}
+
+// Table is the table as loaded when the run started (for reading its history).
+func (r *Run) Table() *table.Table { return r.tbl }
+
+// BatchID is the _batch_id of every row of this run.
+func (r *Run) BatchID() string { return r.batchID }
+
+// Rows is the number of records emitted so far.
+func (r *Run) Rows() int64 { return r.rows }
+
+// Write calls produce with an Emit and writes what it emits as Parquet data files (not
+// yet committed). Memory stays bounded by one batch whatever the input size.
+func (r *Run) Write(ctx context.Context, produce func(Emit) error) error {
+	if r.opt.BatchRows <= 0 {
+		r.opt.BatchRows = 100_000
+	}
+	w := newBatchWriter(r.batchID, r.opt.BatchRows)
+	defer w.release()
+	var produceErr error
+	stopped := errors.New("consumer stopped")
+	records := func(yield func(arrow.RecordBatch, error) bool) {
+		err := produce(func(payload []byte, system, file string, sourceTS time.Time) error {
+			w.add(payload, system, file, sourceTS)
+			r.rows++
+			if w.n >= r.opt.BatchRows && !yield(w.flush(), nil) {
+				return stopped
+			}
+			return nil
+		})
+		if err != nil {
+			if !errors.Is(err, stopped) {
+				produceErr = err
+				yield(nil, err)
+			}
+			return
+		}
+		if w.n > 0 {
+			yield(w.flush(), nil)
+		}
+	}
+	for df, err := range table.WriteRecords(ctx, r.tbl, arrowSchema, iter.Seq2[arrow.RecordBatch, error](records),
+		table.WithRecordBatchBufferSize(2)) {
+		if err != nil {
+			if produceErr != nil {
+				err = produceErr
+			}
+			return fmt.Errorf("bronze %s: write data files: %w", r.ident, err)
+		}
+		r.dataFiles = append(r.dataFiles, df)
+	}
+	return nil
+}
+
+// Commit adds the written data files in one snapshot whose summary holds props plus the
+// batch id and row count. precheck runs against the freshly loaded table before every
+// attempt (a concurrent writer may have consumed the same input); its error aborts.
+// It returns the new snapshot id.
+func (r *Run) Commit(ctx context.Context, props iceberg.Properties, precheck func(*table.Table) error) (int64, error) {
+	if r.opt.afterWrite != nil {
+		r.opt.afterWrite()
+	}
+	all := iceberg.Properties{PropBatchID: r.batchID, PropRows: strconv.FormatInt(r.rows, 10)}
+	for k, v := range props {
+		all[k] = v
+	}
+	committed, err := r.lh.Commit(ctx, r.ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+		if precheck != nil {
+			if err := precheck(tbl); err != nil {
+				return nil, err
+			}
+		}
+		tx := tbl.NewTransaction()
+		if err := tx.AddDataFiles(ctx, r.dataFiles, all); err != nil {
+			return nil, err
+		}
+		return tx.Commit(ctx)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bronze %s: %w", r.ident, err)
+	}
+	r.tbl = committed
+	if snap := committed.CurrentSnapshot(); snap != nil {
+		return snap.SnapshotID, nil
+	}
+	return 0, nil
+}
+
+// fileChanged tells whether a landing file differs from what was ingested: a different
+// size, or the same size and mtime but a different checksum is a change.
+func fileChanged(f landingFile, prev FileRecord) (bool, error) {
+	if f.size != prev.Size {
+		return true, nil
+	}
+	if f.modTime == prev.ModTime {
+		return false, nil
+	}
+	sum, err := checksumFile(f.path)
+	if err != nil {
+		return false, err
+	}
+	return sum != prev.Checksum, nil
+}
+
+// IngestedFiles returns every landing file recorded in the table's snapshot summaries,
+// by path (the newest record wins).
+func IngestedFiles(tbl *table.Table) (map[string]FileRecord, error) {
+	out := map[string]FileRecord{}
+	snaps := tbl.Metadata().Snapshots()
+	for _, s := range snaps { // oldest first, so newer records overwrite older ones
+		if s.Summary == nil {
+			continue
+		}
+		for _, key := range []string{PropFileLog, PropFiles} {
+			raw, ok := s.Summary.Properties[key]
+			if !ok {
+				continue
+			}
+			var recs []FileRecord
+			if err := json.Unmarshal([]byte(raw), &recs); err != nil {
+				return nil, fmt.Errorf("snapshot %d: bad %s: %w", s.SnapshotID, key, err)
+			}
+			for _, r := range recs {
+				out[r.Path] = r
+			}
+		}
+	}
+	return out, nil
+}
+
+// batchWriter builds Bronze Arrow batches; one per BatchRows rows.
+type batchWriter struct {
+	mem                   memory.Allocator
+	bld                   *array.RecordBuilder
+	batchID, system, file string
+	n                     int
+	rows                  int64
+	uuids                 *uuidGen
+	scratch               []byte
+}
+
+func newBatchWriter(batchID string, batchRows int) *batchWriter {
+	b := &batchWriter{bld: array.NewRecordBuilder(memory.DefaultAllocator, arrowSchema), batchID: batchID, uuids: newUUIDGen()}
+	b.bld.Reserve(batchRows)
+	return b
+}
+
+func (b *batchWriter) add(payload []byte, system, file string, sourceTS time.Time) {
+	fs := b.bld.Fields()
+	b.scratch, _ = appendPayload(b.scratch[:0], payload)
+	fs[0].(*array.StringBuilder).BinaryBuilder.Append(b.scratch)
+	fs[2].(*array.StringBuilder).Append(system)
+	fs[3].(*array.StringBuilder).Append(file)
+	fs[4].(*array.StringBuilder).BinaryBuilder.Append(b.uuids.next())
+	fs[5].(*array.StringBuilder).Append(b.batchID)
+	if sourceTS.IsZero() {
+		fs[6].(*array.TimestampBuilder).AppendNull()
+	} else {
+		fs[6].(*array.TimestampBuilder).Append(arrow.Timestamp(sourceTS.UnixMicro()))
+	}
+	b.n++
+}
+
+// flush returns the batch built so far, stamped with one _ingest_ts, and reserves room
+// for the next batch from this one's sizes, so builders do not grow (and copy) row by row.
+func (b *batchWriter) flush() arrow.RecordBatch {
+	ts := arrow.Timestamp(time.Now().UTC().UnixMicro())
+	tb := b.bld.Field(1).(*array.TimestampBuilder)
+	for range b.n {
+		tb.Append(ts)
+	}
+	rows := b.n
+	var dataLen [len(stringCols)]int
+	for i, c := range stringCols {
+		dataLen[i] = b.bld.Field(c).(*array.StringBuilder).DataLen()
+	}
+	b.n = 0
+	rec := b.bld.NewRecordBatch()
+	b.bld.Reserve(rows)
+	for i, c := range stringCols {
+		b.bld.Field(c).(*array.StringBuilder).ReserveData(dataLen[i] + dataLen[i]/8)
+	}
+	return rec
+}
+
+// stringCols are the indexes of the string columns in arrowSchema.
+var stringCols = [...]int{0, 2, 3, 4, 5}
+
+func (b *batchWriter) release() { b.bld.Release() }
+
+// uuidGen makes random (version 4) UUID strings quickly: a ChaCha8 stream seeded from
+// crypto/rand, so ids are unpredictable and unique without a syscall per row.
+type uuidGen struct {
+	rng *rand.ChaCha8
+	buf [36]byte
+}
+
+func newUUIDGen() *uuidGen {
+	var seed [32]byte
+	_, _ = crand.Read(seed[:])
+	return &uuidGen{rng: rand.NewChaCha8(seed)}
+}
+
+func (g *uuidGen) next() []byte {
+	var u [16]byte
+	_, _ = g.rng.Read(u[:])
+	u[6] = (u[6] & 0x0f) | 0x40
+	u[8] = (u[8] & 0x3f) | 0x80
+	j := 0
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			g.buf[j] = '-'
+			j++
+		}
+		g.buf[j], g.buf[j+1] = hexDigits[c>>4], hexDigits[c&0xf]
+		j += 2
+	}
+	return g.buf[:]
+}

@@ -1,0 +1,76 @@
+// Package bronze lands raw records append-only in the Iceberg table bronze.<entity>, with
+// audit columns, exactly once per source unit (file, Kafka offset range).
+//
+// Nothing is filtered, fixed, deduplicated or overwritten here: Bronze holds exactly what
+// the sources delivered and is what Silver and Gold can always be replayed from.
+package bronze
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+)
+
+// Column names of a Bronze table.
+const (
+	ColPayload  = "raw_payload"
+	ColIngestTS = "_ingest_ts"
+	ColSystem   = "_source_system"
+	ColFile     = "_source_file"
+	ColEventID  = "_event_id"
+	ColBatchID  = "_batch_id"
+	ColSourceTS = "_source_ts"
+)
+
+// Snapshot summary keys written with every Bronze commit.
+const (
+	PropBatchID = "goldbridge.batch-id"
+	PropSource  = "goldbridge.source"
+	PropFiles   = "goldbridge.files"   // JSON list of FileRecord ingested by this commit
+	PropFileLog = "goldbridge.filelog" // JSON list of every FileRecord so far (written when history is expired)
+	PropOffsets = "goldbridge.offsets" // JSON map topic/partition -> next offset (Kafka)
+	PropRows    = "goldbridge.rows"
+	PropBlank   = "goldbridge.blank-lines"
+)
+
+// Schema is the Bronze table schema: the payload as delivered plus audit columns.
+func Schema() *iceberg.Schema {
+	return iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: ColPayload, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 2, Name: ColIngestTS, Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+		iceberg.NestedField{ID: 3, Name: ColSystem, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 4, Name: ColFile, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 5, Name: ColEventID, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 6, Name: ColBatchID, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 7, Name: ColSourceTS, Type: iceberg.PrimitiveTypes.TimestampTz, Required: false},
+	)
+}
+
+// PartitionSpec partitions Bronze by day(_ingest_ts).
+func PartitionSpec() iceberg.PartitionSpec {
+	return iceberg.NewPartitionSpec(iceberg.PartitionField{
+		SourceIDs: []int{2}, FieldID: 1000, Name: "_ingest_day", Transform: iceberg.DayTransform{},
+	})
+}
+
+// TableProperties are set when a Bronze table is created: zstd Parquet, format v2.
+func TableProperties() iceberg.Properties {
+	return iceberg.Properties{
+		"format-version":                  "2",
+		"write.format.default":            "parquet",
+		"write.parquet.compression-codec": "zstd",
+		"write.parquet.compression-level": "3",
+		// Row groups of 128k rows keep the writer's buffered pages small (constant memory).
+		"write.parquet.row-group-limit": "131072",
+	}
+}
+
+// arrowSchema is the Arrow form of Schema, as written.
+var arrowSchema = arrow.NewSchema([]arrow.Field{
+	{Name: ColPayload, Type: arrow.BinaryTypes.String},
+	{Name: ColIngestTS, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+	{Name: ColSystem, Type: arrow.BinaryTypes.String},
+	{Name: ColFile, Type: arrow.BinaryTypes.String},
+	{Name: ColEventID, Type: arrow.BinaryTypes.String},
+	{Name: ColBatchID, Type: arrow.BinaryTypes.String},
+	{Name: ColSourceTS, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+}, nil)
