@@ -23,5 +23,12 @@ gb ingest
 echo "== ingest again: nothing new to land"
 gb ingest
 
+echo "== silver: typed, quarantined, deduplicated, merged (late events never roll back)"
+gb silver
+echo "== silver again: nothing new, nothing changes"
+gb silver
+echo "== the rules registry of orders"
+gb rules orders
+
 echo "== embedded ClickHouse: start, query, stop"
 gb clickhouse query "SELECT version() AS clickhouse_version, uptime() AS uptime_s"

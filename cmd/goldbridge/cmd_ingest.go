@@ -39,9 +39,22 @@ ingested is reported and skipped; --reingest reads it again.`,
 			defer lh.Close()
 			for _, name := range entities {
 				e := cfg.Entities[name]
+				kafka, err := kafkaSources(cfg, name)
+				if err != nil {
+					return err
+				}
+				for _, ks := range kafka {
+					res, err := bronze.IngestKafka(ctx, lh, e.Bronze.Table, ks, bronze.Options{
+						BatchRows: e.Bronze.BatchRows, Log: a.log.With("stage", "ingest", "entity", name, "source", ks.Name),
+					})
+					if err != nil {
+						return fmt.Errorf("ingest %s from %s: %w", name, ks.Name, err)
+					}
+					fmt.Fprintf(a.stdout, "ingest %s: kafka %s: %d records, %.0f rows/s, batch %s, snapshot %d\n",
+						name, ks.Topic, res.Rows, float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
+				}
 				srcs := fileSources(cfg, name)
 				if len(srcs) == 0 {
-					a.log.Warn("entity has no file sources to ingest", "entity", name)
 					continue
 				}
 				var total int64

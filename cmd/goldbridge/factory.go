@@ -2,14 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/silver"
 )
 
 // openLakehouse opens the Iceberg catalog described by the config.
@@ -69,4 +77,89 @@ func selectNames[V any](kind string, all map[string]V, requested []string) ([]st
 		return nil, &exitError{exitUsage, fmt.Errorf("unknown %s %s (the config has: %s)", kind, strings.Join(unknown, ", "), sortedNames(all))}
 	}
 	return requested, nil
+}
+
+// entitySpec converts an entity's config into the silver package's spec.
+func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
+	e := cfg.Entities[name]
+	sv := e.Silver
+	spec := silver.EntitySpec{
+		Name: name, Table: sv.Table, QuarantineTable: sv.QuarantineTable, Mode: sv.Mode,
+		Key: sv.Key, UpdatedAt: sv.UpdatedAt, Op: sv.Op, OpValues: sv.OpValues,
+		EventTime: sv.EventTime, Lookback: sv.Lookback.D(), KeysTable: sv.KeysTable, Buckets: sv.Buckets,
+		WarnQuarantinePct: *sv.Quality.WarnQuarantinePct, WarnDuplicatePct: *sv.Quality.WarnDuplicatePct,
+	}
+	for _, c := range sv.Columns {
+		t, err := silver.ParseType(c.Type)
+		if err != nil {
+			return spec, fmt.Errorf("entities.%s.silver.columns %s: %w", name, c.Name, err)
+		}
+		spec.Columns = append(spec.Columns, silver.ColumnSpec{
+			Name: c.Name, Path: c.Path, Type: t, Required: c.Required, Default: c.Default, Format: c.Format,
+		})
+	}
+	for _, r := range sv.Rules {
+		rs := silver.RuleSpec{ID: r.ID, Kind: r.Kind, Expr: r.Expr, Column: r.Column, Type: r.Type, Reason: r.Reason}
+		if r.Lookup != nil {
+			rs.Lookup = &silver.LookupSpec{Entity: r.Lookup.Entity, File: r.Lookup.File, On: r.Lookup.On, Columns: r.Lookup.Columns}
+		}
+		spec.Rules = append(spec.Rules, rs)
+	}
+	return spec, nil
+}
+
+// kafkaSources returns the Kafka sources of an entity with their client options.
+func kafkaSources(cfg *config.Config, entity string) ([]bronze.KafkaSource, error) {
+	var out []bronze.KafkaSource
+	for _, name := range cfg.Entities[entity].Sources {
+		s := cfg.Sources[name]
+		if s.Type != "kafka" {
+			continue
+		}
+		var opts []kgo.Opt
+		switch s.SASL.Mechanism {
+		case "plain":
+			opts = append(opts, kgo.SASL(plain.Auth{User: s.SASL.User, Pass: s.SASL.Password.Reveal()}.AsMechanism()))
+		case "scram-sha-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: s.SASL.User, Pass: s.SASL.Password.Reveal()}.AsSha256Mechanism()))
+		case "scram-sha-512":
+			opts = append(opts, kgo.SASL(scram.Auth{User: s.SASL.User, Pass: s.SASL.Password.Reveal()}.AsSha512Mechanism()))
+		}
+		if s.TLS.Enabled {
+			tc, err := tlsConfig(s.TLS)
+			if err != nil {
+				return nil, fmt.Errorf("sources.%s.tls: %w", name, err)
+			}
+			opts = append(opts, kgo.DialTLSConfig(tc))
+		}
+		out = append(out, bronze.KafkaSource{
+			Name: name, System: s.System + "_kafka", Brokers: s.Brokers, Topic: s.Topic, Group: s.Group,
+			StartOffset: s.StartOffset, Opts: opts,
+		})
+	}
+	return out, nil
+}
+
+// tlsConfig builds a client TLS config from files.
+func tlsConfig(t config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // opt-in for testing
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificates in %s", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }

@@ -325,13 +325,11 @@ func IngestedFiles(tbl *table.Table) (map[string]FileRecord, error) {
 
 // batchWriter builds Bronze Arrow batches; one per BatchRows rows.
 type batchWriter struct {
-	mem                   memory.Allocator
-	bld                   *array.RecordBuilder
-	batchID, system, file string
-	n                     int
-	rows                  int64
-	uuids                 *uuidGen
-	scratch               []byte
+	bld     *array.RecordBuilder
+	batchID string
+	n       int
+	uuids   *uuidGen
+	scratch []byte
 }
 
 func newBatchWriter(batchID string, batchRows int) *batchWriter {

@@ -61,6 +61,9 @@ func TableProperties() iceberg.Properties {
 		"write.parquet.compression-level": "3",
 		// Row groups of 128k rows keep the writer's buffered pages small (constant memory).
 		"write.parquet.row-group-limit": "131072",
+		// No min/max of payloads in manifests: they would not prune anything and would
+		// copy personal data into metadata that forget cannot reach.
+		"write.metadata.metrics.column.raw_payload": "counts",
 	}
 }
 

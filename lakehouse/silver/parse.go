@@ -1,0 +1,280 @@
+package silver
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/valyala/fastjson"
+)
+
+// parser types one payload into a row of Values. It is not safe for concurrent use
+// (fastjson reuses its memory); make one per goroutine.
+type parser struct {
+	cols  []ColumnSpec
+	paths [][]string
+	defs  []Value // typed defaults; defs[i].Null when none
+	hasDf []bool
+	p     fastjson.Parser
+}
+
+func newParser(cols []ColumnSpec) (*parser, error) {
+	ps := &parser{cols: cols, paths: make([][]string, len(cols)), defs: make([]Value, len(cols)), hasDf: make([]bool, len(cols))}
+	for i, c := range cols {
+		path := strings.TrimPrefix(strings.TrimPrefix(c.Path, "$"), ".")
+		if path == "" {
+			path = c.Name
+		}
+		ps.paths[i] = strings.Split(path, ".")
+		if c.Default != nil {
+			v, err := convertString(c, *c.Default)
+			if err != nil {
+				return nil, fmt.Errorf("column %s: default: %w", c.Name, err)
+			}
+			ps.defs[i], ps.hasDf[i] = v, true
+		}
+	}
+	return ps, nil
+}
+
+// parse fills row (len(cols)) from payload; on failure it returns the quarantine reason.
+func (ps *parser) parse(payload []byte, row []Value) string {
+	if len(bytes.TrimSpace(payload)) == 0 || payload[0] != '{' && bytes.TrimSpace(payload)[0] != '{' {
+		return "invalid_json: not a JSON object"
+	}
+	doc, err := ps.p.ParseBytes(payload)
+	if err != nil {
+		return "invalid_json: " + firstLine(err.Error())
+	}
+	if doc.Type() != fastjson.TypeObject {
+		return "invalid_json: not a JSON object"
+	}
+	for i, c := range ps.cols {
+		v := doc.Get(ps.paths[i]...)
+		if v == nil || v.Type() == fastjson.TypeNull {
+			if ps.hasDf[i] {
+				row[i] = ps.defs[i]
+				continue
+			}
+			if c.Required {
+				return "missing_" + c.Name
+			}
+			row[i] = Value{Null: true}
+			continue
+		}
+		val, err := convert(c, v)
+		if err != nil {
+			return "invalid_" + c.Name + ": " + err.Error()
+		}
+		row[i] = val
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// convert types one JSON value. Numbers are accepted for string columns (as written),
+// and numeric strings for number columns, as CDC tools often emit them that way.
+func convert(c ColumnSpec, v *fastjson.Value) (Value, error) {
+	switch v.Type() {
+	case fastjson.TypeString:
+		b := v.GetStringBytes()
+		if !utf8.Valid(b) {
+			return Value{}, fmt.Errorf("not valid UTF-8")
+		}
+		return convertString(c, string(b))
+	case fastjson.TypeNumber:
+		raw := string(v.MarshalTo(nil))
+		switch c.Type.Kind {
+		case Timestamp, Date:
+			if c.Format == "" || c.Format == "rfc3339" {
+				return Value{}, fmt.Errorf("number %s for a %s (set format: epoch_s/epoch_ms/epoch_us)", raw, c.Type)
+			}
+		}
+		return convertString(c, raw)
+	case fastjson.TypeTrue, fastjson.TypeFalse:
+		if c.Type.Kind == Bool {
+			return Value{B: v.Type() == fastjson.TypeTrue}, nil
+		}
+		if c.Type.Kind == String {
+			return Value{S: v.String()}, nil
+		}
+		return Value{}, fmt.Errorf("boolean for a %s", c.Type)
+	default:
+		return Value{}, fmt.Errorf("%s for a %s", v.Type(), c.Type)
+	}
+}
+
+// convertString types a textual value.
+func convertString(c ColumnSpec, s string) (Value, error) {
+	switch c.Type.Kind {
+	case String:
+		return Value{S: s}, nil
+	case Int32, Int64:
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return Value{}, fmt.Errorf("not an integer %q", clip(s))
+		}
+		if c.Type.Kind == Int32 && (n < math.MinInt32 || n > math.MaxInt32) {
+			return Value{}, fmt.Errorf("%d out of int32 range", n)
+		}
+		return Value{I: n}, nil
+	case Float64:
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return Value{}, fmt.Errorf("not a number %q", clip(s))
+		}
+		return Value{F: f}, nil
+	case Decimal:
+		d, err := parseDecimal(strings.TrimSpace(s), c.Type.Precision, c.Type.Scale)
+		if err != nil {
+			return Value{}, err
+		}
+		return Value{D: d}, nil
+	case Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return Value{}, fmt.Errorf("not a boolean %q", clip(s))
+		}
+		return Value{B: b}, nil
+	case Date:
+		t, err := parseTime(c.Format, s, time.DateOnly)
+		if err != nil {
+			return Value{}, err
+		}
+		return Value{I: int64(t.Unix() / 86400)}, nil
+	case Timestamp:
+		t, err := parseTime(c.Format, s, time.RFC3339Nano)
+		if err != nil {
+			return Value{}, err
+		}
+		return Value{I: t.UnixMicro()}, nil
+	}
+	return Value{}, fmt.Errorf("unsupported type %s", c.Type)
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+func parseTime(format, s, def string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	switch format {
+	case "epoch_s", "epoch_ms", "epoch_us":
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("not an epoch number %q", clip(s))
+		}
+		mult := map[string]float64{"epoch_s": 1e6, "epoch_ms": 1e3, "epoch_us": 1}[format]
+		return time.UnixMicro(int64(math.Round(f * mult))).UTC(), nil
+	case "", "rfc3339":
+		t, err := time.Parse(def, s)
+		if err != nil && def == time.RFC3339Nano {
+			// Accept a space instead of T and a missing zone (taken as UTC).
+			for _, l := range []string{"2006-01-02 15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
+				if t2, err2 := time.Parse(l, s); err2 == nil {
+					return t2.UTC(), nil
+				}
+			}
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("not a %s %q", map[string]string{time.DateOnly: "date", time.RFC3339Nano: "RFC 3339 timestamp"}[def], clip(s))
+		}
+		return t.UTC(), nil
+	default:
+		t, err := time.Parse(format, s)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%q does not match layout %q", clip(s), format)
+		}
+		return t.UTC(), nil
+	}
+}
+
+// parseDecimal parses a decimal literal exactly, rounding half away from zero to scale
+// (as a cast to DECIMAL(p,s) does), and fails when it does not fit the precision.
+func parseDecimal(s string, prec, scale int) (decimal128.Num, error) {
+	bad := func() (decimal128.Num, error) { return decimal128.Num{}, fmt.Errorf("not a decimal %q", clip(s)) }
+	if s == "" {
+		return bad()
+	}
+	neg := false
+	i := 0
+	if s[0] == '-' || s[0] == '+' {
+		neg, i = s[0] == '-', 1
+	}
+	var intPart, frac string
+	rest := s[i:]
+	exp := 0
+	if e := strings.IndexAny(rest, "eE"); e >= 0 {
+		x, err := strconv.Atoi(rest[e+1:])
+		if err != nil {
+			return bad()
+		}
+		exp, rest = x, rest[:e]
+	}
+	intPart, frac, _ = strings.Cut(rest, ".")
+	if intPart == "" && frac == "" {
+		return bad()
+	}
+	digits := intPart + frac
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return bad()
+		}
+	}
+	// value = digits * 10^(exp - len(frac)); we want unscaled = value * 10^scale.
+	shift := exp - len(frac) + scale
+	digits = strings.TrimLeft(digits, "0")
+	roundUp := false
+	if shift < 0 {
+		cut := len(digits) + shift
+		if cut < 0 {
+			digits, roundUp = "", false
+		} else {
+			roundUp = cut < len(digits) && digits[cut] >= '5'
+			digits = digits[:cut]
+		}
+	} else {
+		digits += strings.Repeat("0", shift)
+	}
+	if len(digits) > prec {
+		return decimal128.Num{}, fmt.Errorf("%q does not fit decimal(%d,%d)", clip(s), prec, scale)
+	}
+	var n decimal128.Num
+	if len(digits) <= 18 {
+		var u int64
+		for _, c := range digits {
+			u = u*10 + int64(c-'0')
+		}
+		n = decimal128.FromI64(u)
+	} else {
+		var err error
+		if n, err = decimal128.FromString(digits, int32(prec), 0); err != nil {
+			return bad()
+		}
+	}
+	if roundUp {
+		n = n.Add(decimal128.FromI64(1))
+		if !n.FitsInPrecision(int32(prec)) {
+			return decimal128.Num{}, fmt.Errorf("%q does not fit decimal(%d,%d)", clip(s), prec, scale)
+		}
+	}
+	if neg {
+		n = n.Negate()
+	}
+	return n, nil
+}

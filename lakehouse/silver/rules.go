@@ -1,0 +1,935 @@
+package silver
+
+// The rules registry of an entity: filter (F*), normalize (N*) and enrichment (E*: derive
+// and lookup) rules, written down in the config before any code runs, compiled once with
+// expr-lang/expr and applied to every typed row in registry order.
+//
+// Expression environment. Each column is visible by name with a Go value:
+//
+//	string            string
+//	int32, int64      int (expr's integer type)
+//	float64           float64
+//	decimal(p,s)      float64 — decimal rules compare as float64, not exactly
+//	bool              bool
+//	date, timestamp   time.Time in UTC (a date is its midnight UTC)
+//	NULL              nil
+//
+// Date literals without a zone (`date("2024-01-01")`) are UTC, and now() is disabled: Silver must
+// be rebuildable from Bronze with the same result, so no rule may depend on the clock.
+//
+// NULL follows SQL. A filter that does not evaluate to true — false, NULL (`amount >= 0`
+// on a NULL amount is a runtime error in expr, and NULL in SQL), an error or a non-bool —
+// quarantines the row with "<id>:<reason>"; write `amount == nil || amount >= 0` or
+// `(amount ?? 0) >= 0` to let NULLs through. Normalize and derive follow "NULL in, NULL
+// out" (upper(NULL) is NULL in SQL): an expression that reads a NULL column yields NULL
+// without being evaluated, unless it handles nil itself (nil, ??, ?.) or may skip a
+// column (a conditional, &&, ||, a closure, $env); such an expression is evaluated, and if
+// it then fails while a column it reads is NULL the result is NULL too. Any other runtime
+// failure quarantines the row with "<id>:<error class>" (division_by_zero, type_error,
+// out_of_range, memory_budget_exceeded, eval_error); a result that does not convert to
+// the column's type quarantines it with "<id>:<reason>" (default <kind>_failed).
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/vm"
+)
+
+// LookupTable is a loaded lookup source: the key — the text of the lookup's `on` columns
+// in key order (see lookupKeyColumns) joined by "\x1f" — to the values of the lookup's
+// Columns, in order. Key texts are compared after typing them like the local column
+// (so "7" and " 7" match an int 7, "10.5" a decimal(18,2) 10.50); a key that cannot be
+// typed like its local column never matches. Rows that match nothing get NULLs.
+type LookupTable map[string][]string
+
+// LookupLoader loads a lookup source that is not a file, such as another entity's Silver
+// table, keyed as described on LookupTable. Values are the text of the cells ("" for NULL).
+type LookupLoader func(spec LookupSpec) (LookupTable, error)
+
+const lookupKeySep = '\x1f'
+
+// lookupKeyColumns returns the join columns of a lookup in key order: this entity's
+// columns sorted by name, and the lookup-side column paired with each.
+func lookupKeyColumns(spec LookupSpec) (local, remote []string) {
+	local = make([]string, 0, len(spec.On))
+	for l := range spec.On {
+		local = append(local, l)
+	}
+	sort.Strings(local)
+	remote = make([]string, len(local))
+	for i, l := range local {
+		remote[i] = spec.On[l]
+	}
+	return local, remote
+}
+
+// LoadCSVLookup reads a CSV reference file with a header row: the lookup-side `on`
+// columns form the key, and Columns are its values. Header names are trimmed (and a UTF-8
+// BOM dropped); every record must have as many fields as the header. A key that appears
+// twice with different values is an error, since a LEFT JOIN on it would multiply rows.
+func LoadCSVLookup(spec LookupSpec) (LookupTable, error) {
+	if spec.File == "" {
+		return nil, errors.New("lookup: no file")
+	}
+	f, err := os.Open(spec.File)
+	if err != nil {
+		return nil, fmt.Errorf("lookup: %w", err)
+	}
+	defer f.Close()
+	t, err := readCSVLookup(f, spec)
+	if err != nil {
+		return nil, fmt.Errorf("lookup %s: %w", spec.File, err)
+	}
+	return t, nil
+}
+
+func readCSVLookup(r io.Reader, spec LookupSpec) (LookupTable, error) {
+	cr := csv.NewReader(r)
+	header, err := cr.Read()
+	if err == io.EOF {
+		return nil, errors.New("empty file, want a header row")
+	}
+	if err != nil {
+		return nil, err
+	}
+	pos := make(map[string]int, len(header))
+	for i, h := range header {
+		if i == 0 {
+			h = strings.TrimPrefix(h, "\ufeff")
+		}
+		h = strings.TrimSpace(h)
+		if _, dup := pos[h]; dup {
+			return nil, fmt.Errorf("header: column %q appears twice", h)
+		}
+		pos[h] = i
+	}
+	find := func(names []string) ([]int, error) {
+		idx := make([]int, len(names))
+		for i, n := range names {
+			p, ok := pos[n]
+			if !ok {
+				return nil, fmt.Errorf("header has no column %q (have %s)", n, strings.Join(header, ", "))
+			}
+			idx[i] = p
+		}
+		return idx, nil
+	}
+	_, remote := lookupKeyColumns(spec)
+	keyIdx, err := find(remote)
+	if err != nil {
+		return nil, err
+	}
+	valIdx, err := find(spec.Columns)
+	if err != nil {
+		return nil, err
+	}
+	t := LookupTable{}
+	var key []byte
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return t, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		key = key[:0]
+		for i, k := range keyIdx {
+			if i > 0 {
+				key = append(key, lookupKeySep)
+			}
+			key = append(key, rec[k]...)
+		}
+		vals := make([]string, len(valIdx))
+		for i, v := range valIdx {
+			vals[i] = rec[v]
+		}
+		if prev, dup := t[string(key)]; dup {
+			if !slices.Equal(prev, vals) {
+				line, _ := cr.FieldPos(0)
+				return nil, fmt.Errorf("line %d: key %s appears twice with different values", line, lookupKeyString(string(key)))
+			}
+			continue
+		}
+		t[string(key)] = vals
+	}
+}
+
+func lookupKeyString(k string) string {
+	return strconv.Quote(strings.ReplaceAll(k, string(lookupKeySep), ","))
+}
+
+type ruleKind uint8
+
+const (
+	ruleFilter ruleKind = iota
+	ruleNormalize
+	ruleDerive
+	ruleLookup
+)
+
+var ruleKinds = map[string]ruleKind{"filter": ruleFilter, "normalize": ruleNormalize, "derive": ruleDerive, "lookup": ruleLookup}
+
+// compiledRule is one registry entry ready to run.
+type compiledRule struct {
+	id     string
+	kind   ruleKind
+	prog   *vm.Program
+	refs   []int // columns the expression reads
+	col    int   // column written by normalize/derive
+	strict bool  // normalize/derive: NULL in any of refs → NULL, without evaluating
+
+	rejected string // filter: "<id>:<reason>"
+	failed   string // normalize/derive conversion failure: "<id>:<reason or <kind>_failed>"
+
+	keys  []int // lookup: local key columns in key order
+	outs  []int // lookup: the columns it fills
+	table LookupTable
+}
+
+// ruleSet is the compiled registry of an entity. It is not safe for concurrent use (it
+// reuses one expression environment and one VM); clone it for each goroutine.
+type ruleSet struct {
+	rules []compiledRule
+	cols  []ColumnSpec // the typed columns, then the columns the rules add
+	sync  []int        // typed columns some expression reads: put into env at each row
+	inEnv []bool       // columns some expression reads: env follows the rules' writes
+	env   map[string]any
+	vm    vm.VM
+	key   []byte
+}
+
+// clone returns a ruleSet sharing the compiled programs and lookup tables, with its own
+// environment and VM.
+func (r *ruleSet) clone() *ruleSet {
+	return &ruleSet{rules: r.rules, cols: r.cols, sync: r.sync, inEnv: r.inEnv, env: maps.Clone(r.env)}
+}
+
+// compileRules compiles every rule once against the typed columns. It returns the extra
+// columns the rules add (derive: the rule's Column with its Type; lookup: each lookup
+// column as string), in rule order. Lookups from a file are read with LoadCSVLookup,
+// the others with load. Errors name the rule id.
+func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*ruleSet, []ColumnSpec, error) {
+	all := slices.Clone(cols)
+	index := make(map[string]int, len(cols))
+	example := make(map[string]any, len(cols))
+	for i, c := range cols {
+		if _, dup := index[c.Name]; dup {
+			return nil, nil, fmt.Errorf("rules: column %q declared twice", c.Name)
+		}
+		index[c.Name] = i
+		example[c.Name] = ruleEnvValue(c.Type, Value{})
+	}
+	addColumn := func(c ColumnSpec) (int, error) {
+		if _, dup := index[c.Name]; dup {
+			return 0, fmt.Errorf("column %q already exists", c.Name)
+		}
+		index[c.Name] = len(all)
+		all = append(all, c)
+		example[c.Name] = ruleEnvValue(c.Type, Value{})
+		return len(all) - 1, nil
+	}
+	rs := &ruleSet{}
+	reads := map[int]bool{}
+	ids := map[string]bool{}
+	for n, sp := range specs {
+		if sp.ID == "" {
+			return nil, nil, fmt.Errorf("rules[%d]: missing id", n)
+		}
+		if ids[sp.ID] {
+			return nil, nil, fmt.Errorf("rule %s: duplicate id", sp.ID)
+		}
+		ids[sp.ID] = true
+		cr, err := compileRule(sp, all, index, example, addColumn, load)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rule %s: %w", sp.ID, err)
+		}
+		for _, i := range cr.refs {
+			reads[i] = true
+		}
+		rs.rules = append(rs.rules, cr)
+	}
+	rs.cols = all
+	rs.inEnv = make([]bool, len(rs.cols))
+	rs.env = make(map[string]any, len(rs.cols))
+	for i, c := range rs.cols {
+		rs.env[c.Name] = nil
+		if reads[i] {
+			rs.inEnv[i] = true
+			if i < len(cols) {
+				rs.sync = append(rs.sync, i)
+			}
+		}
+	}
+	return rs, slices.Clone(rs.cols[len(cols):]), nil
+}
+
+func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example map[string]any,
+	addColumn func(ColumnSpec) (int, error), load LookupLoader) (compiledRule, error) {
+	kind, ok := ruleKinds[sp.Kind]
+	if !ok {
+		return compiledRule{}, fmt.Errorf("unknown kind %q (filter, normalize, derive, lookup)", sp.Kind)
+	}
+	cr := compiledRule{id: sp.ID, kind: kind, col: -1}
+	if kind == ruleLookup {
+		err := compileLookup(&cr, sp, index, addColumn, all, load)
+		return cr, err
+	}
+	if strings.TrimSpace(sp.Expr) == "" {
+		return cr, errors.New("missing expr")
+	}
+	var target ColumnSpec
+	switch kind {
+	case ruleFilter:
+		reason := sp.Reason
+		if reason == "" {
+			reason = "rejected"
+		}
+		cr.rejected = sp.ID + ":" + reason
+	case ruleNormalize:
+		i, ok := index[sp.Column]
+		if !ok {
+			return cr, fmt.Errorf("normalize: unknown column %q", sp.Column)
+		}
+		cr.col, target = i, all[i]
+	case ruleDerive:
+		if sp.Column == "" {
+			return cr, errors.New("derive: missing column")
+		}
+		t, err := ParseType(sp.Type)
+		if err != nil {
+			return cr, fmt.Errorf("derive %s: %w", sp.Column, err)
+		}
+		target = ColumnSpec{Name: sp.Column, Type: t}
+	}
+	// date("2024-01-01") without a zone is already UTC (time.Parse); expr.Timezone is not
+	// used, as it breaks method calls on date() results in expr v1.17.8.
+	opts := []expr.Option{expr.Env(maps.Clone(example)), expr.DisableBuiltin("now")}
+	if kind == ruleFilter {
+		opts = append(opts, expr.AsBool())
+	}
+	prog, err := expr.Compile(sp.Expr, opts...)
+	if err != nil {
+		return cr, err
+	}
+	cr.prog = prog
+	cr.refs = exprReads(prog, index)
+	if kind == ruleFilter {
+		return cr, nil
+	}
+	if err := checkResultType(prog.Node().Type(), target); err != nil {
+		return cr, err
+	}
+	cr.strict = nullStrict(prog)
+	if kind == ruleDerive {
+		i, err := addColumn(target)
+		if err != nil {
+			return cr, fmt.Errorf("derive: %w", err)
+		}
+		cr.col = i
+	}
+	reason := sp.Reason
+	if reason == "" {
+		reason = sp.Kind + "_failed"
+	}
+	cr.failed = sp.ID + ":" + reason
+	return cr, nil
+}
+
+func compileLookup(cr *compiledRule, sp RuleSpec, index map[string]int, addColumn func(ColumnSpec) (int, error),
+	all []ColumnSpec, load LookupLoader) error {
+	lk := sp.Lookup
+	if lk == nil {
+		return errors.New("lookup: missing lookup")
+	}
+	if len(lk.On) == 0 || len(lk.Columns) == 0 {
+		return errors.New("lookup: on and columns are required")
+	}
+	if (lk.File == "") == (lk.Entity == "") {
+		return errors.New("lookup: set exactly one of file or entity")
+	}
+	local, _ := lookupKeyColumns(*lk)
+	keyCols := make([]ColumnSpec, len(local))
+	for i, l := range local {
+		j, ok := index[l]
+		if !ok {
+			return fmt.Errorf("lookup: unknown column %q", l)
+		}
+		cr.keys = append(cr.keys, j)
+		keyCols[i] = all[j]
+	}
+	var (
+		t   LookupTable
+		err error
+	)
+	switch {
+	case lk.File != "":
+		t, err = LoadCSVLookup(*lk)
+	case load == nil:
+		err = fmt.Errorf("lookup: no loader for entity %s", lk.Entity)
+	default:
+		t, err = load(*lk)
+	}
+	if err != nil {
+		return err
+	}
+	if cr.table, err = canonicalLookup(t, keyCols, len(lk.Columns)); err != nil {
+		return fmt.Errorf("lookup: %w", err)
+	}
+	for _, c := range lk.Columns {
+		i, err := addColumn(ColumnSpec{Name: c, Type: Type{Kind: String}})
+		if err != nil {
+			return fmt.Errorf("lookup: %w", err)
+		}
+		cr.outs = append(cr.outs, i)
+	}
+	return nil
+}
+
+// canonicalLookup re-keys t with the key texts typed like the local columns and rendered
+// as apply renders a row's key. Keys that cannot be typed are dropped: no row can match
+// them. A table keyed by string columns only is checked and returned as it is.
+func canonicalLookup(t LookupTable, keyCols []ColumnSpec, width int) (LookupTable, error) {
+	typed := slices.ContainsFunc(keyCols, func(c ColumnSpec) bool { return c.Type.Kind != String })
+	var out LookupTable
+	if typed {
+		out = make(LookupTable, len(t))
+	}
+	var buf []byte
+	for k, vals := range t {
+		if len(vals) != width {
+			return nil, fmt.Errorf("key %s has %d values, want %d", lookupKeyString(k), len(vals), width)
+		}
+		if strings.Count(k, string(lookupKeySep)) != len(keyCols)-1 {
+			return nil, fmt.Errorf("key %s does not have %d parts", lookupKeyString(k), len(keyCols))
+		}
+		if !typed {
+			continue
+		}
+		buf = buf[:0]
+		ok := true
+		for i, p := range strings.Split(k, string(lookupKeySep)) {
+			if i > 0 {
+				buf = append(buf, lookupKeySep)
+			}
+			c := keyCols[i]
+			if c.Type.Kind == String {
+				buf = append(buf, p...)
+				continue
+			}
+			v, err := convertString(c, p)
+			if err != nil {
+				ok = false
+				break
+			}
+			buf = appendLookupKey(buf, c.Type, v)
+		}
+		if !ok {
+			continue
+		}
+		if prev, dup := out[string(buf)]; dup && !slices.Equal(prev, vals) {
+			return nil, fmt.Errorf("keys render to the same %s with different values", lookupKeyString(string(buf)))
+		}
+		out[string(buf)] = vals
+	}
+	if !typed {
+		return t, nil
+	}
+	return out, nil
+}
+
+// exprReads returns the columns (by index) a program reads; all of them if it uses $env.
+func exprReads(prog *vm.Program, index map[string]int) []int {
+	v := &ruleIdentVisitor{names: map[string]bool{}}
+	node := prog.Node()
+	ast.Walk(&node, v)
+	var refs []int
+	for name, i := range index {
+		if v.env || v.names[name] {
+			refs = append(refs, i)
+		}
+	}
+	sort.Ints(refs)
+	return refs
+}
+
+// nullStrict reports whether an expression can be taken as NULL whenever a column it
+// reads is NULL, as SQL does for operators and functions: true unless it handles nil
+// itself or may not read every column — a nil literal, ??, ?., a conditional, a
+// short-circuit operator, a closure or $env.
+func nullStrict(prog *vm.Program) bool {
+	v := &nullAwareVisitor{}
+	node := prog.Node()
+	ast.Walk(&node, v)
+	return !v.aware
+}
+
+type nullAwareVisitor struct{ aware bool }
+
+func (v *nullAwareVisitor) Visit(n *ast.Node) {
+	switch x := (*n).(type) {
+	case *ast.NilNode, *ast.ConditionalNode, *ast.ChainNode, *ast.PredicateNode:
+		v.aware = true
+	case *ast.ConstantNode:
+		v.aware = v.aware || x.Value == nil
+	case *ast.MemberNode:
+		v.aware = v.aware || x.Optional
+	case *ast.BinaryNode:
+		switch x.Operator {
+		case "??", "&&", "||", "and", "or":
+			v.aware = true
+		}
+	case *ast.IdentifierNode:
+		v.aware = v.aware || x.Value == "$env"
+	}
+}
+
+type ruleIdentVisitor struct {
+	names map[string]bool
+	env   bool
+}
+
+func (v *ruleIdentVisitor) Visit(n *ast.Node) {
+	if id, ok := (*n).(*ast.IdentifierNode); ok {
+		if id.Value == "$env" {
+			v.env = true
+		}
+		v.names[id.Value] = true
+	}
+}
+
+var (
+	ruleTimeType     = reflect.TypeFor[time.Time]()
+	ruleDurationType = reflect.TypeFor[time.Duration]()
+)
+
+// checkResultType rejects at compile time an expression whose static type cannot fill
+// the column. Unknown (interface) types are checked per row.
+func checkResultType(t reflect.Type, c ColumnSpec) error {
+	if t == nil || t.Kind() == reflect.Interface {
+		return nil
+	}
+	if t == ruleDurationType {
+		return fmt.Errorf("expression yields a duration; use .Seconds(), .Minutes() or .Hours() for %s", c.Name)
+	}
+	k := t.Kind()
+	number := k >= reflect.Int && k <= reflect.Float64
+	ok := false
+	switch c.Type.Kind {
+	case String:
+		ok = k == reflect.String
+	case Int32, Int64, Float64, Decimal:
+		ok = number || k == reflect.String
+	case Bool:
+		ok = k == reflect.Bool || k == reflect.String
+	case Date, Timestamp:
+		ok = t == ruleTimeType || k == reflect.String
+	}
+	if !ok {
+		return fmt.Errorf("expression yields %s, column %s is %s", t, c.Name, c.Type)
+	}
+	return nil
+}
+
+// apply runs the rules in registry order on row (len = len(cols)+len(extra)); the extra
+// cells are filled here. A filter that is not true returns "<id>:<reason>"; "" means the
+// row passes. See the package notes above for NULLs and errors.
+func (r *ruleSet) apply(row []Value) string {
+	for _, i := range r.sync {
+		r.env[r.cols[i].Name] = ruleEnvValue(r.cols[i].Type, row[i])
+	}
+	for k := range r.rules {
+		ru := &r.rules[k]
+		switch ru.kind {
+		case ruleFilter:
+			out, err := r.vm.Run(ru.prog, r.env)
+			if pass, _ := out.(bool); err != nil || !pass {
+				return ru.rejected
+			}
+		case ruleNormalize, ruleDerive:
+			var out any
+			if !ru.strict || !ruleReadsNull(ru.refs, row) {
+				var err error
+				if out, err = r.vm.Run(ru.prog, r.env); err != nil {
+					if !ruleReadsNull(ru.refs, row) {
+						return ru.id + ":" + ruleErrorClass(err)
+					}
+					out = nil
+				}
+			}
+			c := &r.cols[ru.col]
+			v, err := ruleResultValue(*c, out)
+			if err != nil {
+				return ru.failed
+			}
+			row[ru.col] = v
+			if r.inEnv[ru.col] {
+				r.setEnv(ru.col, v, out)
+			}
+		case ruleLookup:
+			r.lookup(ru, row)
+		}
+	}
+	return ""
+}
+
+// setEnv shows the new value of column i to the next rules: the expression's own result
+// when it is already the environment's representation, else the stored (converted) value.
+func (r *ruleSet) setEnv(i int, v Value, out any) {
+	c := &r.cols[i]
+	switch out.(type) {
+	case string:
+		if c.Type.Kind == String {
+			r.env[c.Name] = out
+			return
+		}
+	case bool:
+		if c.Type.Kind == Bool {
+			r.env[c.Name] = out
+			return
+		}
+	}
+	r.env[c.Name] = ruleEnvValue(c.Type, v)
+}
+
+func (r *ruleSet) lookup(ru *compiledRule, row []Value) {
+	r.key = r.key[:0]
+	var vals []string
+	ok := true
+	for j, ci := range ru.keys {
+		v := row[ci]
+		if v.Null { // NULL = x is never true
+			ok = false
+			break
+		}
+		if j > 0 {
+			r.key = append(r.key, lookupKeySep)
+		}
+		r.key = appendLookupKey(r.key, r.cols[ci].Type, v)
+	}
+	if ok {
+		vals, ok = ru.table[string(r.key)]
+	}
+	for j, oi := range ru.outs {
+		v := Value{Null: true}
+		if ok {
+			v = Value{S: vals[j]}
+		}
+		row[oi] = v
+		if r.inEnv[oi] {
+			r.env[r.cols[oi].Name] = ruleEnvValue(r.cols[oi].Type, v)
+		}
+	}
+}
+
+func ruleReadsNull(refs []int, row []Value) bool {
+	for _, i := range refs {
+		if row[i].Null {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleErrorClass names a runtime failure with a short, low-cardinality class.
+func ruleErrorClass(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "divide by zero"):
+		return "division_by_zero"
+	case strings.Contains(msg, "out of range"):
+		return "out_of_range"
+	case strings.Contains(msg, "memory budget"):
+		return "memory_budget_exceeded"
+	case strings.Contains(msg, "invalid operation"), strings.Contains(msg, "interface conversion"),
+		strings.Contains(msg, "invalid argument"), strings.Contains(msg, "cannot"), strings.Contains(msg, "expected"):
+		return "type_error"
+	}
+	return "eval_error"
+}
+
+// ruleEnvValue is the expression-side value of a cell (see the package notes above).
+func ruleEnvValue(t Type, v Value) any {
+	if v.Null {
+		return nil
+	}
+	switch t.Kind {
+	case String:
+		return v.S
+	case Int32, Int64:
+		return int(v.I)
+	case Float64:
+		return v.F
+	case Decimal:
+		return v.D.ToFloat64(int32(t.Scale))
+	case Bool:
+		return v.B
+	case Date:
+		return time.Unix(v.I*86400, 0).UTC()
+	case Timestamp:
+		return time.UnixMicro(v.I).UTC()
+	}
+	return nil
+}
+
+// ruleResultValue converts an expression result to a cell of column c: nil is NULL;
+// strings are typed like payload text (convertString); numbers are range-checked, a float
+// fills an integer column only when integral and a decimal one rounded half away from zero
+// to the scale; a time fills a date (its UTC day) or a timestamp.
+func ruleResultValue(c ColumnSpec, out any) (Value, error) {
+	switch x := out.(type) {
+	case nil:
+		return Value{Null: true}, nil
+	case string:
+		if c.Type.Kind == String {
+			return Value{S: x}, nil
+		}
+		return convertString(c, x)
+	case bool:
+		if c.Type.Kind == Bool {
+			return Value{B: x}, nil
+		}
+	case time.Time:
+		switch c.Type.Kind {
+		case Date:
+			s := x.Unix()
+			d := s / 86400
+			if s%86400 < 0 {
+				d--
+			}
+			return Value{I: d}, nil
+		case Timestamp:
+			return Value{I: x.UnixMicro()}, nil
+		}
+	case int:
+		return ruleIntResult(c, int64(x))
+	case int8:
+		return ruleIntResult(c, int64(x))
+	case int16:
+		return ruleIntResult(c, int64(x))
+	case int32:
+		return ruleIntResult(c, int64(x))
+	case int64:
+		return ruleIntResult(c, x)
+	case uint:
+		return ruleUintResult(c, uint64(x))
+	case uint8:
+		return ruleIntResult(c, int64(x))
+	case uint16:
+		return ruleIntResult(c, int64(x))
+	case uint32:
+		return ruleIntResult(c, int64(x))
+	case uint64:
+		return ruleUintResult(c, x)
+	case float32:
+		return ruleFloatResult(c, float64(x))
+	case float64:
+		return ruleFloatResult(c, x)
+	}
+	return Value{}, fmt.Errorf("%T result for a %s column", out, c.Type)
+}
+
+func ruleUintResult(c ColumnSpec, u uint64) (Value, error) {
+	if u > math.MaxInt64 {
+		return Value{}, fmt.Errorf("%d out of range", u)
+	}
+	return ruleIntResult(c, int64(u))
+}
+
+func ruleIntResult(c ColumnSpec, n int64) (Value, error) {
+	switch c.Type.Kind {
+	case Int32:
+		if n < math.MinInt32 || n > math.MaxInt32 {
+			return Value{}, fmt.Errorf("%d out of int32 range", n)
+		}
+		return Value{I: n}, nil
+	case Int64:
+		return Value{I: n}, nil
+	case Float64:
+		return Value{F: float64(n)}, nil
+	case Decimal:
+		u := uint64(n)
+		if n < 0 {
+			u = -u
+		}
+		digits := 0
+		for ; u > 0; u /= 10 {
+			digits++
+		}
+		if digits+c.Type.Scale > c.Type.Precision {
+			return Value{}, fmt.Errorf("%d does not fit %s", n, c.Type)
+		}
+		return Value{D: decimal128.FromI64(n).Mul(decimal128.GetScaleMultiplier(c.Type.Scale))}, nil
+	}
+	return Value{}, fmt.Errorf("integer result for a %s column", c.Type)
+}
+
+func ruleFloatResult(c ColumnSpec, f float64) (Value, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return Value{}, fmt.Errorf("%v result", f)
+	}
+	switch c.Type.Kind {
+	case Float64:
+		return Value{F: f}, nil
+	case Int32, Int64:
+		if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+			return Value{}, fmt.Errorf("%v is not an integer", f)
+		}
+		return ruleIntResult(c, int64(f))
+	case Decimal:
+		// The shortest text of the float, so 0.1+0.2 rounds like 0.3 and 1.005 like 1.005.
+		d, err := parseDecimal(strconv.FormatFloat(f, 'g', -1, 64), c.Type.Precision, c.Type.Scale)
+		if err != nil {
+			return Value{}, err
+		}
+		return Value{D: d}, nil
+	}
+	return Value{}, fmt.Errorf("number result for a %s column", c.Type)
+}
+
+// appendLookupKey renders a non-NULL cell as lookup key text: strings as they are, integers
+// in decimal, floats in their shortest form, decimals with their scale ("10.50"), bools as
+// true/false, dates as 2006-01-02 and timestamps as RFC 3339 in UTC.
+func appendLookupKey(b []byte, t Type, v Value) []byte {
+	switch t.Kind {
+	case String:
+		return append(b, v.S...)
+	case Int32, Int64:
+		return strconv.AppendInt(b, v.I, 10)
+	case Float64:
+		return strconv.AppendFloat(b, v.F, 'g', -1, 64)
+	case Decimal:
+		return appendLookupDecimal(b, v.D, t.Scale)
+	case Bool:
+		return strconv.AppendBool(b, v.B)
+	case Date:
+		return time.Unix(v.I*86400, 0).UTC().AppendFormat(b, time.DateOnly)
+	case Timestamp:
+		return time.UnixMicro(v.I).UTC().AppendFormat(b, time.RFC3339Nano)
+	}
+	return b
+}
+
+// appendLookupDecimal renders an unscaled decimal with scale digits after the point, without
+// allocating when it fits an int64.
+func appendLookupDecimal(b []byte, n decimal128.Num, scale int) []byte {
+	hi, lo := n.HighBits(), n.LowBits()
+	if !(hi == 0 && lo>>63 == 0 || hi == -1 && lo>>63 == 1) {
+		return append(b, n.ToString(int32(scale))...)
+	}
+	x := int64(lo)
+	u := uint64(x)
+	if x < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	var buf [20]byte
+	digits := strconv.AppendUint(buf[:0], u, 10)
+	if scale <= 0 {
+		return append(b, digits...)
+	}
+	if len(digits) <= scale {
+		b = append(b, '0', '.')
+		for range scale - len(digits) {
+			b = append(b, '0')
+		}
+		return append(b, digits...)
+	}
+	at := len(digits) - scale
+	b = append(b, digits[:at]...)
+	b = append(b, '.')
+	return append(b, digits[at:]...)
+}
+
+// RulesMarkdown renders the rules registry of an entity as a Markdown table (id, kind,
+// column, expression / lookup, reason), in registry order: the documentation of the
+// transformations, printed by `goldbridge rules ENTITY`.
+func RulesMarkdown(spec EntitySpec) string {
+	rows := [][]string{{"id", "kind", "column", "expression / lookup", "reason"}}
+	for _, r := range spec.Rules {
+		var column, what string
+		switch r.Kind {
+		case "filter":
+			what = rulesMDCode(r.Expr)
+		case "normalize":
+			column, what = r.Column, rulesMDCode(r.Expr)
+		case "derive":
+			column, what = r.Column+" ("+r.Type+")", rulesMDCode(r.Expr)
+		case "lookup":
+			if lk := r.Lookup; lk != nil {
+				column = strings.Join(lk.Columns, ", ")
+				src := "file " + rulesMDCode(lk.File)
+				if lk.Entity != "" {
+					src = "entity " + rulesMDCode(lk.Entity)
+				}
+				local, remote := lookupKeyColumns(*lk)
+				on := make([]string, len(local))
+				for i := range local {
+					on[i] = rulesMDCode(local[i]) + " = " + rulesMDCode(remote[i])
+				}
+				what = "LEFT JOIN " + src + " ON " + strings.Join(on, " AND ")
+			}
+		default:
+			column, what = r.Column, rulesMDCode(r.Expr)
+		}
+		rows = append(rows, []string{r.ID, r.Kind, column, what, r.Reason})
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, cell := range row {
+			row[i] = rulesMDCell(cell)
+			widths[i] = max(widths[i], utf8.RuneCountInString(row[i]), 3)
+		}
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		for i, cell := range cells {
+			b.WriteString("| ")
+			b.WriteString(cell)
+			b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell)+1))
+		}
+		b.WriteString("|\n")
+	}
+	line(rows[0])
+	sep := make([]string, len(widths))
+	for i, w := range widths {
+		sep[i] = strings.Repeat("-", w)
+	}
+	line(sep)
+	for _, row := range rows[1:] {
+		line(row)
+	}
+	return b.String()
+}
+
+// rulesMDCode wraps s in a code span, with a double backtick fence when s holds a backtick.
+func rulesMDCode(s string) string {
+	if s == "" {
+		return ""
+	}
+	if strings.Contains(s, "`") {
+		return "`` " + s + " ``"
+	}
+	return "`" + s + "`"
+}
+
+// rulesMDCell makes s safe inside a table cell: one line, pipes escaped (also in code spans).
+func rulesMDCell(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "|", `\|`).Replace(s)
+}

@@ -1,0 +1,147 @@
+// Package silver turns Bronze payloads into typed entities: parsing and typing, the rules
+// registry, quarantine with a reason, CDC dedup and a MERGE that late events cannot roll
+// back (upsert), or anti-join dedup of immutable facts (append); incremental from the last
+// Bronze snapshot processed, with the watermark committed atomically with the data.
+package silver
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+)
+
+// Kind is the type of a Silver column.
+type Kind int
+
+// Column kinds.
+const (
+	String Kind = iota
+	Int32
+	Int64
+	Float64
+	Decimal
+	Bool
+	Date
+	Timestamp
+)
+
+// Type is a Silver column type; Precision and Scale apply to Decimal.
+type Type struct {
+	Kind             Kind
+	Precision, Scale int
+}
+
+var decimalRe = regexp.MustCompile(`^decimal\((\d+),\s*(\d+)\)$`)
+
+// ParseType parses a config type: string, int32, int64, float64, decimal(p,s), bool, date, timestamp.
+func ParseType(s string) (Type, error) {
+	switch s {
+	case "string":
+		return Type{Kind: String}, nil
+	case "int32":
+		return Type{Kind: Int32}, nil
+	case "int64":
+		return Type{Kind: Int64}, nil
+	case "float64":
+		return Type{Kind: Float64}, nil
+	case "bool":
+		return Type{Kind: Bool}, nil
+	case "date":
+		return Type{Kind: Date}, nil
+	case "timestamp":
+		return Type{Kind: Timestamp}, nil
+	}
+	if m := decimalRe.FindStringSubmatch(s); m != nil {
+		p, _ := strconv.Atoi(m[1])
+		sc, _ := strconv.Atoi(m[2])
+		if p >= 1 && p <= 38 && sc <= p {
+			return Type{Kind: Decimal, Precision: p, Scale: sc}, nil
+		}
+	}
+	return Type{}, fmt.Errorf("unknown type %q", s)
+}
+
+func (t Type) String() string {
+	switch t.Kind {
+	case String:
+		return "string"
+	case Int32:
+		return "int32"
+	case Int64:
+		return "int64"
+	case Float64:
+		return "float64"
+	case Decimal:
+		return fmt.Sprintf("decimal(%d,%d)", t.Precision, t.Scale)
+	case Bool:
+		return "bool"
+	case Date:
+		return "date"
+	case Timestamp:
+		return "timestamp"
+	}
+	return "?"
+}
+
+// ColumnSpec is one typed column read from the payload.
+type ColumnSpec struct {
+	Name     string
+	Path     string // JSON path, "$.a.b"
+	Type     Type
+	Required bool
+	Default  *string
+	Format   string // timestamp/date: "" or rfc3339, epoch_s, epoch_ms, epoch_us, or a Go layout
+}
+
+// RuleSpec is one entry of the rules registry.
+type RuleSpec struct {
+	ID     string
+	Kind   string // filter | normalize | derive | lookup
+	Expr   string
+	Column string
+	Type   string // derive
+	Reason string
+	Lookup *LookupSpec
+}
+
+// LookupSpec is a LEFT JOIN enrichment against a CSV reference file or another entity.
+type LookupSpec struct {
+	Entity  string
+	File    string
+	On      map[string]string // this column -> lookup column
+	Columns []string
+}
+
+// EntitySpec is the Silver model of one entity.
+type EntitySpec struct {
+	Name            string
+	Table           string
+	QuarantineTable string
+	Mode            string // upsert | append
+	Key             []string
+	UpdatedAt       string              // upsert ordering column
+	Op              string              // upsert CDC op column ("" = every row is an upsert)
+	OpValues        map[string][]string // source op values per canonical op c/u/d/r
+	EventTime       string              // append: partition/lookback column
+	Lookback        time.Duration       // append: anti-join window (0 = unbounded)
+	KeysTable       string              // append: compact keys table for unbounded lookback
+	Buckets         int
+	Columns         []ColumnSpec
+	Rules           []RuleSpec
+
+	WarnQuarantinePct, WarnDuplicatePct float64
+}
+
+// Value is one typed cell. I holds Int32/Int64, Date (days since 1970-01-01) and
+// Timestamp (µs since the epoch, UTC); D holds a Decimal's unscaled value.
+type Value struct {
+	Null bool
+	S    string
+	I    int64
+	F    float64
+	D    decimal128.Num
+	B    bool
+}

@@ -1,0 +1,172 @@
+package silver
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+)
+
+// Columns goldbridge adds to every Silver table of an upsert entity.
+const (
+	ColIsDeleted = "is_deleted"
+	ColUpdatedTS = "_silver_updated_ts"
+	ColRunID     = "_run_id"
+	ColEventID   = "_event_id"
+	ColCDCOp     = "_cdc_op"       // canonical op of the stored version: c, u, d, r
+	ColVersion   = "_version_hash" // xxh64 of the payload: orders versions with equal time and op
+)
+
+// Snapshot summary keys of Silver and quarantine commits.
+const (
+	PropBronzeSnapshot = "goldbridge.bronze-snapshot-id" // Bronze snapshot processed up to (inclusive)
+	PropRunID          = "goldbridge.run-id"
+	PropCounts         = "goldbridge.counts" // JSON of Counts
+)
+
+// Quarantine table columns.
+const (
+	QColPayload = "raw_payload"
+	QColEventID = "_event_id"
+	QColReason  = "error_reason"
+	QColTS      = "quarantine_ts"
+	QColRunID   = "_run_id"
+	QColIngest  = "_ingest_ts"
+	QColFile    = "_source_file"
+)
+
+func icebergType(t Type) iceberg.Type {
+	switch t.Kind {
+	case String:
+		return iceberg.PrimitiveTypes.String
+	case Int32:
+		return iceberg.PrimitiveTypes.Int32
+	case Int64:
+		return iceberg.PrimitiveTypes.Int64
+	case Float64:
+		return iceberg.PrimitiveTypes.Float64
+	case Decimal:
+		return iceberg.DecimalTypeOf(t.Precision, t.Scale)
+	case Bool:
+		return iceberg.PrimitiveTypes.Bool
+	case Date:
+		return iceberg.PrimitiveTypes.Date
+	case Timestamp:
+		return iceberg.PrimitiveTypes.TimestampTz
+	}
+	panic(fmt.Sprintf("silver: unknown kind %d", t.Kind))
+}
+
+func arrowType(t Type) arrow.DataType {
+	switch t.Kind {
+	case String:
+		return arrow.BinaryTypes.String
+	case Int32:
+		return arrow.PrimitiveTypes.Int32
+	case Int64:
+		return arrow.PrimitiveTypes.Int64
+	case Float64:
+		return arrow.PrimitiveTypes.Float64
+	case Decimal:
+		return &arrow.Decimal128Type{Precision: int32(t.Precision), Scale: int32(t.Scale)}
+	case Bool:
+		return arrow.FixedWidthTypes.Boolean
+	case Date:
+		return arrow.FixedWidthTypes.Date32
+	case Timestamp:
+		return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	}
+	panic(fmt.Sprintf("silver: unknown kind %d", t.Kind))
+}
+
+// internalCols are the columns added after the entity's own, in table order.
+var internalCols = []ColumnSpec{
+	{Name: ColIsDeleted, Type: Type{Kind: Bool}},
+	{Name: ColCDCOp, Type: Type{Kind: String}},
+	{Name: ColVersion, Type: Type{Kind: Int64}},
+	{Name: ColEventID, Type: Type{Kind: String}},
+	{Name: ColRunID, Type: Type{Kind: String}},
+	{Name: ColUpdatedTS, Type: Type{Kind: Timestamp}},
+}
+
+// tableColumns are every column of the Silver table: the entity's, the rules', then internal.
+func tableColumns(cols []ColumnSpec) []ColumnSpec {
+	return append(slices.Clone(cols), internalCols...)
+}
+
+// icebergSchema builds the Silver schema; key columns are required identifier fields.
+func icebergSchema(cols []ColumnSpec, key []string) (*iceberg.Schema, error) {
+	fields := make([]iceberg.NestedField, len(cols))
+	var ids []int
+	for i, c := range cols {
+		req := slices.Contains(key, c.Name) || c.Name == ColIsDeleted || c.Name == ColCDCOp || c.Name == ColVersion
+		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.Name, Type: icebergType(c.Type), Required: req}
+		if slices.Contains(key, c.Name) {
+			ids = append(ids, i+1)
+		}
+	}
+	if len(ids) != len(key) {
+		return nil, fmt.Errorf("key %v: not every key column is declared", key)
+	}
+	return iceberg.NewSchemaWithIdentifiers(0, ids, fields...), nil
+}
+
+func arrowSchemaOf(cols []ColumnSpec, key []string) *arrow.Schema {
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		req := slices.Contains(key, c.Name) || c.Name == ColIsDeleted || c.Name == ColCDCOp || c.Name == ColVersion
+		fields[i] = arrow.Field{Name: c.Name, Type: arrowType(c.Type), Nullable: !req}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// partitionSpec buckets the table on its first key column, so a small increment's
+// lookups prune to few partitions and deletes stay partition-local.
+func partitionSpec(sch *iceberg.Schema, key []string, buckets int) (iceberg.PartitionSpec, error) {
+	f, ok := sch.FindFieldByName(key[0])
+	if !ok {
+		return iceberg.PartitionSpec{}, fmt.Errorf("key column %s not in schema", key[0])
+	}
+	return iceberg.NewPartitionSpec(iceberg.PartitionField{
+		SourceIDs: []int{f.ID}, FieldID: 1000, Name: key[0] + "_bucket", Transform: iceberg.BucketTransform{NumBuckets: buckets},
+	}), nil
+}
+
+func tableProperties() iceberg.Properties {
+	return iceberg.Properties{
+		"format-version":                  "2",
+		"write.parquet.compression-codec": "zstd",
+		"write.parquet.row-group-limit":   "131072",
+		"write.delete.mode":               "merge-on-read",
+		"write.update.mode":               "merge-on-read",
+	}
+}
+
+var quarantineArrow = arrow.NewSchema([]arrow.Field{
+	{Name: QColPayload, Type: arrow.BinaryTypes.String},
+	{Name: QColEventID, Type: arrow.BinaryTypes.String},
+	{Name: QColReason, Type: arrow.BinaryTypes.String},
+	{Name: QColTS, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+	{Name: QColRunID, Type: arrow.BinaryTypes.String},
+	{Name: QColIngest, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+	{Name: QColFile, Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+func quarantineSchema() *iceberg.Schema {
+	return iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: QColPayload, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 2, Name: QColEventID, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 3, Name: QColReason, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 4, Name: QColTS, Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+		iceberg.NestedField{ID: 5, Name: QColRunID, Type: iceberg.PrimitiveTypes.String, Required: true},
+		iceberg.NestedField{ID: 6, Name: QColIngest, Type: iceberg.PrimitiveTypes.TimestampTz},
+		iceberg.NestedField{ID: 7, Name: QColFile, Type: iceberg.PrimitiveTypes.String},
+	)
+}
+
+func quarantineSpec() iceberg.PartitionSpec {
+	return iceberg.NewPartitionSpec(iceberg.PartitionField{
+		SourceIDs: []int{4}, FieldID: 1000, Name: "quarantine_day", Transform: iceberg.DayTransform{},
+	})
+}
