@@ -17,6 +17,7 @@ import (
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
 )
 
@@ -162,4 +163,53 @@ func tlsConfig(t config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
+}
+
+// martSpec converts a mart's config into the gold package's spec.
+func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
+	m := cfg.Marts[name]
+	ent := cfg.Entities[m.Source]
+	es, err := entitySpec(cfg, m.Source)
+	if err != nil {
+		return gold.MartSpec{}, err
+	}
+	cols := map[string]silver.Type{}
+	for _, c := range es.Columns {
+		cols[c.Name] = c.Type
+	}
+	for _, r := range es.Rules {
+		if r.Kind == "derive" {
+			if t, err := silver.ParseType(r.Type); err == nil {
+				cols[r.Column] = t
+			}
+		}
+		if r.Kind == "lookup" && r.Lookup != nil {
+			for _, c := range r.Lookup.Columns {
+				cols[c] = silver.Type{Kind: silver.String}
+			}
+		}
+	}
+	if ent.Silver.Mode == "upsert" {
+		cols[silver.ColIsDeleted] = silver.Type{Kind: silver.Bool}
+	}
+	spec := gold.MartSpec{
+		Name: name, Table: m.Table, SourceTable: ent.Silver.Table, SourceKey: ent.Silver.Key, SourceColumns: cols,
+		Filter: m.Filter, GrainColumn: m.Grain.Column, GrainUnit: m.Grain.Unit, GrainAs: m.Grain.As,
+		Grouping: m.Grouping, GroupingSets: m.GroupingSets,
+	}
+	if len(m.Joins) > 0 {
+		return spec, fmt.Errorf("marts.%s.joins: joins are not supported yet", name)
+	}
+	for _, d := range m.Dimensions {
+		spec.Dims = append(spec.Dims, gold.Dim{Name: d, Type: cols[d]})
+	}
+	for _, ms := range m.Measures {
+		spec.Measures = append(spec.Measures, gold.MeasureSpec{Name: ms.Name, Agg: ms.Agg, Column: ms.Column, InputType: cols[ms.Column]})
+	}
+	for _, c := range m.Checks {
+		spec.Checks = append(spec.Checks, gold.CheckSpec{
+			Name: c.Name, Type: c.Type, Expr: c.Expr, Columns: c.Columns, Severity: c.Severity, Trailing: c.Trailing, Tolerance: c.Tolerance,
+		})
+	}
+	return spec, nil
 }

@@ -18,9 +18,12 @@ import (
 
 // Exit codes of goldbridge; docs/operations.md documents them for cron and Kubernetes.
 const (
-	exitOK      = 0
-	exitFailure = 1 // any error
-	exitUsage   = 2 // bad flags or an invalid config
+	exitOK          = 0
+	exitFailure     = 1 // any error
+	exitUsage       = 2 // bad flags or an invalid config
+	exitCircuitOpen = 3 // a critical data-quality check failed; the mart's circuit is open
+	exitDrift       = 4 // check found ClickHouse partitions that differ from Gold
+	exitStale       = 5 // freshness SLA breached
 )
 
 // exitError carries a specific exit code through cobra.
@@ -101,6 +104,8 @@ under --state-dir, and a local ClickHouse 26.7 started by goldbridge itself.`,
 		a.silverCmd(),
 		a.rulesCmd(),
 		a.forgetCmd(),
+		a.goldCmd(),
+		a.freshnessCmd(),
 		a.demoCmd(),
 		a.clickhouseCmd(),
 		a.versionCmd(),

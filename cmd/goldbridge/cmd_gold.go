@@ -1,0 +1,120 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"goldbridge/lakehouse/gold"
+)
+
+func (a *app) goldCmd() *cobra.Command {
+	var full bool
+	cmd := &cobra.Command{
+		Use:   "gold [MART...]",
+		Short: "Recompute the Gold partitions touched by Silver changes, through the data-quality gateway",
+		Long: `Recomputes, for each mart, only the grain partitions that Silver changes since the last run
+touched (both the new and the previous version of every changed row count), checks them
+with the mart's data-quality checks and replaces exactly those partitions in one commit.
+A failed critical check publishes nothing, opens the mart's circuit (sync then skips the
+mart) and exits with code 3; the next passing run closes it. --full rebuilds everything.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			marts, err := selectNames("mart", cfg.Marts, args)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			lh, err := openLakehouse(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer lh.Close()
+			var circuitErr error
+			for _, name := range marts {
+				spec, err := martSpec(cfg, name)
+				if err != nil {
+					return err
+				}
+				res, err := gold.Run(ctx, lh, spec, gold.Options{Full: full, Log: a.log.With("stage", "gold", "mart", name)})
+				for _, f := range res.Report.Failures {
+					fmt.Fprintf(a.stdout, "gold %s: check %s (%s, %s) failed on %d rows\n", name, f.Check, f.Type, f.Severity, f.Count)
+					for _, ex := range f.Examples {
+						fmt.Fprintf(a.stdout, "    %s\n", ex)
+					}
+				}
+				if errors.Is(err, gold.ErrCircuitOpen) {
+					circuitErr = &exitError{exitCircuitOpen, err}
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				scope := fmt.Sprintf("%d partitions", len(res.Partitions))
+				if res.Full {
+					scope = "full rebuild, " + scope
+				} else if len(res.Partitions) > 0 && len(res.Partitions) <= 5 {
+					scope += " (" + strings.Join(res.Partitions, ", ") + ")"
+				}
+				fmt.Fprintf(a.stdout, "gold %s: %s, %d silver rows -> %d gold rows, %.2fs, run %s, snapshot %d\n",
+					name, scope, res.SilverRows, res.Rows, res.Elapsed.Seconds(), res.RunID, res.SnapshotID)
+			}
+			return circuitErr
+		},
+	}
+	cmd.Flags().BoolVar(&full, "full", false, "rebuild every partition")
+	return cmd
+}
+
+func (a *app) freshnessCmd() *cobra.Command {
+	var maxAge time.Duration
+	cmd := &cobra.Command{
+		Use:   "freshness [MART...]",
+		Short: "Print each mart's last successful calculation and newest grain; exit 5 on an SLA breach",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			marts, err := selectNames("mart", cfg.Marts, args)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			lh, err := openLakehouse(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer lh.Close()
+			var stale []string
+			fmt.Fprintf(a.stdout, "%-28s %-25s %-12s %-12s %s\n", "MART", "LAST CALCULATED", "AGE", "NEWEST", "CIRCUIT")
+			for _, name := range marts {
+				f, err := gold.ReadFreshness(ctx, lh, cfg.Marts[name].Table)
+				if err != nil {
+					return err
+				}
+				age := time.Since(f.LastCalculated).Round(time.Second)
+				last := f.LastCalculated.Format(time.RFC3339)
+				if f.LastCalculated.IsZero() {
+					last, age = "never", 0
+				}
+				fmt.Fprintf(a.stdout, "%-28s %-25s %-12s %-12s %s\n", name, last, age, f.NewestGrain, f.Circuit)
+				if f.LastCalculated.IsZero() || age > maxAge {
+					stale = append(stale, name)
+				}
+			}
+			if len(stale) > 0 {
+				return &exitError{exitStale, fmt.Errorf("freshness SLA (%s) breached: %s", maxAge, strings.Join(stale, ", "))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&maxAge, "max-age", 26*time.Hour, "largest acceptable age of the last successful calculation")
+	return cmd
+}

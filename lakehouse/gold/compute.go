@@ -1,0 +1,503 @@
+package gold
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/vm"
+
+	"goldbridge/lakehouse/silver"
+)
+
+const dayMicros = int64(86400e6)
+
+// grainOf maps a source value of the grain column to the partition's grain value:
+// days since the epoch (day, month: the first day of the month) or µs (hour).
+func (m MartSpec) grainOf(v silver.Value, src silver.Type) int64 {
+	micros := v.I
+	if src.Kind == silver.Date {
+		micros = v.I * dayMicros
+	}
+	switch m.GrainUnit {
+	case "hour":
+		return floorDiv(micros, 3600e6) * 3600e6
+	case "month":
+		t := time.UnixMicro(micros).UTC()
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix() / 86400
+	default:
+		return floorDiv(micros, dayMicros)
+	}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// grainRange is the [start, end) of a grain value in the source column's units.
+func (m MartSpec) grainRange(g int64, src silver.Type) (int64, int64) {
+	var startUS, endUS int64
+	switch m.GrainUnit {
+	case "hour":
+		startUS, endUS = g, g+3600e6
+	case "month":
+		t := time.Unix(g*86400, 0).UTC()
+		startUS, endUS = t.UnixMicro(), t.AddDate(0, 1, 0).UnixMicro()
+	default:
+		startUS, endUS = g*dayMicros, (g+1)*dayMicros
+	}
+	if src.Kind == silver.Date {
+		return floorDiv(startUS, dayMicros), floorDiv(endUS+dayMicros-1, dayMicros)
+	}
+	return startUS, endUS
+}
+
+// GrainString renders a grain value as in the summary's partition list.
+func (m MartSpec) GrainString(g int64) string {
+	if m.GrainUnit == "hour" {
+		return time.UnixMicro(g).UTC().Format(time.RFC3339)
+	}
+	return time.Unix(g*86400, 0).UTC().Format(time.DateOnly)
+}
+
+// partitionFilter selects the Silver rows whose grain falls into one of the partitions.
+func (m MartSpec) partitionFilter(parts []int64) iceberg.BooleanExpression {
+	src := m.SourceColumns[m.GrainColumn]
+	ref := iceberg.Reference(m.GrainColumn)
+	var ors []iceberg.BooleanExpression
+	for _, g := range parts {
+		lo, hi := m.grainRange(g, src)
+		if src.Kind == silver.Date {
+			ors = append(ors, iceberg.NewAnd(iceberg.GreaterThanEqual(ref, iceberg.Date(lo)), iceberg.LessThan(ref, iceberg.Date(hi))))
+		} else {
+			ors = append(ors, iceberg.NewAnd(iceberg.GreaterThanEqual(ref, iceberg.Timestamp(lo)), iceberg.LessThan(ref, iceberg.Timestamp(hi))))
+		}
+	}
+	switch len(ors) {
+	case 0:
+		return iceberg.AlwaysFalse{}
+	case 1:
+		return ors[0]
+	}
+	return iceberg.NewOr(ors[0], ors[1], ors[2:]...)
+}
+
+// rowFilter is the compiled mart filter over Silver rows.
+type rowFilter struct {
+	prog  *vm.Program
+	vm    vm.VM
+	names []string
+	env   map[string]any
+}
+
+func exprValue(v silver.Value, t silver.Type) any {
+	if v.Null {
+		return nil
+	}
+	switch t.Kind {
+	case silver.String:
+		return v.S
+	case silver.Float64:
+		return v.F
+	case silver.Decimal:
+		return v.D.ToFloat64(int32(t.Scale))
+	case silver.Bool:
+		return v.B
+	case silver.Date:
+		return time.Unix(v.I*86400, 0).UTC()
+	case silver.Timestamp:
+		return time.UnixMicro(v.I).UTC()
+	}
+	return int(v.I)
+}
+
+func exampleValue(t silver.Type) any {
+	switch t.Kind {
+	case silver.String:
+		return ""
+	case silver.Float64, silver.Decimal:
+		return 0.0
+	case silver.Bool:
+		return false
+	case silver.Date, silver.Timestamp:
+		return time.Time{}
+	}
+	return 0
+}
+
+func compileFilter(src string, cols map[string]silver.Type) (*rowFilter, error) {
+	if strings.TrimSpace(src) == "" {
+		return nil, nil
+	}
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	var names []string
+	ast.Find(tree.Node, func(n ast.Node) bool {
+		if id, ok := n.(*ast.IdentifierNode); ok && !slices.Contains(names, id.Value) {
+			if _, known := cols[id.Value]; known {
+				names = append(names, id.Value)
+			}
+		}
+		return false
+	})
+	env := map[string]any{}
+	for name, t := range cols {
+		env[name] = exampleValue(t)
+	}
+	prog, err := expr.Compile(src, expr.Env(env), expr.AsBool())
+	if err != nil {
+		return nil, fmt.Errorf("filter %q: %w", src, err)
+	}
+	return &rowFilter{prog: prog, names: names, env: env}, nil
+}
+
+// partial is the aggregation state of one run: groups by grain, level and dimensions.
+type partial struct {
+	m      MartSpec
+	sets   [][]int
+	groups map[string]*group
+	keyBuf []byte
+}
+
+func newPartial(m MartSpec) (*partial, error) {
+	sets, err := m.sets()
+	if err != nil {
+		return nil, err
+	}
+	return &partial{m: m, sets: sets, groups: map[string]*group{}}, nil
+}
+
+// add folds one Silver row (grain value, dimension values, measure inputs) into every level.
+func (p *partial) add(grain int64, dims, vals []silver.Value) {
+	for si, set := range p.sets {
+		b := strconv.AppendInt(p.keyBuf[:0], grain, 10)
+		b = append(b, '|')
+		b = strconv.AppendInt(b, int64(si), 10)
+		for _, d := range set {
+			b = append(b, 0x1f)
+			if dims[d].Null {
+				b = append(b, 0)
+			} else {
+				b = append(b, 1)
+				b = append(b, keyText(dims[d], p.m.Dims[d].Type)...)
+			}
+		}
+		p.keyBuf = b
+		g, ok := p.groups[string(b)]
+		if !ok {
+			g = &group{grain: grain, set: si, dims: make([]silver.Value, len(p.m.Dims)), accs: make([]acc, len(p.m.Measures))}
+			for i := range g.dims {
+				g.dims[i] = silver.Value{Null: true}
+			}
+			for _, d := range set {
+				g.dims[d] = dims[d]
+			}
+			p.groups[string(b)] = g
+		}
+		g.add(p.m.Measures, vals)
+	}
+}
+
+// scanSilver feeds the Silver rows of tbl matching filter (and the mart filter) to p.
+func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int64, filter iceberg.BooleanExpression, rf *rowFilter) (int64, error) {
+	m := p.m
+	fields := []string{m.GrainColumn}
+	add := func(n string) {
+		if n != "" && !slices.Contains(fields, n) {
+			fields = append(fields, n)
+		}
+	}
+	for _, d := range m.Dims {
+		add(d.Name)
+	}
+	for _, ms := range m.Measures {
+		add(ms.Column)
+	}
+	if rf != nil {
+		for _, n := range rf.names {
+			add(n)
+		}
+	}
+	opts := []table.ScanOption{table.WithSelectedFields(fields...), table.WithRowFilter(filter)}
+	if snapshot != 0 {
+		opts = append(opts, table.WithSnapshotID(snapshot))
+	}
+	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)
+	}
+	grainT := m.SourceColumns[m.GrainColumn]
+	dims := make([]silver.Value, len(m.Dims))
+	vals := make([]silver.Value, len(m.Measures))
+	var rows int64
+	for rec, err := range recs {
+		if err != nil {
+			return rows, fmt.Errorf("scan %s: %w", m.SourceTable, err)
+		}
+		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		grainA := col(m.GrainColumn)
+		dimA := make([]arrow.Array, len(m.Dims))
+		for i, d := range m.Dims {
+			dimA[i] = col(d.Name)
+		}
+		valA := make([]arrow.Array, len(m.Measures))
+		for i, ms := range m.Measures {
+			if ms.Column != "" {
+				valA[i] = col(ms.Column)
+			}
+		}
+		var fA []arrow.Array
+		if rf != nil {
+			for _, n := range rf.names {
+				fA = append(fA, col(n))
+			}
+		}
+		for r := range int(rec.NumRows()) {
+			if rf != nil {
+				for i, n := range rf.names {
+					rf.env[n] = exprValue(valueAt(fA[i], r, m.SourceColumns[n]), m.SourceColumns[n])
+				}
+				out, err := rf.vm.Run(rf.prog, rf.env)
+				if err != nil {
+					return rows, fmt.Errorf("filter: %w", err)
+				}
+				if ok, _ := out.(bool); !ok {
+					continue
+				}
+			}
+			gv := valueAt(grainA, r, grainT)
+			if gv.Null {
+				continue // no grain, no partition: such rows cannot be reported by time
+			}
+			for i, d := range m.Dims {
+				dims[i] = valueAt(dimA[i], r, d.Type)
+			}
+			for i, ms := range m.Measures {
+				if valA[i] != nil {
+					vals[i] = valueAt(valA[i], r, ms.InputType)
+				}
+			}
+			p.add(m.grainOf(gv, grainT), dims, vals)
+			rows++
+		}
+		rec.Release()
+	}
+	return rows, nil
+}
+
+// valueAt reads one Arrow cell as a silver.Value.
+func valueAt(a arrow.Array, i int, t silver.Type) silver.Value {
+	if a.IsNull(i) {
+		return silver.Value{Null: true}
+	}
+	switch arr := a.(type) {
+	case *array.String:
+		return silver.Value{S: arr.Value(i)}
+	case *array.Int32:
+		return silver.Value{I: int64(arr.Value(i))}
+	case *array.Int64:
+		return silver.Value{I: arr.Value(i)}
+	case *array.Date32:
+		return silver.Value{I: int64(arr.Value(i))}
+	case *array.Timestamp:
+		return silver.Value{I: int64(arr.Value(i))}
+	case *array.Float64:
+		return silver.Value{F: arr.Value(i)}
+	case *array.Decimal128:
+		return silver.Value{D: arr.Value(i)}
+	case *array.Boolean:
+		return silver.Value{B: arr.Value(i)}
+	}
+	panic(fmt.Sprintf("gold: unsupported arrow type %s for %s", a.DataType(), t))
+}
+
+// rows returns the groups sorted by grain, level and dimensions (deterministic output).
+func (p *partial) rows() []*group {
+	groups := make([]*group, 0, len(p.groups))
+	for _, g := range p.groups {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(a, b *group) int {
+		if a.grain != b.grain {
+			return cmpInt(a.grain, b.grain)
+		}
+		if a.set != b.set {
+			return a.set - b.set
+		}
+		for i, d := range a.dims {
+			if c := cmpValue(d, b.dims[i], p.m.Dims[i].Type); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	return groups
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func cmpValue(a, b silver.Value, t silver.Type) int {
+	switch {
+	case a.Null && b.Null:
+		return 0
+	case a.Null:
+		return -1
+	case b.Null:
+		return 1
+	case less(a, b, t):
+		return -1
+	case less(b, a, t):
+		return 1
+	}
+	return 0
+}
+
+// build writes the rows as one Arrow batch in the Gold schema.
+func (p *partial) build(rows []*group, runID string, now time.Time) arrow.RecordBatch {
+	m := p.m
+	sch := m.arrowSchema()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
+	defer b.Release()
+	ts := arrow.Timestamp(now.UnixMicro())
+	for _, g := range rows {
+		f := 0
+		next := func() array.Builder { bl := b.Field(f); f++; return bl }
+		if m.GrainUnit == "hour" {
+			next().(*array.TimestampBuilder).Append(arrow.Timestamp(g.grain))
+		} else {
+			next().(*array.Date32Builder).Append(arrow.Date32(g.grain))
+		}
+		for i, d := range m.Dims {
+			appendValue(next(), g.dims[i], d.Type)
+		}
+		set := p.sets[g.set]
+		for i := range m.Dims {
+			flag := int32(1)
+			if slices.Contains(set, i) {
+				flag = 0
+			}
+			next().(*array.Int32Builder).Append(flag)
+		}
+		next().(*array.StringBuilder).Append(m.levelName(set))
+		for i, ms := range m.Measures {
+			a := g.accs[i]
+			switch ms.Agg {
+			case "sum":
+				appendSum(next(), a, ms.InputType)
+			case "count":
+				next().(*array.Int64Builder).Append(a.n)
+			case "count_distinct":
+				next().(*array.Int64Builder).Append(int64(len(a.keys)))
+			case "avg":
+				bl := next()
+				switch {
+				case a.n == 0:
+					bl.AppendNull()
+				case ms.InputType.Kind == silver.Decimal:
+					bl.(*array.Decimal128Builder).Append(avgDecimal(a.dsum, a.n))
+				case ms.InputType.Kind == silver.Float64:
+					bl.(*array.Float64Builder).Append(a.fsum / float64(a.n))
+				default:
+					bl.(*array.Float64Builder).Append(float64(a.isum) / float64(a.n))
+				}
+			case "min", "max":
+				v := a.min
+				if ms.Agg == "max" {
+					v = a.max
+				}
+				if !a.hasMM {
+					v = silver.Value{Null: true}
+				}
+				appendValue(next(), v, ms.InputType)
+			}
+		}
+		detail := len(set) == len(m.Dims)
+		for i, ms := range m.Measures {
+			a := g.accs[i]
+			switch ms.Agg {
+			case "count_distinct":
+				lb := next().(*array.ListBuilder)
+				if !detail {
+					lb.AppendNull()
+					continue
+				}
+				lb.Append(true)
+				vb := lb.ValueBuilder().(*array.StringBuilder)
+				for _, k := range sortedKeys(a.keys) {
+					vb.Append(k)
+				}
+			case "avg":
+				appendSum(next(), a, ms.InputType)
+				next().(*array.Int64Builder).Append(a.n)
+			}
+		}
+		next().(*array.TimestampBuilder).Append(ts)
+		next().(*array.StringBuilder).Append(runID)
+	}
+	return b.NewRecordBatch()
+}
+
+func appendSum(b array.Builder, a acc, t silver.Type) {
+	if a.n == 0 {
+		b.AppendNull()
+		return
+	}
+	switch t.Kind {
+	case silver.Decimal:
+		b.(*array.Decimal128Builder).Append(a.dsum)
+	case silver.Float64:
+		b.(*array.Float64Builder).Append(a.fsum)
+	default:
+		b.(*array.Int64Builder).Append(a.isum)
+	}
+}
+
+func appendValue(b array.Builder, v silver.Value, t silver.Type) {
+	if v.Null {
+		b.AppendNull()
+		return
+	}
+	switch t.Kind {
+	case silver.String:
+		b.(*array.StringBuilder).Append(v.S)
+	case silver.Int32:
+		b.(*array.Int32Builder).Append(int32(v.I))
+	case silver.Int64:
+		b.(*array.Int64Builder).Append(v.I)
+	case silver.Float64:
+		b.(*array.Float64Builder).Append(v.F)
+	case silver.Decimal:
+		b.(*array.Decimal128Builder).Append(v.D)
+	case silver.Bool:
+		b.(*array.BooleanBuilder).Append(v.B)
+	case silver.Date:
+		b.(*array.Date32Builder).Append(arrow.Date32(v.I))
+	case silver.Timestamp:
+		b.(*array.TimestampBuilder).Append(arrow.Timestamp(v.I))
+	}
+}

@@ -1,0 +1,336 @@
+package gold
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/iceberg-go/table"
+	"github.com/expr-lang/expr"
+)
+
+// Failure is one failed data-quality check.
+type Failure struct {
+	Check    string   `json:"check"`
+	Type     string   `json:"type"`
+	Severity string   `json:"severity"`
+	Count    int      `json:"count"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+// Report is the outcome of the data-quality gateway for one run.
+type Report struct {
+	Checked  []string
+	Failures []Failure
+}
+
+// Critical reports whether any critical check failed.
+func (r Report) Critical() bool {
+	for _, f := range r.Failures {
+		if f.Severity == "critical" {
+			return true
+		}
+	}
+	return false
+}
+
+// Warnings are the failed warning-level checks.
+func (r Report) Warnings() []Failure {
+	var out []Failure
+	for _, f := range r.Failures {
+		if f.Severity != "critical" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Summary is a one-line description of the failures.
+func (r Report) Summary() string {
+	var parts []string
+	for _, f := range r.Failures {
+		parts = append(parts, fmt.Sprintf("%s (%s, %s): %d rows", f.Check, f.Type, f.Severity, f.Count))
+	}
+	return strings.Join(parts, "; ")
+}
+
+const maxExamples = 3
+
+// goldRow gives the checks access to one computed row by column name.
+type goldRow struct {
+	rec  arrow.RecordBatch
+	cols map[string]int
+	i    int
+}
+
+func (r goldRow) isNull(name string) bool { return r.rec.Column(r.cols[name]).IsNull(r.i) }
+
+func (r goldRow) value(name string) any {
+	a := r.rec.Column(r.cols[name])
+	if a.IsNull(r.i) {
+		return nil
+	}
+	switch arr := a.(type) {
+	case *array.String:
+		return arr.Value(r.i)
+	case *array.Int32:
+		return int(arr.Value(r.i))
+	case *array.Int64:
+		return int(arr.Value(r.i))
+	case *array.Float64:
+		return arr.Value(r.i)
+	case *array.Decimal128:
+		return arr.Value(r.i).ToFloat64(a.DataType().(*arrow.Decimal128Type).Scale)
+	case *array.Boolean:
+		return arr.Value(r.i)
+	case *array.Date32:
+		return arr.Value(r.i).ToTime()
+	case *array.Timestamp:
+		return time.UnixMicro(int64(arr.Value(r.i))).UTC()
+	}
+	return nil
+}
+
+func (r goldRow) String() string {
+	var b strings.Builder
+	for i, f := range r.rec.Schema().Fields() {
+		if strings.Contains(f.Name, "__") || strings.HasPrefix(f.Name, "_") || strings.HasPrefix(f.Name, "grouping_") && f.Name != ColGroupingLevel {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s=%v", f.Name, goldRow{r.rec, r.cols, r.i}.value(r.rec.Schema().Field(i).Name))
+	}
+	return b.String()
+}
+
+// runChecks evaluates the mart's checks on the computed partitions, before any commit.
+func runChecks(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.RecordBatch, parts []int64) (Report, error) {
+	var rep Report
+	cols := map[string]int{}
+	for i, f := range rec.Schema().Fields() {
+		cols[f.Name] = i
+	}
+	n := int(rec.NumRows())
+	for _, ck := range m.Checks {
+		rep.Checked = append(rep.Checked, ck.Name)
+		f := Failure{Check: ck.Name, Type: ck.Type, Severity: ck.Severity}
+		flag := func(i int, why string) {
+			f.Count++
+			if len(f.Examples) < maxExamples {
+				ex := goldRow{rec, cols, i}.String()
+				if why != "" {
+					ex = why + ": " + ex
+				}
+				f.Examples = append(f.Examples, ex)
+			}
+		}
+		switch ck.Type {
+		case "expr":
+			env := map[string]any{}
+			for _, f := range rec.Schema().Fields() {
+				env[f.Name] = exampleOf(f.Type)
+			}
+			prog, err := expr.Compile(ck.Expr, expr.Env(env), expr.AsBool())
+			if err != nil {
+				return rep, fmt.Errorf("check %s: %w", ck.Name, err)
+			}
+			for i := range n {
+				for name := range cols {
+					env[name] = goldRow{rec, cols, i}.value(name)
+				}
+				out, err := expr.Run(prog, env)
+				if ok, _ := out.(bool); err != nil || !ok {
+					flag(i, "")
+				}
+			}
+		case "not_null":
+			for i := range n {
+				for _, c := range ck.Columns {
+					if _, ok := cols[c]; ok && (goldRow{rec, cols, i}).isNull(c) {
+						flag(i, c+" is NULL")
+						break
+					}
+				}
+			}
+		case "unique_grain":
+			seen := map[string]int{}
+			for i := range n {
+				k := groupKey(rec, cols, m, i)
+				if _, dup := seen[k]; dup {
+					flag(i, "duplicate group")
+				}
+				seen[k] = i
+			}
+		case "consistency":
+			checkConsistency(rec, cols, m, flag)
+		case "row_count_anomaly":
+			if err := checkRowCounts(ctx, gt, m, rec, cols, parts, ck, &f); err != nil {
+				return rep, fmt.Errorf("check %s: %w", ck.Name, err)
+			}
+		}
+		if f.Count > 0 {
+			rep.Failures = append(rep.Failures, f)
+		}
+	}
+	return rep, nil
+}
+
+// exampleOf is a typed zero value for compiling checks against a Gold row.
+func exampleOf(t arrow.DataType) any {
+	switch t.ID() {
+	case arrow.STRING:
+		return ""
+	case arrow.INT32, arrow.INT64:
+		return 0
+	case arrow.FLOAT64, arrow.DECIMAL128:
+		return 0.0
+	case arrow.BOOL:
+		return false
+	case arrow.DATE32, arrow.TIMESTAMP:
+		return time.Time{}
+	}
+	return []any{}
+}
+
+func groupKey(rec arrow.RecordBatch, cols map[string]int, m MartSpec, i int) string {
+	var b strings.Builder
+	fmt.Fprint(&b, goldRow{rec, cols, i}.value(m.GrainAs), "|", goldRow{rec, cols, i}.value(ColGroupingLevel))
+	for _, d := range m.Dims {
+		fmt.Fprint(&b, "|", goldRow{rec, cols, i}.value(d.Name))
+	}
+	return b.String()
+}
+
+// checkConsistency: per partition, the total level of each additive measure (sum, count)
+// equals the sum of its detail rows.
+func checkConsistency(rec arrow.RecordBatch, cols map[string]int, m MartSpec, flag func(int, string)) {
+	level := rec.Column(cols[ColGroupingLevel]).(*array.String)
+	grain := rec.Column(cols[m.GrainAs])
+	type sums struct {
+		detail, total map[string]decimal128.Num
+		fd, ft        map[string]float64
+		totalRow      int
+	}
+	byGrain := map[string]*sums{}
+	for i := range int(rec.NumRows()) {
+		lv := level.Value(i)
+		if lv != "detail" && lv != "total" || lv == "detail" && len(m.Dims) == 0 {
+			continue
+		}
+		g := grain.ValueStr(i)
+		s := byGrain[g]
+		if s == nil {
+			s = &sums{detail: map[string]decimal128.Num{}, total: map[string]decimal128.Num{}, fd: map[string]float64{}, ft: map[string]float64{}, totalRow: -1}
+			byGrain[g] = s
+		}
+		if lv == "total" {
+			s.totalRow = i
+		}
+		for _, ms := range m.Measures {
+			if ms.Agg != "sum" && ms.Agg != "count" {
+				continue
+			}
+			a := rec.Column(cols[ms.Name])
+			if a.IsNull(i) {
+				continue
+			}
+			dst, fdst := s.detail, s.fd
+			if lv == "total" {
+				dst, fdst = s.total, s.ft
+			}
+			switch arr := a.(type) {
+			case *array.Decimal128:
+				dst[ms.Name] = dst[ms.Name].Add(arr.Value(i))
+			case *array.Int64:
+				dst[ms.Name] = dst[ms.Name].Add(decimal128.FromI64(arr.Value(i)))
+			case *array.Float64:
+				fdst[ms.Name] += arr.Value(i)
+			}
+		}
+	}
+	for _, s := range byGrain {
+		if s.totalRow < 0 {
+			continue
+		}
+		for name, tot := range s.total {
+			if s.detail[name] != tot {
+				flag(s.totalRow, fmt.Sprintf("%s total %s != sum of detail %s", name, tot.BigInt(), s.detail[name].BigInt()))
+			}
+		}
+		for name, tot := range s.ft {
+			if math.Abs(tot-s.fd[name]) > 1e-6*math.Max(1, math.Abs(tot)) {
+				flag(s.totalRow, fmt.Sprintf("%s total %g != sum of detail %g", name, tot, s.fd[name]))
+			}
+		}
+	}
+}
+
+// checkRowCounts compares each recomputed partition's row count with the mean of the
+// trailing partitions already in Gold.
+func checkRowCounts(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.RecordBatch, cols map[string]int, parts []int64, ck CheckSpec, f *Failure) error {
+	existing := map[int64]int64{}
+	if gt.CurrentSnapshot() != nil {
+		_, recs, err := gt.Scan(table.WithSelectedFields(m.GrainAs)).ToArrowRecords(ctx)
+		if err != nil {
+			return err
+		}
+		for r, err := range recs {
+			if err != nil {
+				return err
+			}
+			g := r.Column(0)
+			for i := range int(r.NumRows()) {
+				existing[grainValue(g, i)]++
+			}
+			r.Release()
+		}
+	}
+	now := map[int64]int64{}
+	g := rec.Column(cols[m.GrainAs])
+	for i := range int(rec.NumRows()) {
+		now[grainValue(g, i)]++
+	}
+	for _, p := range parts {
+		var prev []int64
+		for q := range existing {
+			if q < p {
+				prev = append(prev, q)
+			}
+		}
+		if len(prev) < ck.Trailing {
+			continue // not enough history to judge
+		}
+		slices.Sort(prev)
+		prev = prev[len(prev)-ck.Trailing:]
+		var sum int64
+		for _, q := range prev {
+			sum += existing[q]
+		}
+		mean := float64(sum) / float64(len(prev))
+		if mean > 0 && math.Abs(float64(now[p])-mean)/mean > ck.Tolerance {
+			f.Count++
+			if len(f.Examples) < maxExamples {
+				f.Examples = append(f.Examples, fmt.Sprintf("%s: %d rows vs trailing mean %.1f", m.GrainString(p), now[p], mean))
+			}
+		}
+	}
+	return nil
+}
+
+func grainValue(a arrow.Array, i int) int64 {
+	switch arr := a.(type) {
+	case *array.Date32:
+		return int64(arr.Value(i))
+	case *array.Timestamp:
+		return int64(arr.Value(i))
+	}
+	return 0
+}

@@ -1,0 +1,340 @@
+package gold
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/silver"
+)
+
+// Options tune one Gold run.
+type Options struct {
+	Full bool // rebuild every partition
+	Log  *slog.Logger
+
+	afterCompute func() // test hook: after the checks, before the commit
+}
+
+// Result summarises one Gold run.
+type Result struct {
+	Mart                 string
+	RunID                string
+	SilverFrom, SilverTo int64
+	SnapshotID           int64    // the new Gold snapshot, 0 if nothing was committed
+	Partitions           []string // grain values replaced
+	Full                 bool
+	SilverRows           int64 // Silver rows aggregated
+	Rows                 int64 // Gold rows written
+	Report               Report
+	Elapsed              time.Duration
+}
+
+// ErrCircuitOpen means a critical data-quality check failed: nothing was published and
+// the mart's circuit is open until a run passes.
+var ErrCircuitOpen = errors.New("critical data-quality check failed: nothing published, circuit open")
+
+// Run recomputes the partitions of a mart that Silver changes since the last run touched
+// (or every partition with Options.Full), checks them, and replaces exactly those
+// partitions in one commit with the Silver snapshot as the watermark.
+func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (Result, error) {
+	start := time.Now()
+	res := Result{Mart: m.Name, RunID: uuid.NewString()}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	fail := func(err error) (Result, error) { return res, fmt.Errorf("gold %s: %w", m.Name, err) }
+	for _, ms := range m.Measures {
+		if ms.Agg == "quantiles" {
+			return fail(fmt.Errorf("measure %s: quantiles are not supported yet", ms.Name))
+		}
+	}
+	src, err := lh.LoadTable(ctx, m.SourceTable)
+	if err != nil {
+		return fail(fmt.Errorf("silver table %s: %w (run silver first)", m.SourceTable, err))
+	}
+	snap := src.CurrentSnapshot()
+	if snap == nil {
+		return res, nil
+	}
+	res.SilverTo = snap.SnapshotID
+	gt, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), tableProperties())
+	if err != nil {
+		return fail(err)
+	}
+	res.SilverFrom = Watermark(gt)
+	if res.SilverFrom == res.SilverTo && !opt.Full {
+		res.Elapsed = time.Since(start)
+		return res, nil
+	}
+	rf, err := compileFilter(m.Filter, m.SourceColumns)
+	if err != nil {
+		return fail(err)
+	}
+	p, err := newPartial(m)
+	if err != nil {
+		return fail(err)
+	}
+
+	var parts []int64
+	res.Full = opt.Full || res.SilverFrom == 0
+	if !res.Full {
+		var full bool
+		parts, full, err = changedPartitions(ctx, src, m, res.SilverFrom, res.SilverTo)
+		if err != nil {
+			return fail(err)
+		}
+		res.Full = full
+	}
+	var filter iceberg.BooleanExpression = iceberg.AlwaysTrue{}
+	if !res.Full {
+		if len(parts) == 0 {
+			// Silver changed, but no row of this mart's partitions did: move the watermark.
+			return commitWatermark(ctx, lh, m, res, start)
+		}
+		filter = m.partitionFilter(parts)
+	}
+	if res.SilverRows, err = p.scanSilver(ctx, src, res.SilverTo, filter, rf); err != nil {
+		return fail(err)
+	}
+	rows := p.rows()
+	if res.Full {
+		parts = nil
+		for _, g := range rows {
+			if len(parts) == 0 || parts[len(parts)-1] != g.grain {
+				parts = append(parts, g.grain)
+			}
+		}
+	}
+	for _, g := range parts {
+		res.Partitions = append(res.Partitions, m.GrainString(g))
+	}
+	now := time.Now().UTC()
+	rec := p.build(rows, res.RunID, now)
+	defer rec.Release()
+	res.Rows = rec.NumRows()
+
+	res.Report, err = runChecks(ctx, gt, m, rec, parts)
+	if err != nil {
+		return fail(err)
+	}
+	for _, f := range res.Report.Failures {
+		opt.Log.Warn("data-quality check failed", "mart", m.Name, "check", f.Check, "severity", f.Severity, "rows", f.Count)
+	}
+	if res.Report.Critical() {
+		if err := setCircuit(ctx, lh, m.Table, "open", res.Report.Summary()); err != nil {
+			return fail(fmt.Errorf("open circuit: %w", err))
+		}
+		res.Elapsed = time.Since(start)
+		return res, fmt.Errorf("gold %s: %w", m.Name, ErrCircuitOpen)
+	}
+	if opt.afterCompute != nil {
+		opt.afterCompute()
+	}
+
+	partsJSON, _ := json.Marshal(res.Partitions)
+	props := iceberg.Properties{
+		PropSilverSnapshot: strconv.FormatInt(res.SilverTo, 10),
+		PropPartitions:     string(partsJSON),
+		PropRunID:          res.RunID,
+	}
+	if res.Full {
+		props[PropFull] = "true"
+	}
+	if w := res.Report.Warnings(); len(w) > 0 {
+		b, _ := json.Marshal(w)
+		props[PropWarnings] = string(b)
+	}
+	var overwrite iceberg.BooleanExpression = iceberg.AlwaysTrue{}
+	if !res.Full {
+		overwrite = m.grainIn(parts)
+	}
+	sch := m.arrowSchema()
+	committed, err := lh.Commit(ctx, m.Table, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+		if w := Watermark(tbl); w != res.SilverFrom {
+			return nil, fmt.Errorf("gold %s moved to silver snapshot %d during this run; run again", m.Table, w)
+		}
+		tx := tbl.NewTransaction()
+		rdr, err := array.NewRecordReader(sch, []arrow.RecordBatch{rec})
+		if err != nil {
+			return nil, err
+		}
+		defer rdr.Release()
+		if err := tx.Overwrite(ctx, rdr, props, table.WithOverwriteFilter(overwrite)); err != nil {
+			return nil, err
+		}
+		if tbl.Properties()[PropCircuit] == "open" {
+			if err := tx.SetProperties(iceberg.Properties{PropCircuit: "closed", PropCircuitReason: "", PropCircuitSince: now.Format(time.RFC3339)}); err != nil {
+				return nil, err
+			}
+		}
+		return tx.Commit(ctx)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	res.SnapshotID = committed.CurrentSnapshot().SnapshotID
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// grainIn selects the Gold rows of the given partitions.
+func (m MartSpec) grainIn(parts []int64) iceberg.BooleanExpression {
+	ref := iceberg.Reference(m.GrainAs)
+	if m.GrainUnit == "hour" {
+		vals := make([]iceberg.Timestamp, len(parts))
+		for i, p := range parts {
+			vals[i] = iceberg.Timestamp(p)
+		}
+		return iceberg.IsIn(ref, vals...)
+	}
+	vals := make([]iceberg.Date, len(parts))
+	for i, p := range parts {
+		vals[i] = iceberg.Date(p)
+	}
+	return iceberg.IsIn(ref, vals...)
+}
+
+// commitWatermark records a new Silver watermark without changing any partition.
+func commitWatermark(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, res Result, start time.Time) (Result, error) {
+	props := iceberg.Properties{PropSilverSnapshot: strconv.FormatInt(res.SilverTo, 10), PropPartitions: "[]", PropRunID: res.RunID}
+	committed, err := lh.Commit(ctx, m.Table, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+		tx := tbl.NewTransaction()
+		if err := tx.AddFiles(ctx, nil, props, false); err != nil {
+			return nil, err
+		}
+		return tx.Commit(ctx)
+	})
+	if err != nil {
+		return res, fmt.Errorf("gold %s: %w", m.Name, err)
+	}
+	res.SnapshotID = committed.CurrentSnapshot().SnapshotID
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// setCircuit records the circuit state in the Gold table's properties (no new snapshot).
+func setCircuit(ctx context.Context, lh *catalog.Lakehouse, ident, state, reason string) error {
+	_, err := lh.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+		tx := tbl.NewTransaction()
+		if err := tx.SetProperties(iceberg.Properties{PropCircuit: state, PropCircuitReason: reason, PropCircuitSince: time.Now().UTC().Format(time.RFC3339)}); err != nil {
+			return nil, err
+		}
+		return tx.Commit(ctx)
+	})
+	return err
+}
+
+// Watermark is the Silver snapshot recorded by the newest Gold commit that has one, or 0.
+func Watermark(tbl *table.Table) int64 {
+	md := tbl.Metadata()
+	for s := tbl.CurrentSnapshot(); s != nil; {
+		if s.Summary != nil {
+			if v, ok := s.Summary.Properties[PropSilverSnapshot]; ok {
+				id, _ := strconv.ParseInt(v, 10, 64)
+				return id
+			}
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = md.SnapshotByID(*s.ParentSnapshotID)
+	}
+	return 0
+}
+
+// changedPartitions finds the grain partitions touched by Silver changes in (from, to]:
+// the grain of every row version written in that range (found by its _run_id) and the
+// grain of the version it replaced (read at the old snapshot). full is true when the
+// range cannot be followed (a replay, or the old snapshot is gone).
+func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, to int64) (parts []int64, full bool, err error) {
+	md := src.Metadata()
+	if md.SnapshotByID(from) == nil {
+		return nil, true, nil
+	}
+	var runIDs []string
+	for s := md.SnapshotByID(to); s != nil && s.SnapshotID != from; {
+		if s.Summary != nil {
+			if s.Summary.Properties["goldbridge.replay"] == "true" {
+				return nil, true, nil
+			}
+			if id := s.Summary.Properties[silver.PropRunID]; id != "" {
+				runIDs = append(runIDs, id)
+			}
+		}
+		if s.ParentSnapshotID == nil {
+			return nil, true, nil // from is not an ancestor of to
+		}
+		s = md.SnapshotByID(*s.ParentSnapshotID)
+	}
+	if len(runIDs) == 0 {
+		return nil, false, nil
+	}
+	grainT := m.SourceColumns[m.GrainColumn]
+	seen := map[int64]bool{}
+	keys := map[string]bool{}
+	collect := func(snapshot int64, filter iceberg.BooleanExpression, wantKey func(string) bool) error {
+		fields := append([]string{m.GrainColumn}, m.SourceKey...)
+		_, recs, err := src.Scan(table.WithSnapshotID(snapshot), table.WithRowFilter(filter), table.WithSelectedFields(fields...)).ToArrowRecords(ctx)
+		if err != nil {
+			return err
+		}
+		for rec, err := range recs {
+			if err != nil {
+				return err
+			}
+			g := rec.Column(rec.Schema().FieldIndices(m.GrainColumn)[0])
+			kcols := make([]arrow.Array, len(m.SourceKey))
+			for i, k := range m.SourceKey {
+				kcols[i] = rec.Column(rec.Schema().FieldIndices(k)[0])
+			}
+			for r := range int(rec.NumRows()) {
+				key := ""
+				for i, k := range m.SourceKey {
+					key += keyText(valueAt(kcols[i], r, m.SourceColumns[k]), m.SourceColumns[k]) + "\x1f"
+				}
+				if !wantKey(key) {
+					continue
+				}
+				keys[key] = true
+				if v := valueAt(g, r, grainT); !v.Null {
+					seen[m.grainOf(v, grainT)] = true
+				}
+			}
+			rec.Release()
+		}
+		return nil
+	}
+	if err := collect(to, iceberg.IsIn(iceberg.Reference(silver.ColRunID), runIDs...), func(string) bool { return true }); err != nil {
+		return nil, false, fmt.Errorf("changed rows: %w", err)
+	}
+	// The previous versions of the changed keys, as of the last processed snapshot.
+	var oldFilter iceberg.BooleanExpression = iceberg.AlwaysTrue{}
+	if len(m.SourceKey) == 1 && m.SourceColumns[m.SourceKey[0]].Kind == silver.String && len(keys) <= 20_000 {
+		vals := make([]string, 0, len(keys))
+		for k := range keys {
+			vals = append(vals, k[:len(k)-1])
+		}
+		oldFilter = iceberg.IsIn(iceberg.Reference(m.SourceKey[0]), vals...)
+	}
+	if err := collect(from, oldFilter, func(k string) bool { return keys[k] }); err != nil {
+		return nil, false, fmt.Errorf("previous versions: %w", err)
+	}
+	for g := range seen {
+		parts = append(parts, g)
+	}
+	slices.Sort(parts)
+	return parts, false, nil
+}

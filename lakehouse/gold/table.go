@@ -1,0 +1,150 @@
+package gold
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+
+	"goldbridge/lakehouse/silver"
+)
+
+// outCol is one column of the Gold table.
+type outCol struct {
+	name     string
+	ice      iceberg.Type
+	arrow    arrow.DataType
+	required bool
+}
+
+var tsType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+
+func scalarTypes(t silver.Type) (iceberg.Type, arrow.DataType) {
+	switch t.Kind {
+	case silver.String:
+		return iceberg.PrimitiveTypes.String, arrow.BinaryTypes.String
+	case silver.Int32:
+		return iceberg.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Int32
+	case silver.Int64:
+		return iceberg.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int64
+	case silver.Float64:
+		return iceberg.PrimitiveTypes.Float64, arrow.PrimitiveTypes.Float64
+	case silver.Decimal:
+		return iceberg.DecimalTypeOf(t.Precision, t.Scale), &arrow.Decimal128Type{Precision: int32(t.Precision), Scale: int32(t.Scale)}
+	case silver.Bool:
+		return iceberg.PrimitiveTypes.Bool, arrow.FixedWidthTypes.Boolean
+	case silver.Date:
+		return iceberg.PrimitiveTypes.Date, arrow.FixedWidthTypes.Date32
+	case silver.Timestamp:
+		return iceberg.PrimitiveTypes.TimestampTz, tsType
+	}
+	panic(fmt.Sprintf("gold: unknown kind %d", t.Kind))
+}
+
+// sumType is the type of a sum over t: decimal(38,s), long or double.
+func sumType(t silver.Type) silver.Type {
+	switch t.Kind {
+	case silver.Decimal:
+		return silver.Type{Kind: silver.Decimal, Precision: 38, Scale: t.Scale}
+	case silver.Float64:
+		return silver.Type{Kind: silver.Float64}
+	}
+	return silver.Type{Kind: silver.Int64}
+}
+
+// avgType is the type of an average over t.
+func avgType(t silver.Type) silver.Type {
+	if t.Kind == silver.Decimal {
+		return silver.Type{Kind: silver.Decimal, Precision: 38, Scale: min(t.Scale+avgScaleExtra, 38)}
+	}
+	return silver.Type{Kind: silver.Float64}
+}
+
+// grainType is the type of the grain column: date for day and month, timestamp for hour.
+func (m MartSpec) grainType() silver.Type {
+	if m.GrainUnit == "hour" {
+		return silver.Type{Kind: silver.Timestamp}
+	}
+	return silver.Type{Kind: silver.Date}
+}
+
+var longT = silver.Type{Kind: silver.Int64}
+
+// columns lists the Gold table's columns in order (docs/gold.md).
+func (m MartSpec) columns() []outCol {
+	col := func(name string, t silver.Type, req bool) outCol {
+		it, at := scalarTypes(t)
+		return outCol{name: name, ice: it, arrow: at, required: req}
+	}
+	cols := []outCol{col(m.GrainAs, m.grainType(), true)}
+	for _, d := range m.Dims {
+		cols = append(cols, col(d.Name, d.Type, false))
+	}
+	for _, d := range m.Dims {
+		cols = append(cols, col(GroupingCol(d.Name), silver.Type{Kind: silver.Int32}, true))
+	}
+	cols = append(cols, col(ColGroupingLevel, silver.Type{Kind: silver.String}, true))
+	for _, ms := range m.Measures {
+		switch ms.Agg {
+		case "sum":
+			cols = append(cols, col(ms.Name, sumType(ms.InputType), false))
+		case "count", "count_distinct":
+			cols = append(cols, col(ms.Name, longT, true))
+		case "avg":
+			cols = append(cols, col(ms.Name, avgType(ms.InputType), false))
+		case "min", "max":
+			cols = append(cols, col(ms.Name, ms.InputType, false))
+		}
+	}
+	for _, ms := range m.Measures {
+		switch ms.Agg {
+		case "count_distinct":
+			cols = append(cols, outCol{name: KeysCol(ms.Name),
+				ice:   &iceberg.ListType{Element: iceberg.PrimitiveTypes.String, ElementRequired: true},
+				arrow: arrow.ListOf(arrow.BinaryTypes.String)})
+		case "avg":
+			cols = append(cols, col(SumCol(ms.Name), sumType(ms.InputType), false), col(CountCol(ms.Name), longT, true))
+		}
+	}
+	cols = append(cols, col(ColCalculatedAt, silver.Type{Kind: silver.Timestamp}, true), col(ColRunID, silver.Type{Kind: silver.String}, true))
+	return cols
+}
+
+func (m MartSpec) icebergSchema() *iceberg.Schema {
+	cols := m.columns()
+	fields := make([]iceberg.NestedField, len(cols))
+	next := len(cols) + 1
+	for i, c := range cols {
+		t := c.ice
+		if lt, ok := t.(*iceberg.ListType); ok {
+			lt = &iceberg.ListType{ElementID: next, Element: lt.Element, ElementRequired: lt.ElementRequired}
+			next++
+			t = lt
+		}
+		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.name, Type: t, Required: c.required}
+	}
+	return iceberg.NewSchema(0, fields...)
+}
+
+func (m MartSpec) arrowSchema() *arrow.Schema {
+	cols := m.columns()
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = arrow.Field{Name: c.name, Type: c.arrow, Nullable: !c.required}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+func (m MartSpec) partitionSpec() iceberg.PartitionSpec {
+	return iceberg.NewPartitionSpec(iceberg.PartitionField{
+		SourceIDs: []int{1}, FieldID: 1000, Name: m.GrainAs, Transform: iceberg.IdentityTransform{},
+	})
+}
+
+func tableProperties() iceberg.Properties {
+	return iceberg.Properties{
+		"format-version":                  "2",
+		"write.parquet.compression-codec": "zstd",
+		PropCircuit:                       "closed",
+	}
+}
