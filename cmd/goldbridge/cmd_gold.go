@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -30,42 +29,13 @@ mart) and exits with code 3; the next passing run closes it. --full rebuilds eve
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
+			p, err := a.newPipeline(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			defer lh.Close()
-			var circuitErr error
-			for _, name := range marts {
-				spec, err := martSpec(cfg, name)
-				if err != nil {
-					return err
-				}
-				res, err := gold.Run(ctx, lh, spec, gold.Options{Full: full, Log: a.log.With("stage", "gold", "mart", name)})
-				for _, f := range res.Report.Failures {
-					fmt.Fprintf(a.stdout, "gold %s: check %s (%s, %s) failed on %d rows\n", name, f.Check, f.Type, f.Severity, f.Count)
-					for _, ex := range f.Examples {
-						fmt.Fprintf(a.stdout, "    %s\n", ex)
-					}
-				}
-				if errors.Is(err, gold.ErrCircuitOpen) {
-					circuitErr = &exitError{exitCircuitOpen, err}
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				scope := fmt.Sprintf("%d partitions", len(res.Partitions))
-				if res.Full {
-					scope = "full rebuild, " + scope
-				} else if len(res.Partitions) > 0 && len(res.Partitions) <= 5 {
-					scope += " (" + strings.Join(res.Partitions, ", ") + ")"
-				}
-				fmt.Fprintf(a.stdout, "gold %s: %s, %d silver rows -> %d gold rows, %.2fs, run %s, snapshot %d\n",
-					name, scope, res.SilverRows, res.Rows, res.Elapsed.Seconds(), res.RunID, res.SnapshotID)
-			}
-			return circuitErr
+			defer p.close()
+			p.full = full
+			return p.gold(cmd.Context(), marts)
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "rebuild every partition")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"time"
 
@@ -31,51 +30,13 @@ ingested is reported and skipped; --reingest reads it again.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
+			p, err := a.newPipeline(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			defer lh.Close()
-			for _, name := range entities {
-				e := cfg.Entities[name]
-				kafka, err := kafkaSources(cfg, name)
-				if err != nil {
-					return err
-				}
-				for _, ks := range kafka {
-					res, err := bronze.IngestKafka(ctx, lh, e.Bronze.Table, ks, bronze.Options{
-						BatchRows: e.Bronze.BatchRows, Log: a.log.With("stage", "ingest", "entity", name, "source", ks.Name),
-					})
-					if err != nil {
-						return fmt.Errorf("ingest %s from %s: %w", name, ks.Name, err)
-					}
-					fmt.Fprintf(a.stdout, "ingest %s: kafka %s: %d records, %.0f rows/s, batch %s, snapshot %d\n",
-						name, ks.Topic, res.Rows, float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
-				}
-				srcs := fileSources(cfg, name)
-				if len(srcs) == 0 {
-					continue
-				}
-				var total int64
-				for _, s := range srcs {
-					total += dirSize(s)
-				}
-				progress, done := a.progress(name, total)
-				res, err := bronze.IngestFiles(ctx, lh, e.Bronze.Table, srcs, bronze.Options{
-					BatchRows: e.Bronze.BatchRows, Reingest: reingest, Progress: progress,
-					Log: a.log.With("stage", "ingest", "entity", name),
-				})
-				done()
-				if err != nil {
-					return fmt.Errorf("ingest %s: %w", name, err)
-				}
-				secs := res.Elapsed.Seconds()
-				fmt.Fprintf(a.stdout, "ingest %s: %d files (%d already ingested, %d changed and skipped), %d rows, %d blank lines, %.1f MB, %.0f rows/s, batch %s, snapshot %d\n",
-					name, len(res.Files), res.Skipped, len(res.Changed), res.Rows, res.Blank, float64(res.Bytes)/1e6,
-					float64(res.Rows)/max(secs, 1e-9), res.BatchID, res.SnapshotID)
-			}
-			return nil
+			defer p.close()
+			p.reingest = reingest
+			return p.ingest(cmd.Context(), entities)
 		},
 	}
 	cmd.Flags().BoolVar(&reingest, "reingest", false, "read again landing files that changed after they were ingested (their rows land twice in Bronze)")

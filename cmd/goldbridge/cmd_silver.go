@@ -26,39 +26,12 @@ same commit. Running it again without new Bronze rows changes nothing.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
+			p, err := a.newPipeline(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			defer lh.Close()
-			for _, name := range entities {
-				spec, err := entitySpec(cfg, name)
-				if err != nil {
-					return err
-				}
-				res, err := silver.Run(ctx, lh, spec, cfg.Entities[name].Bronze.Table, silver.Options{
-					Log: a.log.With("stage", "silver", "entity", name),
-				})
-				if err != nil {
-					return fmt.Errorf("silver %s: %w", name, err)
-				}
-				c := res.Counts
-				fmt.Fprintf(a.stdout, "silver %s: %d bronze rows = %d current + %d superseded + %d duplicates + %d quarantined; silver +%d new, %d updated (%d deleted); %.0f rows/s, run %s, snapshot %d\n",
-					name, c.Read, c.Current, c.Superseded, c.Duplicates, c.Quarantined, c.Inserted, c.Updated, c.Deleted,
-					float64(c.Read)/max(res.Elapsed.Seconds(), 1e-9), res.RunID, res.SnapshotID)
-				if c.Read > 0 {
-					qp := 100 * float64(c.Quarantined) / float64(c.Read)
-					dp := 100 * float64(c.Duplicates) / float64(c.Read)
-					if qp > spec.WarnQuarantinePct {
-						a.log.Warn("quarantine rate above threshold", "entity", name, "pct", fmt.Sprintf("%.2f", qp), "threshold", spec.WarnQuarantinePct)
-					}
-					if dp > spec.WarnDuplicatePct {
-						a.log.Warn("duplicate rate above threshold", "entity", name, "pct", fmt.Sprintf("%.2f", dp), "threshold", spec.WarnDuplicatePct)
-					}
-				}
-			}
-			return nil
+			defer p.close()
+			return p.silver(cmd.Context(), entities)
 		},
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/cmd/goldbridge/internal/metrics"
+	"goldbridge/lakehouse/gold"
 )
 
 // Exit codes of goldbridge; docs/operations.md documents them for cron and Kubernetes.
@@ -46,6 +48,7 @@ type app struct {
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	metrics        *metrics.Metrics
 }
 
 // run executes one command line and returns the process exit code.
@@ -66,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if errors.Is(err, gold.ErrCircuitOpen) {
+		return exitCircuitOpen
 	}
 	var ps config.Problems
 	if errors.As(err, &ps) || strings.HasPrefix(err.Error(), "unknown command") ||

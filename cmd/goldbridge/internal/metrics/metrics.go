@@ -1,0 +1,75 @@
+// Package metrics defines goldbridge's Prometheus metrics (names goldbridge_*, labels
+// only stage, entity, mart, outcome, tier, check, severity) on a private registry.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics is the set of goldbridge metrics and the registry that holds them.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	StageDuration *prometheus.HistogramVec // stage, outcome
+	Runs          *prometheus.CounterVec   // stage, outcome (success, failure, circuit_open)
+	Rows          *prometheus.CounterVec   // stage, entity, mart, outcome
+	LastSuccess   *prometheus.GaugeVec     // stage, entity, mart
+	DataNewest    *prometheus.GaugeVec     // mart, tier (gold, clickhouse): newest grain, unix seconds
+	SyncLag       *prometheus.GaugeVec     // mart
+	DQFailures    *prometheus.CounterVec   // mart, check, severity
+	CircuitOpen   *prometheus.GaugeVec     // mart
+	Drift         *prometheus.GaugeVec     // mart: partitions that differ between tiers
+	HotPartitions *prometheus.GaugeVec     // mart, tier
+	SkippedRuns   prometheus.Counter       // scheduled runs skipped because the previous one still ran
+	CalculatedAt  *prometheus.GaugeVec     // mart: last successful Gold calculation, unix seconds
+}
+
+// New registers every goldbridge metric plus the Go and process collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		StageDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "goldbridge_stage_duration_seconds", Help: "Duration of one pipeline stage run.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
+		}, []string{"stage", "outcome"}),
+		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "goldbridge_runs_total", Help: "Stage runs by outcome (success, failure, circuit_open).",
+		}, []string{"stage", "outcome"}),
+		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "goldbridge_rows_total", Help: "Rows by stage and outcome (ingested, quarantined, duplicate, superseded, merged, computed, pushed).",
+		}, []string{"stage", "entity", "mart", "outcome"}),
+		LastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_last_success_timestamp_seconds", Help: "Unix time of the last successful run of a stage for an entity or mart.",
+		}, []string{"stage", "entity", "mart"}),
+		DataNewest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_data_newest_timestamp_seconds", Help: "Newest grain value of a mart per tier (gold = Iceberg, clickhouse = hot tier), unix time.",
+		}, []string{"mart", "tier"}),
+		SyncLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_sync_lag_seconds", Help: "Age of the newest Gold snapshot not yet in ClickHouse; 0 when in sync.",
+		}, []string{"mart"}),
+		DQFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "goldbridge_dq_check_failures_total", Help: "Failed data-quality checks by mart, check and severity.",
+		}, []string{"mart", "check", "severity"}),
+		CircuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_circuit_open", Help: "1 while a mart's circuit is open (a critical check failed; nothing is published).",
+		}, []string{"mart"}),
+		Drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_reconciliation_drift_partitions", Help: "Hot partitions whose ClickHouse content differs from Gold at the last check.",
+		}, []string{"mart"}),
+		HotPartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_hot_partitions", Help: "Partitions of a mart in the hot window, per tier.",
+		}, []string{"mart", "tier"}),
+		SkippedRuns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "goldbridge_skipped_overlapping_runs_total", Help: "Scheduled runs skipped because the previous run was still going.",
+		}),
+		CalculatedAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_gold_calculated_timestamp_seconds", Help: "Unix time of a mart's last successful Gold calculation (_calculated_at).",
+		}, []string{"mart"}),
+	}
+	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
+		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/cmd/goldbridge/internal/metrics"
+	"goldbridge/lakehouse/bronze"
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/silver"
+)
+
+// pipeline runs stages for one command invocation or one scheduled job.
+type pipeline struct {
+	a   *app
+	cfg *config.Config
+	lh  *catalog.Lakehouse
+	m   *metrics.Metrics
+
+	reingest bool
+	full     bool
+}
+
+// newPipeline opens the lakehouse of cfg; close it with p.close.
+func (a *app) newPipeline(ctx context.Context, cfg *config.Config) (*pipeline, error) {
+	lh, err := openLakehouse(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if a.metrics == nil {
+		a.metrics = metrics.New()
+	}
+	return &pipeline{a: a, cfg: cfg, lh: lh, m: a.metrics}, nil
+}
+
+func (p *pipeline) close() { p.lh.Close() }
+
+// observe records a stage run's duration and outcome.
+func (p *pipeline) observe(stage string, start time.Time, err error) {
+	outcome := "success"
+	switch {
+	case errors.Is(err, gold.ErrCircuitOpen):
+		outcome = "circuit_open"
+	case err != nil:
+		outcome = "failure"
+	}
+	p.m.StageDuration.WithLabelValues(stage, outcome).Observe(time.Since(start).Seconds())
+	p.m.Runs.WithLabelValues(stage, outcome).Inc()
+}
+
+func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
+	defer p.observe("ingest", time.Now(), err)
+	a := p.a
+	for _, name := range entities {
+		e := p.cfg.Entities[name]
+		kafka, err := kafkaSources(p.cfg, name)
+		if err != nil {
+			return err
+		}
+		for _, ks := range kafka {
+			res, err := bronze.IngestKafka(ctx, p.lh, e.Bronze.Table, ks, bronze.Options{
+				BatchRows: e.Bronze.BatchRows, Log: a.log.With("stage", "ingest", "entity", name, "source", ks.Name),
+			})
+			if err != nil {
+				return fmt.Errorf("ingest %s from %s: %w", name, ks.Name, err)
+			}
+			p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
+			fmt.Fprintf(a.stdout, "ingest %s: kafka %s: %d records, %.0f rows/s, batch %s, snapshot %d\n",
+				name, ks.Topic, res.Rows, float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
+		}
+		if srcs := fileSources(p.cfg, name); len(srcs) > 0 {
+			var total int64
+			for _, s := range srcs {
+				total += dirSize(s)
+			}
+			progress, done := a.progress(name, total)
+			res, err := bronze.IngestFiles(ctx, p.lh, e.Bronze.Table, srcs, bronze.Options{
+				BatchRows: e.Bronze.BatchRows, Reingest: p.reingest, Progress: progress,
+				Log: a.log.With("stage", "ingest", "entity", name),
+			})
+			done()
+			if err != nil {
+				return fmt.Errorf("ingest %s: %w", name, err)
+			}
+			p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
+			p.m.Rows.WithLabelValues("ingest", name, "", "blank").Add(float64(res.Blank))
+			fmt.Fprintf(a.stdout, "ingest %s: %d files (%d already ingested, %d changed and skipped), %d rows, %d blank lines, %.1f MB, %.0f rows/s, batch %s, snapshot %d\n",
+				name, len(res.Files), res.Skipped, len(res.Changed), res.Rows, res.Blank, float64(res.Bytes)/1e6,
+				float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
+		}
+		p.m.LastSuccess.WithLabelValues("ingest", name, "").SetToCurrentTime()
+	}
+	return nil
+}
+
+func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
+	defer p.observe("silver", time.Now(), err)
+	a := p.a
+	for _, name := range entities {
+		spec, err := entitySpec(p.cfg, name)
+		if err != nil {
+			return err
+		}
+		res, err := silver.Run(ctx, p.lh, spec, p.cfg.Entities[name].Bronze.Table, silver.Options{
+			Log: a.log.With("stage", "silver", "entity", name),
+		})
+		if err != nil {
+			return fmt.Errorf("silver %s: %w", name, err)
+		}
+		c := res.Counts
+		for outcome, n := range map[string]int64{"merged": c.Current, "superseded": c.Superseded, "duplicate": c.Duplicates, "quarantined": c.Quarantined} {
+			p.m.Rows.WithLabelValues("silver", name, "", outcome).Add(float64(n))
+		}
+		p.m.LastSuccess.WithLabelValues("silver", name, "").SetToCurrentTime()
+		fmt.Fprintf(a.stdout, "silver %s: %d bronze rows = %d current + %d superseded + %d duplicates + %d quarantined; silver +%d new, %d updated (%d deleted); %.0f rows/s, run %s, snapshot %d\n",
+			name, c.Read, c.Current, c.Superseded, c.Duplicates, c.Quarantined, c.Inserted, c.Updated, c.Deleted,
+			float64(c.Read)/max(res.Elapsed.Seconds(), 1e-9), res.RunID, res.SnapshotID)
+		if c.Read > 0 {
+			qp := 100 * float64(c.Quarantined) / float64(c.Read)
+			dp := 100 * float64(c.Duplicates) / float64(c.Read)
+			if qp > spec.WarnQuarantinePct {
+				a.log.Warn("quarantine rate above threshold", "entity", name, "pct", fmt.Sprintf("%.2f", qp), "threshold", spec.WarnQuarantinePct)
+			}
+			if dp > spec.WarnDuplicatePct {
+				a.log.Warn("duplicate rate above threshold", "entity", name, "pct", fmt.Sprintf("%.2f", dp), "threshold", spec.WarnDuplicatePct)
+			}
+		}
+	}
+	return nil
+}
+
+// gold runs every mart; a mart whose circuit opens does not stop the others, and the
+// returned error then wraps gold.ErrCircuitOpen.
+func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
+	defer p.observe("gold", time.Now(), err)
+	a := p.a
+	var opened []string
+	for _, name := range marts {
+		spec, err := martSpec(p.cfg, name)
+		if err != nil {
+			return err
+		}
+		res, err := gold.Run(ctx, p.lh, spec, gold.Options{Full: p.full, Log: a.log.With("stage", "gold", "mart", name)})
+		for _, f := range res.Report.Failures {
+			p.m.DQFailures.WithLabelValues(name, f.Check, f.Severity).Inc()
+			fmt.Fprintf(a.stdout, "gold %s: check %s (%s, %s) failed on %d rows\n", name, f.Check, f.Type, f.Severity, f.Count)
+			for _, ex := range f.Examples {
+				fmt.Fprintf(a.stdout, "    %s\n", ex)
+			}
+		}
+		if errors.Is(err, gold.ErrCircuitOpen) {
+			p.m.CircuitOpen.WithLabelValues(name).Set(1)
+			opened = append(opened, name)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p.m.CircuitOpen.WithLabelValues(name).Set(0)
+		p.m.Rows.WithLabelValues("gold", "", name, "computed").Add(float64(res.Rows))
+		p.m.LastSuccess.WithLabelValues("gold", "", name).SetToCurrentTime()
+		if f, ferr := gold.ReadFreshness(ctx, p.lh, spec.Table); ferr == nil && !f.LastCalculated.IsZero() {
+			p.m.CalculatedAt.WithLabelValues(name).Set(float64(f.LastCalculated.Unix()))
+			if t, perr := time.Parse(time.DateOnly, f.NewestGrain); perr == nil {
+				p.m.DataNewest.WithLabelValues(name, "gold").Set(float64(t.Unix()))
+			} else if t, perr := time.Parse(time.RFC3339, f.NewestGrain); perr == nil {
+				p.m.DataNewest.WithLabelValues(name, "gold").Set(float64(t.Unix()))
+			}
+		}
+		scope := fmt.Sprintf("%d partitions", len(res.Partitions))
+		if res.Full {
+			scope = "full rebuild, " + scope
+		} else if len(res.Partitions) > 0 && len(res.Partitions) <= 5 {
+			scope += " (" + strings.Join(res.Partitions, ", ") + ")"
+		}
+		fmt.Fprintf(a.stdout, "gold %s: %s, %d silver rows -> %d gold rows, %.2fs, run %s, snapshot %d\n",
+			name, scope, res.SilverRows, res.Rows, res.Elapsed.Seconds(), res.RunID, res.SnapshotID)
+	}
+	if len(opened) > 0 {
+		return fmt.Errorf("marts %s: %w", strings.Join(opened, ", "), gold.ErrCircuitOpen)
+	}
+	return nil
+}
