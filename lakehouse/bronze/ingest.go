@@ -25,7 +25,7 @@ import (
 
 // Options tune one ingestion run.
 type Options struct {
-	BatchRows int  // rows per Arrow batch (default 100k)
+	BatchRows int  // rows per Arrow batch (default 16384)
 	Reingest  bool // re-read landing files whose content changed after they were ingested
 	// Progress, if set, is called after each batch with the bytes and rows read so far.
 	Progress func(bytesRead, rows int64)
@@ -186,7 +186,7 @@ type Run struct {
 // NewRun prepares a write to the Bronze table ident (created if missing).
 func NewRun(ctx context.Context, lh *catalog.Lakehouse, ident string, opt Options) (*Run, error) {
 	if opt.BatchRows <= 0 {
-		opt.BatchRows = 100_000
+		opt.BatchRows = 16_384
 	}
 	tbl, _, err := lh.LoadOrCreateTable(ctx, ident, Schema(), PartitionSpec(), TableProperties())
 	if err != nil {
@@ -208,7 +208,7 @@ func (r *Run) Rows() int64 { return r.rows }
 // yet committed). Memory stays bounded by one batch whatever the input size.
 func (r *Run) Write(ctx context.Context, produce func(Emit) error) error {
 	if r.opt.BatchRows <= 0 {
-		r.opt.BatchRows = 100_000
+		r.opt.BatchRows = 16_384
 	}
 	w := newBatchWriter(r.batchID, r.opt.BatchRows)
 	defer w.release()

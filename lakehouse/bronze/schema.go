@@ -59,8 +59,10 @@ func TableProperties() iceberg.Properties {
 		"write.format.default":            "parquet",
 		"write.parquet.compression-codec": "zstd",
 		"write.parquet.compression-level": "3",
-		// Row groups of 128k rows keep the writer's buffered pages small (constant memory).
-		"write.parquet.row-group-limit": "131072",
+		// The writer buffers a whole row group in memory: 128k rows or 16 MB written
+		// keeps ingestion memory constant whatever the file size.
+		"write.parquet.row-group-limit":      "131072",
+		"write.parquet.row-group-size-bytes": "16777216",
 		// No min/max of payloads in manifests: they would not prune anything and would
 		// copy personal data into metadata that forget cannot reach.
 		"write.metadata.metrics.column.raw_payload": "counts",

@@ -12,6 +12,7 @@ const (
 	DefaultCHLocalTCPPort   = 19000
 	DefaultCHLocalHTTPPort  = 18123
 	DefaultBatchRows        = 100_000
+	DefaultBronzeBatchRows  = 16_384 // small Arrow batches keep ingestion memory flat
 	DefaultBuckets          = 16
 	DefaultHotWindow        = Duration(90 * 24 * time.Hour)
 	DefaultQualityWarnPct   = 5.0
@@ -82,7 +83,7 @@ func (c *Config) applyDefaults() {
 	for name, e := range c.Entities {
 		setDefault(&e.Bronze.Table, lh.Namespaces.Bronze+"."+name)
 		if e.Bronze.BatchRows == 0 {
-			e.Bronze.BatchRows = DefaultBatchRows
+			e.Bronze.BatchRows = DefaultBronzeBatchRows
 		}
 		sv := &e.Silver
 		setDefault(&sv.Table, lh.Namespaces.Silver+"."+name)
