@@ -30,5 +30,11 @@ gb silver
 echo "== the rules registry of orders"
 gb rules orders
 
+echo "== gold: daily_revenue_kpi (ROLLUP country, category) through the data-quality gateway"
+gb gold
+echo "== gold again: no Silver change, nothing recomputed"
+gb gold
+gb freshness --max-age 1h
+
 echo "== embedded ClickHouse: start, query, stop"
 gb clickhouse query "SELECT version() AS clickhouse_version, uptime() AS uptime_s"

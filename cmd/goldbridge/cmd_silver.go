@@ -16,7 +16,10 @@ func (a *app) silverCmd() *cobra.Command {
 them by the entity spec, applies the rules registry, quarantines what fails (with a
 reason), keeps the newest version per key (late events never roll back newer state; op d
 soft-deletes) and merges it into the Silver table with the new Bronze watermark in the
-same commit. Running it again without new Bronze rows changes nothing.`,
+same commit (upsert mode), or appends the events whose key is not in Silver yet (append
+mode). Running it again without new Bronze rows changes nothing. The quality report (rows,
+schema, aggregates) is printed and stored in the Silver snapshot summary as
+goldbridge.quality.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := a.loadConfig()
 			if err != nil {
@@ -56,5 +59,29 @@ func (a *app) rulesCmd() *cobra.Command {
 			fmt.Fprint(a.stdout, silver.RulesMarkdown(spec))
 			return nil
 		},
+	}
+}
+
+// printSilverResult prints a Silver run's accounting and its quality report, and logs
+// the report's warnings and failed checks.
+func (a *app) printSilverResult(stage string, spec silver.EntitySpec, res silver.Result) {
+	c := res.Counts
+	name := spec.Name
+	if spec.Mode == silver.ModeAppend {
+		fmt.Fprintf(a.stdout, "%s %s: %d bronze rows = %d appended + %d duplicates + %d quarantined",
+			stage, name, c.Read, c.Current, c.Duplicates, c.Quarantined)
+	} else {
+		fmt.Fprintf(a.stdout, "%s %s: %d bronze rows = %d current + %d superseded + %d duplicates + %d quarantined; silver +%d new, %d updated (%d deleted)",
+			stage, name, c.Read, c.Current, c.Superseded, c.Duplicates, c.Quarantined, c.Inserted, c.Updated, c.Deleted)
+	}
+	fmt.Fprintf(a.stdout, "; %.0f rows/s, run %s, snapshot %d\n", float64(c.Read)/max(res.Elapsed.Seconds(), 1e-9), res.RunID, res.SnapshotID)
+	for _, l := range res.Quality.Lines() {
+		fmt.Fprintf(a.stdout, "  %s\n", l)
+	}
+	for _, w := range res.Quality.Warnings {
+		a.log.Warn(w, "stage", stage, "entity", name)
+	}
+	if !res.Quality.Passed() {
+		a.log.Error("quality checks failed", "stage", stage, "entity", name)
 	}
 }

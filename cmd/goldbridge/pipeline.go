@@ -113,23 +113,15 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 			return fmt.Errorf("silver %s: %w", name, err)
 		}
 		c := res.Counts
-		for outcome, n := range map[string]int64{"merged": c.Current, "superseded": c.Superseded, "duplicate": c.Duplicates, "quarantined": c.Quarantined} {
+		merged := "merged"
+		if spec.Mode == silver.ModeAppend {
+			merged = "appended"
+		}
+		for outcome, n := range map[string]int64{merged: c.Current, "superseded": c.Superseded, "duplicate": c.Duplicates, "quarantined": c.Quarantined} {
 			p.m.Rows.WithLabelValues("silver", name, "", outcome).Add(float64(n))
 		}
 		p.m.LastSuccess.WithLabelValues("silver", name, "").SetToCurrentTime()
-		fmt.Fprintf(a.stdout, "silver %s: %d bronze rows = %d current + %d superseded + %d duplicates + %d quarantined; silver +%d new, %d updated (%d deleted); %.0f rows/s, run %s, snapshot %d\n",
-			name, c.Read, c.Current, c.Superseded, c.Duplicates, c.Quarantined, c.Inserted, c.Updated, c.Deleted,
-			float64(c.Read)/max(res.Elapsed.Seconds(), 1e-9), res.RunID, res.SnapshotID)
-		if c.Read > 0 {
-			qp := 100 * float64(c.Quarantined) / float64(c.Read)
-			dp := 100 * float64(c.Duplicates) / float64(c.Read)
-			if qp > spec.WarnQuarantinePct {
-				a.log.Warn("quarantine rate above threshold", "entity", name, "pct", fmt.Sprintf("%.2f", qp), "threshold", spec.WarnQuarantinePct)
-			}
-			if dp > spec.WarnDuplicatePct {
-				a.log.Warn("duplicate rate above threshold", "entity", name, "pct", fmt.Sprintf("%.2f", dp), "threshold", spec.WarnDuplicatePct)
-			}
-		}
+		a.printSilverResult("silver", spec, res)
 	}
 	return nil
 }

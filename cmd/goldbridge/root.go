@@ -44,6 +44,7 @@ type app struct {
 	logLevel   string
 	logFormat  string
 	cpuProfile string
+	memProfile string
 	stopProf   func()
 
 	stdout, stderr io.Writer
@@ -61,6 +62,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := root.ExecuteContext(ctx)
 	if a.stopProf != nil {
 		a.stopProf()
+	}
+	if a.memProfile != "" {
+		if f, perr := os.Create(a.memProfile); perr == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
 	}
 	if err == nil {
 		return exitOK
@@ -103,11 +110,14 @@ under --state-dir, and a local ClickHouse 26.7 started by goldbridge itself.`,
 	f.StringVar(&a.logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the command to this file")
 	_ = f.MarkHidden("cpuprofile")
+	f.StringVar(&a.memProfile, "memprofile", "", "write a heap profile (pprof) at the end of the command to this file")
+	_ = f.MarkHidden("memprofile")
 
 	root.AddCommand(
 		a.validateCmd(),
 		a.ingestCmd(),
 		a.silverCmd(),
+		a.replayCmd(),
 		a.rulesCmd(),
 		a.forgetCmd(),
 		a.goldCmd(),

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -21,6 +23,165 @@ import (
 // the ordering columns is cheaper.
 const lookupThreshold = 20_000
 
+// resolve decides each winner's fate against what Silver (or the keys table) holds.
+func (e *engine) resolve(ctx context.Context, silverTbl, keysTbl *table.Table) error {
+	if e.append {
+		return e.resolveAppend(ctx, silverTbl, keysTbl)
+	}
+	return e.resolveAgainstStored(ctx, silverTbl)
+}
+
+// keyFilter returns an IN filter on the key for up to lookupThreshold keys of a
+// single-column string or integer key (bucket, partition and column-stats pruning), or
+// nil: then the caller reads the projected key columns of the whole table.
+func (e *engine) keyFilter(keys []string) iceberg.BooleanExpression {
+	if len(keys) == 0 || len(keys) > lookupThreshold || len(e.keyIdx) != 1 {
+		return nil
+	}
+	c := e.cols[e.keyIdx[0]]
+	ref := iceberg.Reference(c.Name)
+	switch c.Type.Kind {
+	case String:
+		return iceberg.IsIn(ref, keys...)
+	case Int32, Int64:
+		vals := make([]int64, 0, len(keys))
+		for _, k := range keys {
+			n, err := strconv.ParseInt(k, 10, 64)
+			if err != nil {
+				return nil
+			}
+			vals = append(vals, n)
+		}
+		if c.Type.Kind == Int32 {
+			v32 := make([]int32, len(vals))
+			for i, v := range vals {
+				v32[i] = int32(v)
+			}
+			return iceberg.IsIn(ref, v32...)
+		}
+		return iceberg.IsIn(ref, vals...)
+	}
+	return nil
+}
+
+// scanKeys reads the key columns (and extra columns) of tbl, filtered, and calls fn
+// with each row's rendered key and row (key cells and extra cells filled).
+func (e *engine) scanKeys(ctx context.Context, tbl *table.Table, filter iceberg.BooleanExpression, extra []int, fn func(key string, row []Value)) error {
+	if tbl.CurrentSnapshot() == nil {
+		return nil
+	}
+	var fields []string
+	for _, k := range e.keyIdx {
+		fields = append(fields, e.cols[k].Name)
+	}
+	for _, x := range extra {
+		fields = append(fields, e.cols[x].Name)
+	}
+	opts := []table.ScanOption{table.WithSelectedFields(fields...)}
+	if filter != nil {
+		opts = append(opts, table.WithRowFilter(filter))
+	}
+	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	if err != nil {
+		return fmt.Errorf("scan %s: %w", tbl.Identifier(), err)
+	}
+	row := make([]Value, len(e.cols))
+	idx := append(slices.Clone(e.keyIdx), extra...)
+	for rec, err := range recs {
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", tbl.Identifier(), err)
+		}
+		sch := rec.Schema()
+		arrs := make([]arrow.Array, len(idx))
+		for i, c := range idx {
+			arrs[i] = rec.Column(sch.FieldIndices(e.cols[c].Name)[0])
+		}
+		for r := range int(rec.NumRows()) {
+			for i, c := range idx {
+				row[c] = valueAt(arrs[i], r, e.cols[c].Type)
+			}
+			fn(e.key(row), row)
+		}
+		rec.Release()
+	}
+	return nil
+}
+
+// resolveAppend is the anti-join of an append entity: a winner whose event key is
+// already stored is a duplicate (fateSame), the others are appended (fateInsert).
+// Stored means, in order of preference: in the keys table (or read from a range Silver
+// processed before this run); in Silver with an event time at most Lookback before the
+// winner's (a day-partition-pruned scan from min(event time) - Lookback); or anywhere in
+// Silver (a projected scan of the key columns).
+func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Table) error {
+	w := e.w
+	if e.keys != nil {
+		ks := e.keys
+		if len(ks.fresh) == 0 {
+			return nil
+		}
+		cand := make([]string, 0, len(ks.slots))
+		for k := range ks.slots {
+			cand = append(cand, k)
+		}
+		err := e.scanKeys(ctx, keysTbl, e.keyFilter(cand), nil, func(key string, _ []Value) {
+			if slot, ok := ks.slots[key]; ok {
+				ks.fresh[slot] = false
+			}
+		})
+		if err != nil {
+			return err
+		}
+		for slot, key := range w.keys {
+			if k := ks.slots[key]; !ks.fresh[k] || ks.pre[k] {
+				w.fate[slot] = fateSame
+			}
+		}
+		return nil
+	}
+	if len(w.keys) == 0 {
+		return nil
+	}
+	filter := e.keyFilter(w.keys)
+	if e.spec.Lookback <= 0 || e.etIdx < 0 {
+		return e.scanKeys(ctx, silverTbl, filter, nil, func(key string, _ []Value) {
+			if slot, ok := w.slots[key]; ok {
+				w.fate[slot] = fateSame
+			}
+		})
+	}
+	et := &w.cols[e.etIdx]
+	lb := e.lookbackUnits()
+	lo := int64(math.MaxInt64)
+	for slot := range w.keys {
+		lo = min(lo, et.i[slot])
+	}
+	ref := iceberg.Reference(e.cols[e.etIdx].Name)
+	var window iceberg.BooleanExpression
+	if e.cols[e.etIdx].Type.Kind == Date {
+		window = iceberg.GreaterThanEqual(ref, iceberg.Date(lo-lb))
+	} else {
+		window = iceberg.GreaterThanEqual(ref, iceberg.Timestamp(lo-lb))
+	}
+	if filter != nil {
+		window = iceberg.NewAnd(window, filter)
+	}
+	return e.scanKeys(ctx, silverTbl, window, []int{e.etIdx}, func(key string, row []Value) {
+		slot, ok := w.slots[key]
+		if ok && !row[e.etIdx].Null && row[e.etIdx].I >= et.i[slot]-lb {
+			w.fate[slot] = fateSame
+		}
+	})
+}
+
+// lookbackUnits is Lookback in the event time column's unit: µs, or whole days for a date.
+func (e *engine) lookbackUnits() int64 {
+	if e.cols[e.etIdx].Type.Kind == Date {
+		return int64(e.spec.Lookback / (24 * time.Hour))
+	}
+	return e.spec.Lookback.Microseconds()
+}
+
 // resolveAgainstStored decides each winner's fate against the version stored in Silver:
 // insert (new key), update (newer), same (a re-delivery) or older (a late event).
 func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) error {
@@ -34,13 +195,8 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	}
 	fields = append(fields, e.cols[e.uaIdx].Name)
 	opts := []table.ScanOption{table.WithSelectedFields(fields...)}
-	if len(w.keys) <= lookupThreshold && len(e.keyIdx) == 1 {
-		name := e.cols[e.keyIdx[0]].Name
-		vals := make([]string, len(w.keys))
-		copy(vals, w.keys)
-		if e.cols[e.keyIdx[0]].Type.Kind == String {
-			opts = append(opts, table.WithRowFilter(iceberg.IsIn(iceberg.Reference(name), vals...)))
-		}
+	if f := e.keyFilter(w.keys); f != nil {
+		opts = append(opts, table.WithRowFilter(f))
 	}
 	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
 	if err != nil {
@@ -111,6 +267,19 @@ func valueAt(a arrow.Array, i int, t Type) Value {
 
 // finishCounts fills the accounting from the winners' fates and the payload hashes.
 func (e *engine) finishCounts() {
+	if e.append {
+		valid := e.counts.Read - e.counts.Quarantined
+		var stored int64
+		for _, f := range e.w.fate {
+			if f == fateSame {
+				stored++
+			}
+		}
+		e.counts.Current = int64(len(e.w.keys)) - stored
+		e.counts.Inserted = e.counts.Current
+		e.counts.Duplicates = valid - int64(len(e.w.keys)) + stored
+		return
+	}
 	slices.Sort(e.hashes)
 	distinct := int64(len(slices.Compact(e.hashes)))
 	valid := e.counts.Read - e.counts.Quarantined
@@ -153,6 +322,18 @@ func (e *engine) winnerBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, e
 			}
 			for i := range e.w.cols {
 				e.w.cols[i].appendTo(b.Field(i), slot)
+			}
+			if e.append {
+				b.Field(nc).(*array.StringBuilder).Append(e.w.eventID[slot])
+				b.Field(nc + 1).(*array.StringBuilder).Append(e.runID)
+				b.Field(nc + 2).(*array.TimestampBuilder).Append(ts)
+				if n++; n == batchRows {
+					n = 0
+					if !yield(b.NewRecordBatch(), nil) {
+						return
+					}
+				}
+				continue
 			}
 			b.Field(nc).(*array.BooleanBuilder).Append(e.w.op[slot] == 'd')
 			b.Field(nc + 1).(*array.StringBuilder).Append(string(e.w.op[slot]))
@@ -204,17 +385,42 @@ func (e *engine) summary(res Result) (iceberg.Properties, error) {
 	if err != nil {
 		return nil, err
 	}
-	return iceberg.Properties{
+	quality, err := json.Marshal(e.quality)
+	if err != nil {
+		return nil, err
+	}
+	props := iceberg.Properties{
 		PropBronzeSnapshot: strconv.FormatInt(res.BronzeTo, 10),
 		PropRunID:          res.RunID,
 		PropCounts:         string(counts),
-	}, nil
+		PropQuality:        string(quality),
+	}
+	if res.Replay {
+		props[PropReplay] = "true"
+	}
+	return props, nil
+}
+
+// watermarkProps are the summary properties of a quarantine or keys-table commit.
+func watermarkProps(res Result) iceberg.Properties {
+	props := iceberg.Properties{
+		PropBronzeSnapshot: strconv.FormatInt(res.BronzeTo, 10),
+		PropRunID:          res.RunID,
+	}
+	if res.Replay {
+		props[PropReplay] = "true"
+	}
+	return props
 }
 
 // commitSilver writes the new versions and commits them with equality deletes of the
 // versions they replace, and the Bronze watermark, in one row-delta snapshot.
+//
+// An append entity's new rows are appended. A replay replaces every file of the table.
 func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident string, res Result, opt Options) (int64, error) {
 	e.finishCounts()
+	e.checkRows()
+	e.quality.aggregate(e.counts, e.spec)
 	tbl, err := lh.LoadTable(ctx, ident)
 	if err != nil {
 		return 0, err
@@ -250,9 +456,15 @@ func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident 
 			return nil, fmt.Errorf("silver %s moved to bronze snapshot %d during this run; run again", ident, w)
 		}
 		tx := tbl.NewTransaction()
-		if len(dataFiles) == 0 && e.counts.Updated == 0 {
-			// Nothing changed, but the watermark must still move forward.
-			if err := addOrMark(ctx, tx, nil, props); err != nil {
+		if res.Replay {
+			if err := replaceAll(ctx, tx, tbl, dataFiles, props); err != nil {
+				return nil, err
+			}
+			return tx.Commit(ctx)
+		}
+		if len(dataFiles) == 0 && e.counts.Updated == 0 || e.append {
+			// Appends only (or nothing changed, but the watermark must still move forward).
+			if err := addOrMark(ctx, tx, dataFiles, props); err != nil {
 				return nil, err
 			}
 			return tx.Commit(ctx)
@@ -296,13 +508,76 @@ func (e *engine) commitQuarantine(ctx context.Context, lh *catalog.Lakehouse, id
 	} else {
 		rec.Release()
 	}
-	props := iceberg.Properties{
-		PropBronzeSnapshot: strconv.FormatInt(res.BronzeTo, 10),
-		PropRunID:          res.RunID,
+	return commitFiles(ctx, lh, ident, files, watermarkProps(res), res.Replay, nil)
+}
+
+// commitKeys appends the keys new to the keys table with the Bronze watermark.
+func (e *engine) commitKeys(ctx context.Context, lh *catalog.Lakehouse, ident string, res Result) (int64, error) {
+	tbl, err := lh.LoadTable(ctx, ident)
+	if err != nil {
+		return 0, err
 	}
+	kc := keyColumns(e.cols, e.spec.Key)
+	sch := arrowSchemaOf(kc, e.spec.Key)
+	ks := e.keys
+	batches := func(yield func(arrow.RecordBatch, error) bool) {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
+		defer b.Release()
+		n := 0
+		for slot, fresh := range ks.fresh {
+			if !fresh {
+				continue
+			}
+			for i := range ks.cols {
+				ks.cols[i].appendTo(b.Field(i), slot)
+			}
+			if n++; n == batchRows {
+				n = 0
+				if !yield(b.NewRecordBatch(), nil) {
+					return
+				}
+			}
+		}
+		if n > 0 {
+			yield(b.NewRecordBatch(), nil)
+		}
+	}
+	var files []iceberg.DataFile
+	if slices.Contains(ks.fresh, true) {
+		for df, err := range table.WriteRecords(ctx, tbl, sch, batches) {
+			if err != nil {
+				return 0, fmt.Errorf("write keys files: %w", err)
+			}
+			files = append(files, df)
+		}
+	}
+	check := func(tbl *table.Table) error {
+		if w := Watermark(tbl); w != e.startKeysWatermark {
+			return fmt.Errorf("keys table %s moved to bronze snapshot %d during this run; run again", ident, w)
+		}
+		return nil
+	}
+	return commitFiles(ctx, lh, ident, files, watermarkProps(res), res.Replay, check)
+}
+
+// commitFiles commits data files already written (appended, or replacing every file of
+// the table), with the summary properties, after check passes on the fresh table.
+func commitFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, files []iceberg.DataFile, props iceberg.Properties,
+	replace bool, check func(*table.Table) error) (int64, error) {
 	committed, err := lh.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+		if check != nil {
+			if err := check(tbl); err != nil {
+				return nil, err
+			}
+		}
 		tx := tbl.NewTransaction()
-		if err := addOrMark(ctx, tx, files, props); err != nil {
+		var err error
+		if replace {
+			err = replaceAll(ctx, tx, tbl, files, props)
+		} else {
+			err = addOrMark(ctx, tx, files, props)
+		}
+		if err != nil {
 			return nil, err
 		}
 		return tx.Commit(ctx)
@@ -311,6 +586,40 @@ func (e *engine) commitQuarantine(ctx context.Context, lh *catalog.Lakehouse, id
 		return 0, err
 	}
 	return committed.CurrentSnapshot().SnapshotID, nil
+}
+
+// replaceAll stages one snapshot that removes every live data and delete file of tbl and
+// adds files: the table's contents become exactly files.
+func replaceAll(ctx context.Context, tx *table.Transaction, tbl *table.Table, files []iceberg.DataFile, props iceberg.Properties) error {
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return addOrMark(ctx, tx, files, props)
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return err
+	}
+	manifests, err := snap.Manifests(fs)
+	if err != nil {
+		return fmt.Errorf("list manifests: %w", err)
+	}
+	var data, deletes []iceberg.DataFile
+	for _, m := range manifests {
+		for en, err := range m.Entries(fs, true) {
+			if err != nil {
+				return fmt.Errorf("read manifest: %w", err)
+			}
+			if df := en.DataFile(); df.ContentType() == iceberg.EntryContentData {
+				data = append(data, df)
+			} else {
+				deletes = append(deletes, df)
+			}
+		}
+	}
+	if len(data) == 0 && len(deletes) == 0 {
+		return addOrMark(ctx, tx, files, props)
+	}
+	return tx.ReplaceFiles(ctx, data, files, deletes, props)
 }
 
 // addOrMark appends data files, or, when there are none, commits an empty append

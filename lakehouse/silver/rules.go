@@ -933,3 +933,24 @@ func rulesMDCode(s string) string {
 func rulesMDCell(s string) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "|", `\|`).Replace(s)
 }
+
+// violations evaluates every filter rule on a finished row (all columns, the rules' own
+// included, as they will be stored) and calls fn with the id of each one it does not
+// pass. It is the row level of the quality report.
+func (r *ruleSet) violations(row []Value, fn func(id string)) {
+	for i, c := range r.cols {
+		if r.inEnv[i] {
+			r.env[c.Name] = ruleEnvValue(c.Type, row[i])
+		}
+	}
+	for k := range r.rules {
+		ru := &r.rules[k]
+		if ru.kind != ruleFilter {
+			continue
+		}
+		out, err := r.vm.Run(ru.prog, r.env)
+		if pass, _ := out.(bool); err != nil || !pass {
+			fn(ru.id)
+		}
+	}
+}

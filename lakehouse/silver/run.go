@@ -27,16 +27,17 @@ type Options struct {
 	Log     *slog.Logger
 	Lookups LookupLoader // loads lookups against other entities (CSV files are loaded here)
 
-	afterWrite func() // test hook: between writing data files and committing
+	afterWrite  func()                   // test hook: between writing Silver data files and committing
+	afterCommit func(ident string) error // test hook: after each table commit; an error stops the run there
 }
 
 // Counts accounts for every Bronze row of a run: Current + Superseded + Duplicates +
 // Quarantined == Read.
 type Counts struct {
 	Read        int64 `json:"read"`
-	Current     int64 `json:"current"`     // newest version of its key, merged into Silver
-	Superseded  int64 `json:"superseded"`  // an older version (in the run, or older than Silver's: a late event)
-	Duplicates  int64 `json:"duplicates"`  // the same payload delivered again
+	Current     int64 `json:"current"`     // upsert: newest version of its key, merged; append: appended
+	Superseded  int64 `json:"superseded"`  // upsert: an older version (in the run, or older than Silver's: a late event)
+	Duplicates  int64 `json:"duplicates"`  // upsert: the same payload again; append: an event key seen before (in the run or in Silver)
 	Quarantined int64 `json:"quarantined"` // failed parsing, typing, a required field or a filter rule
 	Inserted    int64 `json:"inserted"`    // keys new to Silver
 	Updated     int64 `json:"updated"`     // keys whose stored version was replaced
@@ -47,10 +48,13 @@ type Counts struct {
 type Result struct {
 	Entity               string
 	RunID                string
+	Replay               bool
 	BronzeFrom, BronzeTo int64 // Bronze snapshots (from exclusive, 0 = the beginning)
 	SnapshotID           int64 // new Silver snapshot, 0 if none
 	QuarantineSnapshotID int64
+	KeysSnapshotID       int64 // new keys-table snapshot (append mode with a keys table)
 	Counts
+	Quality Quality
 	Elapsed time.Duration
 }
 
@@ -59,119 +63,214 @@ type Result struct {
 var ErrBronzeExpired = errors.New("bronze snapshot no longer available")
 
 // Run processes the Bronze rows appended since the Bronze snapshot recorded in Silver's
-// last commit, merges them into the Silver table and quarantines what fails, recording
-// the new Bronze snapshot in the same commits: a crash at any point is repaired by
-// running again, and running again without new Bronze rows changes nothing.
+// last commit, merges (upsert) or appends (append) them into the Silver table and
+// quarantines what fails, recording the new Bronze snapshot in the same commits: a crash
+// at any point is repaired by running again, and running again without new Bronze rows
+// changes nothing. The tables are created, or their schema evolved to the spec, first.
 func Run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIdent string, opt Options) (Result, error) {
+	return run(ctx, lh, spec, bronzeIdent, opt, false)
+}
+
+// Replay rebuilds Silver, its quarantine table and (append mode) its keys table from
+// all of Bronze at its current snapshot, replacing each table's contents in one commit
+// (old files removed, new ones added) whose summary records the Bronze snapshot and
+// goldbridge.replay=true. The result equals the incremental history (run ids and
+// timestamps aside; see docs/silver.md for the append-mode lookback exception). Use it
+// after Bronze snapshots Silver still needed were expired, or after a rule change.
+func Replay(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIdent string, opt Options) (Result, error) {
+	return run(ctx, lh, spec, bronzeIdent, opt, true)
+}
+
+// sink is a table a range of Bronze rows is read for.
+type sink uint8
+
+const (
+	sinkSilver sink = 1 << iota
+	sinkQuarantine
+	sinkKeys
+)
+
+func run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIdent string, opt Options, replay bool) (Result, error) {
 	start := time.Now()
-	res := Result{Entity: spec.Name, RunID: uuid.NewString()}
+	res := Result{Entity: spec.Name, RunID: uuid.NewString(), Replay: replay}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	if spec.Mode != "upsert" {
-		return res, fmt.Errorf("silver %s: mode %q is not supported yet (upsert is)", spec.Name, spec.Mode)
+	fail := func(err error) (Result, error) { return res, fmt.Errorf("silver %s: %w", spec.Name, err) }
+	if spec.Mode != ModeUpsert && spec.Mode != ModeAppend {
+		return fail(fmt.Errorf("mode %q: want upsert or append", spec.Mode))
 	}
 	e, err := newEngine(spec, opt)
 	if err != nil {
-		return res, fmt.Errorf("silver %s: %w", spec.Name, err)
+		return fail(err)
 	}
 	e.runID = res.RunID
-	sch, err := icebergSchema(e.tcols, spec.Key)
+	silverTbl, err := e.openSilver(ctx, lh)
 	if err != nil {
-		return res, fmt.Errorf("silver %s: %w", spec.Name, err)
+		return fail(err)
 	}
-	pspec, err := partitionSpec(sch, spec.Key, max(spec.Buckets, 1))
-	if err != nil {
-		return res, fmt.Errorf("silver %s: %w", spec.Name, err)
-	}
-	silverTbl, _, err := lh.LoadOrCreateTable(ctx, spec.Table, sch, pspec, tableProperties())
-	if err != nil {
-		return res, fmt.Errorf("silver %s: %w", spec.Name, err)
-	}
+	e.quality.SchemaIssues, e.quality.SchemaNotes = schemaIssues(silverTbl.Schema(), e.tcols)
 	qTbl, _, err := lh.LoadOrCreateTable(ctx, spec.QuarantineTable, quarantineSchema(), quarantineSpec(), tableProperties())
 	if err != nil {
-		return res, fmt.Errorf("silver %s: %w", spec.Name, err)
+		return fail(err)
+	}
+	var keysTbl *table.Table
+	if e.keys != nil {
+		ksch, kspec, err := keysTableLayout(e.cols, spec)
+		if err != nil {
+			return fail(err)
+		}
+		if keysTbl, _, err = lh.LoadOrCreateTable(ctx, spec.KeysTable, ksch, kspec, tableProperties()); err != nil {
+			return fail(err)
+		}
 	}
 	bronzeTbl, err := lh.LoadTable(ctx, bronzeIdent)
 	if err != nil {
-		return res, fmt.Errorf("silver %s: bronze table %s: %w (run ingest first)", spec.Name, bronzeIdent, err)
+		return fail(fmt.Errorf("bronze table %s: %w (run ingest first)", bronzeIdent, err))
 	}
-	snap := bronzeTbl.CurrentSnapshot()
-	if snap == nil {
+	done := func() (Result, error) {
+		res.Counts = e.counts
+		e.quality.aggregate(e.counts, spec)
+		res.Quality = e.quality
 		res.Elapsed = time.Since(start)
 		return res, nil
 	}
+	snap := bronzeTbl.CurrentSnapshot()
+	if snap == nil {
+		return done()
+	}
 	res.BronzeTo = snap.SnapshotID
 
-	as, aq := Watermark(silverTbl), Watermark(qTbl)
-	e.startWatermark = as
-	seq := func(id int64) (int64, error) {
-		if id == 0 {
-			return 0, nil
-		}
-		s := bronzeTbl.SnapshotByID(id)
-		if s == nil {
-			return 0, fmt.Errorf("%w: silver %s last processed bronze snapshot %d, which was expired; rebuild with `goldbridge replay %s`",
-				ErrBronzeExpired, spec.Name, id, spec.Name)
-		}
-		return s.SequenceNumber, nil
+	// The Bronze snapshot each table has processed up to (0 = none; a replay starts
+	// every table from nothing).
+	type mark struct {
+		sink    sink
+		id, seq int64
 	}
-	seqS, err := seq(as)
-	if err != nil {
-		return res, err
+	marks := []mark{{sink: sinkSilver}, {sink: sinkQuarantine}}
+	if keysTbl != nil {
+		marks = append(marks, mark{sink: sinkKeys})
 	}
-	seqQ, err := seq(aq)
-	if err != nil {
-		return res, err
+	e.startWatermark = Watermark(silverTbl)
+	if keysTbl != nil {
+		e.startKeysWatermark = Watermark(keysTbl)
 	}
-	if as == res.BronzeTo && aq == res.BronzeTo {
-		res.BronzeFrom = as
-		res.Elapsed = time.Since(start)
-		return res, nil // nothing new
-	}
-	// Normally both tables stand at the same Bronze snapshot. After a crash between the
-	// quarantine commit and the Silver commit one is behind: the range only it misses is
-	// read for it alone, then the common range for both.
-	lo, hi := as, aq
-	loIsSilver := true
-	if seqQ < seqS {
-		lo, hi, loIsSilver = aq, as, false
-	}
-	res.BronzeFrom = lo
-	if lo != hi {
-		if err := e.scan(ctx, bronzeTbl, lo, hi, loIsSilver, !loIsSilver); err != nil {
-			return res, fmt.Errorf("silver %s: %w", spec.Name, err)
-		}
-		if !loIsSilver {
-			e.counts = Counts{} // counts describe what Silver processed
+	if !replay {
+		for i := range marks {
+			switch marks[i].sink {
+			case sinkSilver:
+				marks[i].id = e.startWatermark
+			case sinkQuarantine:
+				marks[i].id = Watermark(qTbl)
+			case sinkKeys:
+				marks[i].id = e.startKeysWatermark
+			}
+			if marks[i].id == 0 {
+				continue
+			}
+			s := bronzeTbl.SnapshotByID(marks[i].id)
+			if s == nil {
+				return res, fmt.Errorf("%w: silver %s last processed bronze snapshot %d, which was expired; rebuild with `goldbridge replay %s`",
+					ErrBronzeExpired, spec.Name, marks[i].id, spec.Name)
+			}
+			marks[i].seq = s.SequenceNumber
 		}
 	}
-	if hi != res.BronzeTo {
-		if err := e.scan(ctx, bronzeTbl, hi, res.BronzeTo, true, true); err != nil {
-			return res, fmt.Errorf("silver %s: %w", spec.Name, err)
+	if keysTbl != nil && marks[2].seq > marks[0].seq {
+		// The keys table is committed after Silver, so it can only lag. Ahead, it would
+		// make this run drop new events as duplicates.
+		return fail(fmt.Errorf("keys table %s is ahead of %s (bronze snapshot %d > %d); rebuild with `goldbridge replay %s`",
+			spec.KeysTable, spec.Table, marks[2].id, marks[0].id, spec.Name))
+	}
+	res.BronzeFrom = marks[0].id
+
+	// Normally every table stands at the same Bronze snapshot. After a crash between
+	// the commits of one run (quarantine, then Silver, then keys), or when a table is
+	// new, some lag: each range between two distinct watermarks is read once, for the
+	// tables that have not processed it. Counts describe what Silver processed.
+	slices.SortStableFunc(marks, func(a, b mark) int { return cmp64(a.seq, b.seq) })
+	for i, m := range marks {
+		if m.id == res.BronzeTo || i+1 < len(marks) && marks[i+1].seq == m.seq {
+			continue // up to date, or the same range is read from the next mark
 		}
+		var sinks sink
+		for _, o := range marks[:i+1] {
+			sinks |= o.sink
+		}
+		to := res.BronzeTo
+		if i+1 < len(marks) {
+			to = marks[i+1].id
+		}
+		if err := e.scan(ctx, bronzeTbl, m.id, to, sinks); err != nil {
+			return fail(err)
+		}
+	}
+	need := func(s sink) bool {
+		for _, m := range marks {
+			if m.sink == s {
+				return m.id != res.BronzeTo || replay
+			}
+		}
+		return false
 	}
 
 	// Quarantine first: it carries its own watermark, so a crash before the Silver
-	// commit does not quarantine the same rows twice.
-	if aq != res.BronzeTo {
-		res.QuarantineSnapshotID, err = e.commitQuarantine(ctx, lh, spec.QuarantineTable, res)
-		if err != nil {
-			return res, fmt.Errorf("silver %s: quarantine: %w", spec.Name, err)
+	// commit does not quarantine the same rows twice. The keys table last: a key in it
+	// means the event is in Silver.
+	if need(sinkQuarantine) {
+		if res.QuarantineSnapshotID, err = e.commitQuarantine(ctx, lh, spec.QuarantineTable, res); err != nil {
+			return fail(fmt.Errorf("quarantine: %w", err))
+		}
+		if err := hook(opt, spec.QuarantineTable); err != nil {
+			return fail(err)
 		}
 	}
-	if as != res.BronzeTo {
-		if err := e.resolveAgainstStored(ctx, silverTbl); err != nil {
-			return res, fmt.Errorf("silver %s: %w", spec.Name, err)
-		}
-		res.SnapshotID, err = e.commitSilver(ctx, lh, spec.Table, res, opt)
-		if err != nil {
-			return res, fmt.Errorf("silver %s: %w", spec.Name, err)
+	if !replay {
+		if err := e.resolve(ctx, silverTbl, keysTbl); err != nil {
+			return fail(err)
 		}
 	}
-	res.Counts = e.counts
-	res.Elapsed = time.Since(start)
-	return res, nil
+	if need(sinkSilver) {
+		if res.SnapshotID, err = e.commitSilver(ctx, lh, spec.Table, res, opt); err != nil {
+			return fail(err)
+		}
+		if err := hook(opt, spec.Table); err != nil {
+			return fail(err)
+		}
+	}
+	if keysTbl != nil && need(sinkKeys) {
+		if res.KeysSnapshotID, err = e.commitKeys(ctx, lh, spec.KeysTable, res); err != nil {
+			return fail(fmt.Errorf("keys table: %w", err))
+		}
+		if err := hook(opt, spec.KeysTable); err != nil {
+			return fail(err)
+		}
+	}
+	return done()
+}
+
+func hook(opt Options, ident string) error {
+	if opt.afterCommit == nil {
+		return nil
+	}
+	return opt.afterCommit(ident)
+}
+
+// openSilver loads the Silver table, creating it, or evolving its schema to the spec.
+func (e *engine) openSilver(ctx context.Context, lh *catalog.Lakehouse) (*table.Table, error) {
+	sch, err := icebergSchema(e.tcols, e.spec.Key)
+	if err != nil {
+		return nil, err
+	}
+	pspec, err := partitionSpec(sch, e.spec)
+	if err != nil {
+		return nil, err
+	}
+	tbl, created, err := lh.LoadOrCreateTable(ctx, e.spec.Table, sch, pspec, tableProperties())
+	if err != nil || created {
+		return tbl, err
+	}
+	return evolveSchema(ctx, lh, e.spec.Table, tbl, e.tcols, e.spec.Key)
 }
 
 // Watermark returns the Bronze snapshot id recorded by the newest commit of a Silver (or
@@ -196,11 +295,13 @@ func Watermark(tbl *table.Table) int64 {
 // engine holds the compiled entity and the state of one run.
 type engine struct {
 	spec   EntitySpec
+	append bool         // append mode
 	cols   []ColumnSpec // entity columns + rule columns
 	tcols  []ColumnSpec // table columns
 	keyIdx []int
-	uaIdx  int
-	opIdx  int
+	uaIdx  int // upsert: updated_at
+	opIdx  int // upsert: op, or -1
+	etIdx  int // append: event_time, or -1
 	parser *parser
 	rules  *ruleSet
 	opMap  map[string]byte
@@ -212,8 +313,12 @@ type engine struct {
 	now    time.Time
 	row    []Value
 	keyBuf []byte
+	keys   *keySet // append mode with a keys table
 
-	startWatermark int64 // Silver's Bronze watermark when the run started
+	quality Quality
+
+	startWatermark     int64 // Silver's Bronze watermark when the run started
+	startKeysWatermark int64 // the keys table's
 }
 
 func newEngine(spec EntitySpec, opt Options) (*engine, error) {
@@ -236,10 +341,11 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		return nil, err
 	}
 	e := &engine{
-		spec: spec, cols: cols, tcols: tableColumns(cols), parser: p, rules: rules,
-		w: newWinners(cols), row: make([]Value, len(cols)), uaIdx: -1, opIdx: -1,
+		spec: spec, append: spec.Mode == ModeAppend, cols: cols, tcols: tableColumns(cols, spec.Mode), parser: p, rules: rules,
+		w: newWinners(cols), row: make([]Value, len(cols)), uaIdx: -1, opIdx: -1, etIdx: -1,
 		now: time.Now().UTC(), quar: array.NewRecordBuilder(memory.DefaultAllocator, quarantineArrow),
 	}
+	e.w.firstWins = e.append
 	idx := func(name string) int {
 		return slices.IndexFunc(cols, func(c ColumnSpec) bool { return c.Name == name })
 	}
@@ -249,6 +355,25 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 			return nil, fmt.Errorf("key column %s is not declared", k)
 		}
 		e.keyIdx = append(e.keyIdx, i)
+	}
+	if len(e.keyIdx) == 0 {
+		return nil, errors.New("no key columns")
+	}
+	if e.append {
+		if spec.EventTime != "" {
+			if e.etIdx = idx(spec.EventTime); e.etIdx < 0 {
+				return nil, fmt.Errorf("event_time column %q is not declared", spec.EventTime)
+			}
+			if k := cols[e.etIdx].Type.Kind; k != Timestamp && k != Date {
+				return nil, fmt.Errorf("event_time column %q must be a timestamp or date", spec.EventTime)
+			}
+		} else if spec.Lookback > 0 {
+			return nil, errors.New("lookback needs event_time (the window is on that column)")
+		}
+		if spec.KeysTable != "" {
+			e.keys = newKeySet(keyColumns(cols, spec.Key))
+		}
+		return e, nil
 	}
 	if e.uaIdx = idx(spec.UpdatedAt); e.uaIdx < 0 {
 		return nil, fmt.Errorf("updated_at column %q is not declared", spec.UpdatedAt)
@@ -271,7 +396,7 @@ var bronzeFields = []string{bronze.ColPayload, bronze.ColEventID, bronze.ColInge
 
 // scan reads Bronze rows appended in (from, to] and feeds them to the Silver and/or
 // quarantine side.
-func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, toSilver, toQuarantine bool) error {
+func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sinks sink) error {
 	var (
 		recs iter.Seq2[arrow.RecordBatch, error]
 		err  error
@@ -292,7 +417,7 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, toSi
 		if err != nil {
 			return fmt.Errorf("scan bronze: %w", err)
 		}
-		e.batch(rec, toSilver, toQuarantine)
+		e.batch(rec, sinks)
 		rec.Release()
 		if err := ctx.Err(); err != nil {
 			return err
@@ -305,13 +430,16 @@ func stringCol(rec arrow.RecordBatch, name string) *array.String {
 	return rec.Column(rec.Schema().FieldIndices(name)[0]).(*array.String)
 }
 
-func (e *engine) batch(rec arrow.RecordBatch, toSilver, toQuarantine bool) {
+func (e *engine) batch(rec arrow.RecordBatch, sinks sink) {
+	toSilver, toQuarantine, toKeys := sinks&sinkSilver != 0, sinks&sinkQuarantine != 0, sinks&sinkKeys != 0 && e.keys != nil
 	payloads := stringCol(rec, bronze.ColPayload)
 	events := stringCol(rec, bronze.ColEventID)
 	files := stringCol(rec, bronze.ColFile)
 	ingest := rec.Column(rec.Schema().FieldIndices(bronze.ColIngestTS)[0]).(*array.Timestamp)
 	for i := range int(rec.NumRows()) {
-		e.counts.Read++
+		if toSilver {
+			e.counts.Read++
+		}
 		raw := payloads.Value(i)
 		payload, err := bronze.DecodePayload(raw)
 		reason := ""
@@ -335,8 +463,11 @@ func (e *engine) batch(rec arrow.RecordBatch, toSilver, toQuarantine bool) {
 				}
 			}
 		}
-		if reason == "" && e.row[e.uaIdx].Null {
+		if reason == "" && e.uaIdx >= 0 && e.row[e.uaIdx].Null {
 			reason = "missing_" + e.cols[e.uaIdx].Name
+		}
+		if reason == "" && e.etIdx >= 0 && e.row[e.etIdx].Null {
+			reason = "missing_" + e.cols[e.etIdx].Name
 		}
 		if reason == "" && e.opIdx >= 0 && !e.row[e.opIdx].Null {
 			o, ok := e.opMap[e.row[e.opIdx].S]
@@ -346,18 +477,35 @@ func (e *engine) batch(rec arrow.RecordBatch, toSilver, toQuarantine bool) {
 			op = o
 		}
 		if reason != "" {
-			e.counts.Quarantined++
+			if toSilver {
+				e.counts.Quarantined++
+			}
 			if toQuarantine {
 				e.addQuarantine(raw, events.Value(i), reason, ingest, i, files.Value(i))
 			}
 			continue
 		}
+		if !toSilver && !toKeys {
+			continue
+		}
+		key := e.key(e.row)
+		if toKeys {
+			e.keys.add(key, e.row, e.keyIdx, !toSilver)
+		}
 		if !toSilver {
 			continue
 		}
+		var ts int64
+		if !ingest.IsNull(i) {
+			ts = int64(ingest.Value(i))
+		}
 		h := xxhash.Sum64(payload)
+		if e.append {
+			e.w.offer(key, e.row, version{hash: h}, 0, events.Value(i), ts)
+			continue
+		}
 		e.hashes = append(e.hashes, h)
-		e.w.offer(e.key(e.row), e.row, version{ua: orderValue(e.row[e.uaIdx], e.cols[e.uaIdx].Type), rank: opRank(op), hash: h}, op, events.Value(i))
+		e.w.offer(key, e.row, version{ua: orderValue(e.row[e.uaIdx], e.cols[e.uaIdx].Type), rank: opRank(op), hash: h}, op, events.Value(i), ts)
 	}
 }
 

@@ -115,6 +115,12 @@ type LookupSpec struct {
 	Columns []string
 }
 
+// Modes of an entity.
+const (
+	ModeUpsert = "upsert" // mutable entities: one current row per key, CDC merge
+	ModeAppend = "append" // immutable facts: one row per event key, anti-join dedup
+)
+
 // EntitySpec is the Silver model of one entity.
 type EntitySpec struct {
 	Name            string
@@ -127,11 +133,13 @@ type EntitySpec struct {
 	OpValues        map[string][]string // source op values per canonical op c/u/d/r
 	EventTime       string              // append: partition/lookback column
 	Lookback        time.Duration       // append: anti-join window (0 = unbounded)
-	KeysTable       string              // append: compact keys table for unbounded lookback
+	KeysTable       string              // append: compact keys table (key columns only) for unbounded lookback
 	Buckets         int
 	Columns         []ColumnSpec
 	Rules           []RuleSpec
 
+	// Quality warning thresholds in percent of the Bronze rows of a run: the report
+	// warns when the quarantined (duplicate) share is above them.
 	WarnQuarantinePct, WarnDuplicatePct float64
 }
 

@@ -50,6 +50,26 @@ func (c *column) set(slot int, v Value) {
 	}
 }
 
+// get returns the value at slot.
+func (c *column) get(slot int) Value {
+	if c.nulls[slot] {
+		return Value{Null: true}
+	}
+	switch c.kind {
+	case String:
+		return Value{S: c.s[slot]}
+	case Int32, Int64, Date, Timestamp:
+		return Value{I: c.i[slot]}
+	case Float64:
+		return Value{F: c.f[slot]}
+	case Decimal:
+		return Value{D: c.d[slot]}
+	case Bool:
+		return Value{B: c.b[slot]}
+	}
+	return Value{Null: true}
+}
+
 // appendTo appends the value at slot to an Arrow builder of the matching type.
 func (c *column) appendTo(b array.Builder, slot int) {
 	if c.nulls[slot] {
@@ -125,15 +145,38 @@ func opRank(op byte) int8 {
 	return 0
 }
 
-// winners is the newest version per key seen in a run.
+// arrival orders the deliveries of one Bronze row: by _ingest_ts (one value per ingest
+// batch, so later batches come later), then the payload hash, then the Bronze _event_id.
+// It depends only on Bronze's content, not on the order a scan returns rows in, so an
+// incremental history and a replay pick the same row.
+type arrival struct {
+	ts   int64
+	hash uint64
+	id   string
+}
+
+func (a arrival) before(o arrival) bool {
+	switch {
+	case a.ts != o.ts:
+		return a.ts < o.ts
+	case a.hash != o.hash:
+		return a.hash < o.hash
+	}
+	return a.id < o.id
+}
+
+// winners is the row kept per key in a run: in upsert mode the newest version (equal
+// versions: the earliest arrival), in append mode the earliest arrival.
 type winners struct {
-	cols    []column
-	slots   map[string]int32
-	keys    []string
-	ver     []version
-	op      []byte
-	eventID []string
-	fate    []fate
+	cols      []column
+	slots     map[string]int32
+	keys      []string
+	ver       []version
+	op        []byte
+	eventID   []string
+	ts        []int64 // Bronze _ingest_ts (µs)
+	fate      []fate
+	firstWins bool // append mode
 }
 
 type fate uint8
@@ -145,6 +188,8 @@ const (
 	fateOlder // older than the stored version: a late event
 )
 
+// In append mode fateInsert means "append" and fateSame "already in Silver".
+
 func newWinners(cols []ColumnSpec) *winners {
 	w := &winners{cols: make([]column, len(cols)), slots: map[string]int32{}}
 	for i, c := range cols {
@@ -153,8 +198,8 @@ func newWinners(cols []ColumnSpec) *winners {
 	return w
 }
 
-// offer keeps row as the key's version if it is newer than the one held.
-func (w *winners) offer(key string, row []Value, v version, op byte, eventID string) {
+// offer keeps row as the key's row if it beats the one held (see winners).
+func (w *winners) offer(key string, row []Value, v version, op byte, eventID string, ts int64) {
 	slot, ok := w.slots[key]
 	if !ok {
 		w.slots[key] = int32(len(w.keys))
@@ -165,14 +210,48 @@ func (w *winners) offer(key string, row []Value, v version, op byte, eventID str
 		w.ver = append(w.ver, v)
 		w.op = append(w.op, op)
 		w.eventID = append(w.eventID, eventID)
+		w.ts = append(w.ts, ts)
 		w.fate = append(w.fate, fateInsert)
 		return
 	}
-	if v.cmp(w.ver[slot]) <= 0 {
+	earlier := arrival{ts, v.hash, eventID}.before(arrival{w.ts[slot], w.ver[slot].hash, w.eventID[slot]})
+	if w.firstWins {
+		if !earlier {
+			return
+		}
+	} else if c := v.cmp(w.ver[slot]); c < 0 || c == 0 && !earlier {
 		return
 	}
 	for i := range w.cols {
 		w.cols[i].set(int(slot), row[i])
 	}
-	w.ver[slot], w.op[slot], w.eventID[slot] = v, op, eventID
+	w.ver[slot], w.op[slot], w.eventID[slot], w.ts[slot] = v, op, eventID, ts
+}
+
+// keySet is the set of distinct keys a run read for an append entity's keys table.
+type keySet struct {
+	slots map[string]int32
+	cols  []column // the key columns
+	fresh []bool   // not in the keys table: to append
+	pre   []bool   // read from a range Silver had already processed (so it is in Silver)
+}
+
+func newKeySet(keyCols []ColumnSpec) *keySet {
+	k := &keySet{slots: map[string]int32{}, cols: make([]column, len(keyCols))}
+	for i, c := range keyCols {
+		k.cols[i].kind = c.Type.Kind
+	}
+	return k
+}
+
+func (k *keySet) add(key string, row []Value, keyIdx []int, pre bool) {
+	if _, ok := k.slots[key]; ok {
+		return
+	}
+	k.slots[key] = int32(len(k.fresh))
+	for i, ki := range keyIdx {
+		k.cols[i].append(row[ki])
+	}
+	k.fresh = append(k.fresh, true)
+	k.pre = append(k.pre, pre)
 }

@@ -8,7 +8,8 @@ import (
 	"github.com/apache/iceberg-go"
 )
 
-// Columns goldbridge adds to every Silver table of an upsert entity.
+// Columns goldbridge adds to Silver tables: all of them in upsert mode; _event_id,
+// _run_id and _silver_updated_ts in append mode.
 const (
 	ColIsDeleted = "is_deleted"
 	ColUpdatedTS = "_silver_updated_ts"
@@ -22,7 +23,9 @@ const (
 const (
 	PropBronzeSnapshot = "goldbridge.bronze-snapshot-id" // Bronze snapshot processed up to (inclusive)
 	PropRunID          = "goldbridge.run-id"
-	PropCounts         = "goldbridge.counts" // JSON of Counts
+	PropCounts         = "goldbridge.counts"  // JSON of Counts
+	PropQuality        = "goldbridge.quality" // JSON of Quality
+	PropReplay         = "goldbridge.replay"  // "true" on a replay commit: downstream recomputes fully
 )
 
 // Quarantine table columns.
@@ -80,7 +83,7 @@ func arrowType(t Type) arrow.DataType {
 	panic(fmt.Sprintf("silver: unknown kind %d", t.Kind))
 }
 
-// internalCols are the columns added after the entity's own, in table order.
+// internalCols are the columns added after the entity's own in upsert mode, in table order.
 var internalCols = []ColumnSpec{
 	{Name: ColIsDeleted, Type: Type{Kind: Bool}},
 	{Name: ColCDCOp, Type: Type{Kind: String}},
@@ -90,8 +93,18 @@ var internalCols = []ColumnSpec{
 	{Name: ColUpdatedTS, Type: Type{Kind: Timestamp}},
 }
 
+// appendInternalCols are the columns added after the entity's own in append mode.
+var appendInternalCols = []ColumnSpec{
+	{Name: ColEventID, Type: Type{Kind: String}},
+	{Name: ColRunID, Type: Type{Kind: String}},
+	{Name: ColUpdatedTS, Type: Type{Kind: Timestamp}},
+}
+
 // tableColumns are every column of the Silver table: the entity's, the rules', then internal.
-func tableColumns(cols []ColumnSpec) []ColumnSpec {
+func tableColumns(cols []ColumnSpec, mode string) []ColumnSpec {
+	if mode == ModeAppend {
+		return append(slices.Clone(cols), appendInternalCols...)
+	}
 	return append(slices.Clone(cols), internalCols...)
 }
 
@@ -121,9 +134,24 @@ func arrowSchemaOf(cols []ColumnSpec, key []string) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// partitionSpec buckets the table on its first key column, so a small increment's
-// lookups prune to few partitions and deletes stay partition-local.
-func partitionSpec(sch *iceberg.Schema, key []string, buckets int) (iceberg.PartitionSpec, error) {
+// partitionSpec buckets an upsert table (and an append table without an event time) on
+// its first key column, so a small increment's lookups prune to few partitions and
+// deletes stay partition-local. An append table with an event time is partitioned by
+// day(event_time), so the lookback anti-join reads only the days in its window.
+func partitionSpec(sch *iceberg.Schema, spec EntitySpec) (iceberg.PartitionSpec, error) {
+	if spec.Mode == ModeAppend && spec.EventTime != "" {
+		f, ok := sch.FindFieldByName(spec.EventTime)
+		if !ok {
+			return iceberg.PartitionSpec{}, fmt.Errorf("event_time column %s not in schema", spec.EventTime)
+		}
+		return iceberg.NewPartitionSpec(iceberg.PartitionField{
+			SourceIDs: []int{f.ID}, FieldID: 1000, Name: spec.EventTime + "_day", Transform: iceberg.DayTransform{},
+		}), nil
+	}
+	return bucketSpec(sch, spec.Key, max(spec.Buckets, 1))
+}
+
+func bucketSpec(sch *iceberg.Schema, key []string, buckets int) (iceberg.PartitionSpec, error) {
 	f, ok := sch.FindFieldByName(key[0])
 	if !ok {
 		return iceberg.PartitionSpec{}, fmt.Errorf("key column %s not in schema", key[0])
@@ -169,4 +197,28 @@ func quarantineSpec() iceberg.PartitionSpec {
 	return iceberg.NewPartitionSpec(iceberg.PartitionField{
 		SourceIDs: []int{4}, FieldID: 1000, Name: "quarantine_day", Transform: iceberg.DayTransform{},
 	})
+}
+
+// keyColumns are the declared key columns, in key order.
+func keyColumns(cols []ColumnSpec, key []string) []ColumnSpec {
+	out := make([]ColumnSpec, 0, len(key))
+	for _, k := range key {
+		if i := slices.IndexFunc(cols, func(c ColumnSpec) bool { return c.Name == k }); i >= 0 {
+			out = append(out, cols[i])
+		}
+	}
+	return out
+}
+
+// keysTableLayout is the schema and partitioning of an append entity's keys table: the
+// key columns only, bucketed on the first like an upsert table, so an IN lookup of a
+// small increment reads few files.
+func keysTableLayout(cols []ColumnSpec, spec EntitySpec) (*iceberg.Schema, iceberg.PartitionSpec, error) {
+	kc := keyColumns(cols, spec.Key)
+	sch, err := icebergSchema(kc, spec.Key)
+	if err != nil {
+		return nil, iceberg.PartitionSpec{}, err
+	}
+	ps, err := bucketSpec(sch, spec.Key, max(spec.Buckets, 1))
+	return sch, ps, err
 }

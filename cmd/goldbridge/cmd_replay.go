@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"goldbridge/lakehouse/silver"
+)
+
+func (a *app) replayCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "replay ENTITY",
+		Short: "Rebuild silver.<entity> and its quarantine from all of Bronze",
+		Long: `Reads every row of the entity's Bronze table at its current snapshot and rebuilds the
+Silver table, its quarantine table and (append mode) its keys table from them, replacing
+each table's contents in one commit. The result equals what the incremental runs would
+have produced (run ids and timestamps aside). Each commit records the Bronze snapshot as
+the new watermark and goldbridge.replay=true, which tells Gold to recompute fully.
+
+Use it when silver fails because the Bronze snapshots it still needed were expired, or
+after changing the entity's rules. Replaying again is safe.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
+				return err
+			}
+			name := args[0]
+			spec, err := entitySpec(cfg, name)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			lh, err := openLakehouse(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer lh.Close()
+			res, err := silver.Replay(ctx, lh, spec, cfg.Entities[name].Bronze.Table, silver.Options{
+				Log: a.log.With("stage", "replay", "entity", name),
+			})
+			if err != nil {
+				return fmt.Errorf("replay %s: %w", name, err)
+			}
+			a.printSilverResult("replay", spec, res)
+			return nil
+		},
+	}
+}

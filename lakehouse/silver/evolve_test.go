@@ -1,0 +1,175 @@
+package silver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"goldbridge/lakehouse/lakehousetest"
+)
+
+// itemsSpec is a small upsert entity whose columns the evolution tests change.
+func itemsSpec(cols ...string) EntitySpec {
+	spec := EntitySpec{
+		Name: "items", Table: "silver.items", QuarantineTable: "silver.items_quarantine",
+		Mode: ModeUpsert, Key: []string{"item_id"}, UpdatedAt: "updated_at", Buckets: 2,
+		WarnQuarantinePct: 5, WarnDuplicatePct: 5,
+	}
+	for _, c := range append([]string{"item_id string", "updated_at timestamp"}, cols...) {
+		name, typ, _ := strings.Cut(c, " ")
+		ty, err := ParseType(typ)
+		if err != nil {
+			panic(err)
+		}
+		spec.Columns = append(spec.Columns, ColumnSpec{Name: name, Path: "$." + name, Type: ty})
+	}
+	return spec
+}
+
+func TestSchemaEvolution(t *testing.T) {
+	row1 := `{"item_id":"a","updated_at":"2026-01-01T00:00:00Z","qty":7,"price":"12.34","note":"x"}`
+	row2 := `{"item_id":"b","updated_at":"2026-01-02T00:00:00Z","qty":8,"price":"56.78","note":"y"}`
+	for _, tc := range []struct {
+		name          string
+		before, after []string
+		wantErr       string   // refused: the error names the column
+		want          []string // rows after the second run (internal columns skipped)
+		wantOrder     []string // table columns after the change (entity columns)
+	}{
+		{name: "add column", before: []string{"qty int32"}, after: []string{"qty int32", "note string"},
+			want: []string{
+				"item_id=a|updated_at=2026-01-01T00:00:00Z|qty=7|note=NULL",
+				"item_id=b|updated_at=2026-01-02T00:00:00Z|qty=8|note=y",
+			},
+			wantOrder: []string{"item_id", "updated_at", "qty", "note"}},
+		{name: "add column in the middle", before: []string{"qty int32"}, after: []string{"note string", "qty int32"},
+			want: []string{
+				"item_id=a|updated_at=2026-01-01T00:00:00Z|note=NULL|qty=7",
+				"item_id=b|updated_at=2026-01-02T00:00:00Z|note=y|qty=8",
+			},
+			wantOrder: []string{"item_id", "updated_at", "note", "qty"}},
+		{name: "widen int32 to int64", before: []string{"qty int32"}, after: []string{"qty int64"},
+			want: []string{
+				"item_id=a|updated_at=2026-01-01T00:00:00Z|qty=7",
+				"item_id=b|updated_at=2026-01-02T00:00:00Z|qty=8",
+			}},
+		{name: "widen decimal precision", before: []string{"price decimal(10,2)"}, after: []string{"price decimal(18,2)"},
+			want: []string{
+				"item_id=a|updated_at=2026-01-01T00:00:00Z|price=12.34",
+				"item_id=b|updated_at=2026-01-02T00:00:00Z|price=56.78",
+			}},
+		{name: "narrow int64 to int32", before: []string{"qty int64"}, after: []string{"qty int32"},
+			wantErr: "column qty: cannot change type long to int32"},
+		{name: "narrow decimal precision", before: []string{"price decimal(18,2)"}, after: []string{"price decimal(10,2)"},
+			wantErr: "column price: cannot change type decimal(18, 2) to decimal(10,2)"},
+		{name: "change decimal scale", before: []string{"price decimal(10,2)"}, after: []string{"price decimal(12,3)"},
+			wantErr: "column price: cannot change type decimal(10, 2) to decimal(12,3)"},
+		{name: "incompatible type", before: []string{"qty string"}, after: []string{"qty int64"},
+			wantErr: "column qty: cannot change type string to int64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			lh := lakehousetest.Open(t)
+			landing := t.TempDir()
+			writeLanding(t, landing, "1.jsonl", row1)
+			ingestInto(t, lh, "bronze.items", landing)
+			if _, err := Run(ctx, lh, itemsSpec(tc.before...), "bronze.items", Options{}); err != nil {
+				t.Fatal(err)
+			}
+			writeLanding(t, landing, "2.jsonl", row2)
+			ingestInto(t, lh, "bronze.items", landing)
+			res, err := Run(ctx, lh, itemsSpec(tc.after...), "bronze.items", Options{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				tbl, _ := lh.LoadTable(ctx, "silver.items")
+				if Watermark(tbl) == res.BronzeTo && res.BronzeTo != 0 {
+					t.Fatal("a refused change still committed")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Quality.SchemaIssues) != 0 {
+				t.Errorf("schema issues after evolution: %v", res.Quality.SchemaIssues)
+			}
+			skip := append([]string{ColIsDeleted, ColCDCOp, ColVersion, ColEventID}, runColumns...)
+			got := tableRows(t, lh, "silver.items", skip...)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("rows:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if tc.wantOrder != nil {
+				tbl, _ := lh.LoadTable(ctx, "silver.items")
+				var names []string
+				for _, f := range tbl.Schema().Fields()[:len(tc.wantOrder)] {
+					names = append(names, f.Name)
+				}
+				if !slices.Equal(names, tc.wantOrder) {
+					t.Errorf("columns %v, want %v", names, tc.wantOrder)
+				}
+			}
+		})
+	}
+}
+
+func TestQualityReport(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	spec := itemsSpec("qty int64", "price decimal(18,2)", "owner string")
+	spec.Columns[4].Required = true
+	spec.Rules = []RuleSpec{
+		{ID: "F1", Kind: "filter", Expr: "price >= 0", Reason: "negative_price"},
+		// Misconfigured on purpose: normalisations after the filter break what it checked.
+		{ID: "N1", Kind: "normalize", Column: "price", Expr: "price - 10"},
+		{ID: "N2", Kind: "normalize", Column: "owner", Expr: `owner == "nobody" ? nil : owner`},
+	}
+	spec.WarnQuarantinePct, spec.WarnDuplicatePct = 10, 30
+	row := func(id, price, owner string) string {
+		return fmt.Sprintf(`{"item_id":%q,"updated_at":"2026-01-01T00:00:00Z","qty":1,"price":%s,"owner":%q}`, id, price, owner)
+	}
+	writeLanding(t, landing, "1.jsonl",
+		row("a", "50", "ann"), row("b", "5", "bob"), row("c", "20", "nobody"),
+		row("d", "-1", "dan"), // quarantined by F1
+		row("a", "50", "ann"), // duplicate
+	)
+	ingestInto(t, lh, "bronze.items", landing)
+	res, err := Run(ctx, lh, spec, "bronze.items", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := res.Quality
+	want := Quality{
+		RowsChecked:      3,
+		FilterViolations: map[string]int64{"F1": 1}, // b: 5 - 10 < 0
+		NullViolations:   map[string]int64{"owner": 1},
+		BronzeRows:       5, SilverRows: 3, Balanced: true,
+		QuarantinePct: 20, DuplicatePct: 20,
+		Warnings: []string{"20.00% of the bronze rows were quarantined (threshold 10%)"},
+	}
+	if g, w := fmt.Sprintf("%+v", q), fmt.Sprintf("%+v", want); g != w {
+		t.Fatalf("quality\n%s\nwant\n%s", g, w)
+	}
+	if q.Passed() {
+		t.Error("a report with violations passed")
+	}
+	tbl, _ := lh.LoadTable(ctx, "silver.items")
+	var stored Quality
+	if err := json.Unmarshal([]byte(tbl.CurrentSnapshot().Summary.Properties[PropQuality]), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", stored) != fmt.Sprintf("%+v", want) {
+		t.Errorf("summary quality %+v", stored)
+	}
+	lines := strings.Join(q.Lines(), "\n")
+	for _, s := range []string{"FAIL: 1 rows fail F1; 1 rows with NULL owner", "quality schema: ok", "20.00% quarantined", "WARN: 20.00%"} {
+		if !strings.Contains(lines, s) {
+			t.Errorf("report lacks %q:\n%s", s, lines)
+		}
+	}
+}
