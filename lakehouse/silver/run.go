@@ -392,6 +392,10 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	return e, nil
 }
 
+// bronzeReadBatch is the Arrow batch size of Bronze reads: the payload column of a
+// large batch is grown (copied and zeroed) over and over by the Parquet reader.
+const bronzeReadBatch = 16384
+
 var bronzeFields = []string{bronze.ColPayload, bronze.ColEventID, bronze.ColIngestTS, bronze.ColFile}
 
 // scan reads Bronze rows appended in (from, to] and feeds them to the Silver and/or
@@ -402,13 +406,13 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 		err  error
 	)
 	if from == 0 {
-		_, recs, err = bt.Scan(table.WithSnapshotID(to), table.WithSelectedFields(bronzeFields...)).ToArrowRecords(ctx)
+		_, recs, err = bt.Scan(table.WithSnapshotID(to), table.WithSelectedFields(bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ToArrowRecords(ctx)
 	} else {
 		tasks, perr := bt.NewIncrementalAppendScan().FromSnapshotExclusive(from).ToSnapshot(to).PlanFiles(ctx)
 		if perr != nil {
 			return fmt.Errorf("plan bronze increment (%d, %d]: %w", from, to, perr)
 		}
-		_, recs, err = bt.Scan(table.WithSelectedFields(bronzeFields...)).ReadTasks(ctx, tasks)
+		_, recs, err = bt.Scan(table.WithSelectedFields(bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ReadTasks(ctx, tasks)
 	}
 	if err != nil {
 		return fmt.Errorf("scan bronze: %w", err)
