@@ -36,5 +36,20 @@ echo "== gold again: no Silver change, nothing recomputed"
 gb gold
 gb freshness --max-age 1h
 
-echo "== embedded ClickHouse: start, query, stop"
-gb clickhouse query "SELECT version() AS clickhouse_version, uptime() AS uptime_s"
+echo "== sync: hot window (90 days) of gold.daily_revenue_kpi into ClickHouse, one atomic REPLACE PARTITION each"
+gb sync
+echo "== sync again: nothing changed, nothing pushed"
+gb sync
+echo "== check: every hot partition of Gold equals ClickHouse"
+gb check
+
+echo "== dashboard query on ClickHouse: revenue and unique customers per country, last 7 days"
+gb clickhouse query "
+SELECT country,
+       sum(total_revenue)                AS revenue,
+       uniqExactMerge(unique_customers__state) AS unique_customers
+FROM marts.daily_revenue_kpi
+WHERE report_date >= today() - 7 AND grouping_level = 'by_country'
+GROUP BY country
+ORDER BY revenue DESC
+LIMIT 10"

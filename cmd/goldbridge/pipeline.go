@@ -158,9 +158,7 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 		p.m.LastSuccess.WithLabelValues("gold", "", name).SetToCurrentTime()
 		if f, ferr := gold.ReadFreshness(ctx, p.lh, spec.Table); ferr == nil && !f.LastCalculated.IsZero() {
 			p.m.CalculatedAt.WithLabelValues(name).Set(float64(f.LastCalculated.Unix()))
-			if t, perr := time.Parse(time.DateOnly, f.NewestGrain); perr == nil {
-				p.m.DataNewest.WithLabelValues(name, "gold").Set(float64(t.Unix()))
-			} else if t, perr := time.Parse(time.RFC3339, f.NewestGrain); perr == nil {
+			if t, ok := grainTime(f.NewestGrain); ok {
 				p.m.DataNewest.WithLabelValues(name, "gold").Set(float64(t.Unix()))
 			}
 		}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/push"
+	"github.com/spf13/cobra"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/lakehouse/gold"
+)
+
+func (a *app) runCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "One-shot run of the whole chain: ingest → silver → gold → sync, for cron and Kubernetes CronJobs",
+		Long: `Runs every stage for all entities and marts once, in data-flow order, and prints a
+summary. A mart whose circuit opens does not stop the others; its sync is skipped.
+Exit codes: 0 success, 1 failure, 2 usage or config error, 3 a mart's circuit is open,
+4 reconciliation found drift, 5 freshness SLA breached.
+Metrics go to metrics.textfile (node_exporter textfile collector) or metrics.pushgateway
+when configured.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			err = a.runOnce(cmd.Context(), cfg, allStages, nil, nil)
+			if merr := a.writeMetrics(cmd.Context(), cfg); merr != nil {
+				a.log.Warn("writing metrics", "err", merr)
+			}
+			return err
+		},
+	}
+	return cmd
+}
+
+var allStages = []string{"ingest", "silver", "gold", "sync"}
+
+// runOnce runs the given stages in data-flow order (nil entities/marts: all of them).
+func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities, marts []string) error {
+	entities, err := selectNames("entity", cfg.Entities, entities)
+	if err != nil {
+		return err
+	}
+	marts, err = selectNames("mart", cfg.Marts, marts)
+	if err != nil {
+		return err
+	}
+	p, err := a.newPipeline(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	start := time.Now()
+	var circuit error
+	for _, st := range []string{"ingest", "silver", "gold", "sync", "check"} {
+		if !contains(stages, st) {
+			continue
+		}
+		var err error
+		switch st {
+		case "ingest":
+			err = p.ingest(ctx, entities)
+		case "silver":
+			err = p.silver(ctx, entities)
+		case "gold":
+			err = p.gold(ctx, marts)
+		case "sync", "check":
+			err = a.syncStage(ctx, p, st, marts)
+		}
+		if errors.Is(err, gold.ErrCircuitOpen) {
+			circuit = err // keep going: the other marts are still synced
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	a.log.Info("run finished", "stages", fmt.Sprint(stages), "seconds", fmt.Sprintf("%.2f", time.Since(start).Seconds()))
+	if circuit != nil {
+		return &exitError{exitCircuitOpen, circuit}
+	}
+	return nil
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// writeMetrics leaves a one-shot run's metrics where the config says.
+func (a *app) writeMetrics(ctx context.Context, cfg *config.Config) error {
+	if a.metrics == nil {
+		return nil
+	}
+	if path := cfg.Metrics.Textfile; path != "" {
+		// Write then rename: the textfile collector must never read a half-written file.
+		tmp := path + ".tmp"
+		if err := prometheus.WriteToTextfile(tmp, a.metrics.Registry); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("metrics textfile %s: %w", filepath.Base(path), err)
+		}
+	}
+	if url := cfg.Metrics.Pushgateway; url != "" {
+		if err := push.New(url, cfg.Metrics.Job).Gatherer(a.metrics.Registry).PushContext(ctx); err != nil {
+			return fmt.Errorf("pushgateway: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/serving"
+	"goldbridge/serving/chconn"
+	"goldbridge/serving/chlocal"
+	gbsync "goldbridge/sync"
+)
+
+func (a *app) syncCmd() *cobra.Command {
+	var force, rebuild bool
+	cmd := &cobra.Command{
+		Use:   "sync [MART...]",
+		Short: "Push the hot window of each mart's Gold table into ClickHouse, exactly once",
+		Long: `For each mart (all by default), creates or checks the ClickHouse tables, pushes every hot
+partition whose Gold content changed since its last push (or that is missing in ClickHouse)
+with an atomic REPLACE PARTITION, and drops partitions that left the hot window. A mart whose
+circuit is open is skipped. Safe to interrupt and re-run: each partition is old or new.
+--rebuild MART drops the mart's ClickHouse tables and pushes the window again.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withServing(cmd.Context(), args, func(ctx context.Context, c *chconn.Client, lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
+				if !cfg.Marts[m.Name].Serving.IsEnabled() {
+					fmt.Fprintf(a.stdout, "sync %s: serving disabled\n", m.Name)
+					return nil
+				}
+				tbl, err := lh.LoadTable(ctx, cfg.Marts[m.Name].Table)
+				if err != nil {
+					return fmt.Errorf("sync %s: %w", m.Name, err)
+				}
+				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+					return err
+				}
+				sv := cfg.Marts[m.Name].Serving
+				res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{
+					Parallelism: sv.Parallelism, BatchRows: sv.BatchRows, Force: force, Rebuild: rebuild,
+					Log: a.log.With("stage", "sync", "mart", m.Name),
+				})
+				fmt.Fprintln(a.stdout, res.Summary(m.Name))
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "push every hot partition even if unchanged")
+	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "drop and recreate the mart's ClickHouse tables, then push the hot window")
+	return cmd
+}
+
+func (a *app) checkCmd() *cobra.Command {
+	var repair bool
+	cmd := &cobra.Command{
+		Use:   "check [MART...]",
+		Short: "Compare every hot partition between Gold and ClickHouse; exit 4 on drift",
+		Long: `Compares, per hot partition and grouping level, the row count and the sum of every measure
+(exact distinct counts from the merged states included) between the Gold Iceberg table and
+ClickHouse, prints the partitions that differ and exits with status 4 if any do.
+--repair re-pushes them and checks again.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			found := false
+			err := a.withServing(cmd.Context(), args, func(ctx context.Context, c *chconn.Client, lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
+				if !cfg.Marts[m.Name].Serving.IsEnabled() {
+					return nil
+				}
+				tbl, err := lh.LoadTable(ctx, cfg.Marts[m.Name].Table)
+				if err != nil {
+					return fmt.Errorf("check %s: %w", m.Name, err)
+				}
+				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+					return err
+				}
+				drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
+				if err != nil {
+					return err
+				}
+				if len(drifts) > 0 && repair {
+					gbsync.PrintDrift(a.stdout, m.Name, drifts)
+					sv := cfg.Marts[m.Name].Serving
+					res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Parallelism: sv.Parallelism, BatchRows: sv.BatchRows,
+						Only: gbsync.DriftPartitions(drifts), Log: a.log.With("stage", "check", "mart", m.Name)})
+					fmt.Fprintln(a.stdout, "repair: "+res.Summary(m.Name))
+					if err != nil {
+						return err
+					}
+					if drifts, err = gbsync.Check(ctx, c, m, tbl, gbsync.Options{}); err != nil {
+						return err
+					}
+				}
+				if len(drifts) == 0 {
+					fmt.Fprintf(a.stdout, "check %s: no drift\n", m.Name)
+					return nil
+				}
+				found = true
+				gbsync.PrintDrift(a.stdout, m.Name, drifts)
+				return nil
+			})
+			if err == nil && found {
+				return &exitError{exitDrift, fmt.Errorf("drift found between Gold and ClickHouse")}
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&repair, "repair", false, "re-push the drifting partitions")
+	return cmd
+}
+
+// withServing loads the config, opens the lakehouse and ClickHouse, and calls fn per
+// selected mart.
+func (a *app) withServing(ctx context.Context, args []string, fn func(context.Context, *chconn.Client, *catalog.Lakehouse, *serving.Mart, *config.Config) error) error {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	marts, err := selectNames("mart", cfg.Marts, args)
+	if err != nil {
+		return err
+	}
+	lh, err := openLakehouse(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer lh.Close()
+	c, stop, err := a.openClickHouse(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	defer c.Close()
+	for _, name := range marts {
+		m := servingMart(cfg, name)
+		if err := fn(ctx, c, lh, m, cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// servingMart converts a mart's config into the serving model; types are filled from
+// the Gold table (gbsync.FillTypes).
+func servingMart(cfg *config.Config, name string) *serving.Mart {
+	mc := cfg.Marts[name]
+	m := &serving.Mart{
+		Name: name, Database: cfg.ClickHouse.Database, Table: mc.Serving.Table, Cluster: cfg.ClickHouse.Cluster,
+		Grain:    serving.Grain{As: mc.Grain.As, Unit: mc.Grain.Unit},
+		Grouping: mc.Grouping, Sets: mc.GroupingSets,
+		PartitionBy: mc.Serving.PartitionBy, HotWindow: mc.Serving.HotWindow.D(), TTL: mc.Serving.TTL.D(),
+		Distinct: mc.Serving.Distinct,
+	}
+	for _, d := range mc.Dimensions {
+		m.Dimensions = append(m.Dimensions, serving.Dim{Name: d})
+	}
+	for _, ms := range mc.Measures {
+		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: ms.Agg, Quantiles: ms.Quantiles})
+	}
+	return m
+}
+
+// openClickHouse connects to the configured ClickHouse; for the embedded server it
+// reuses one already listening or starts one, and returns the function that stops it.
+func (a *app) openClickHouse(ctx context.Context, cfg *config.Config) (*chconn.Client, func(), error) {
+	ch := cfg.ClickHouse
+	opt := chconn.Options{
+		HTTP: ch.Protocol == "http", Database: ch.Database, User: ch.User, Password: ch.Password.Reveal(),
+		DialTimeout: ch.DialTimeout.D(), Settings: ch.Settings, MaxRetries: ch.MaxRetries, RetryBackoff: ch.RetryBackoff.D(),
+	}
+	if ch.PasswordFile != "" {
+		b, err := os.ReadFile(ch.PasswordFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("clickhouse.password_file: %w", err)
+		}
+		opt.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	if ch.TLS.Enabled {
+		tc, err := tlsConfig(ch.TLS)
+		if err != nil {
+			return nil, nil, fmt.Errorf("clickhouse.tls: %w", err)
+		}
+		opt.TLS = tc
+	}
+	stop := func() {}
+	if ch.IsEmbedded() {
+		port := ch.Local.TCPPort
+		if opt.HTTP {
+			port = ch.Local.HTTPPort
+		}
+		opt.Addresses = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
+		if chlocal.Ping(ctx, base) != nil {
+			srv, err := chlocal.Start(ctx, chlocal.Options{Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort, MaxServerMemory: ch.Local.MaxServerMemory})
+			if err != nil {
+				return nil, nil, err
+			}
+			a.log.Info("started embedded clickhouse", "path", ch.Local.Path, "pid", srv.PID())
+			stop = func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := srv.Stop(sctx); err != nil {
+					a.log.Warn("stopping embedded clickhouse", "err", err)
+				}
+			}
+		}
+	} else {
+		opt.Addresses = ch.Addresses
+	}
+	// The connection's default database must exist before the handshake; the marts'
+	// DDL creates it too, so this only matters on a fresh server.
+	boot := opt
+	boot.Database = "default"
+	bc, err := chconn.Open(ctx, boot)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	err = bc.Conn().Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+serving.Q(ch.Database))
+	bc.Close()
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("create database %s: %w", ch.Database, err)
+	}
+	c, err := chconn.Open(ctx, opt)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	a.log.Debug("connected", "clickhouse", c.String())
+	return c, stop, nil
+}

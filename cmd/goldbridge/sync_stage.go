@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"goldbridge/lakehouse/gold"
+	gbsync "goldbridge/sync"
+)
+
+// syncStage pushes (stage "sync") or reconciles (stage "check") the marts' hot windows
+// and records the serving metrics. A mart whose circuit is open is skipped by sync.
+func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []string) (err error) {
+	defer p.observe(stage, time.Now(), err)
+	var served []string
+	for _, name := range marts {
+		if p.cfg.Marts[name].Serving.IsEnabled() {
+			served = append(served, name)
+		}
+	}
+	if len(served) == 0 {
+		return nil
+	}
+	c, stop, err := a.openClickHouse(ctx, p.cfg)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	defer c.Close()
+	drifted := 0
+	for _, name := range served {
+		mc := p.cfg.Marts[name]
+		m := servingMart(p.cfg, name)
+		tbl, err := p.lh.LoadTable(ctx, mc.Table)
+		if err != nil {
+			return fmt.Errorf("%s %s: gold table: %w (run gold first)", stage, name, err)
+		}
+		if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+			return err
+		}
+		fresh, _ := gold.ReadFreshness(ctx, p.lh, mc.Table)
+		if stage == "check" {
+			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
+			if err != nil {
+				return err
+			}
+			p.m.Drift.WithLabelValues(name).Set(float64(len(gbsync.DriftPartitions(drifts))))
+			if len(drifts) > 0 {
+				drifted++
+				gbsync.PrintDrift(a.stdout, name, drifts)
+			} else {
+				fmt.Fprintf(a.stdout, "check %s: no drift\n", name)
+			}
+			continue
+		}
+		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{
+			Parallelism: mc.Serving.Parallelism, BatchRows: mc.Serving.BatchRows,
+			Log: a.log.With("stage", "sync", "mart", name),
+		})
+		fmt.Fprintln(a.stdout, res.Summary(name))
+		if err != nil {
+			if !fresh.LastCalculated.IsZero() {
+				p.m.SyncLag.WithLabelValues(name).Set(time.Since(fresh.LastCalculated).Seconds())
+			}
+			return err
+		}
+		p.m.Rows.WithLabelValues("sync", "", name, "pushed").Add(float64(res.Rows))
+		if res.Skipped != "" {
+			continue // circuit open or serving disabled: ClickHouse keeps what it had
+		}
+		p.m.SyncLag.WithLabelValues(name).Set(0)
+		p.m.HotPartitions.WithLabelValues(name, "clickhouse").Set(float64(len(res.Pushed) + res.Unchanged))
+		if t, ok := grainTime(fresh.NewestGrain); ok {
+			p.m.DataNewest.WithLabelValues(name, "clickhouse").Set(float64(t.Unix()))
+		}
+		p.m.LastSuccess.WithLabelValues("sync", "", name).SetToCurrentTime()
+	}
+	if drifted > 0 {
+		return &exitError{exitDrift, fmt.Errorf("drift found between Gold and ClickHouse in %d mart(s)", drifted)}
+	}
+	return nil
+}
+
+// grainTime parses a grain value as Gold renders it (a date, or RFC 3339 for hours).
+func grainTime(s string) (time.Time, bool) {
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, true
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	return t, err == nil
+}

@@ -1,0 +1,345 @@
+// Package ddl generates the ClickHouse DDL of a served mart (target table, staging
+// tables, the _final view, the sync state table) and checks a live table against it.
+//
+// Layout of a mart <t> in database <db>:
+//
+//	<t>            SummingMergeTree (all measures sum/count) or AggregatingMergeTree
+//	<t>__staging   same structure: a partition is built here, then swapped in with
+//	               ALTER TABLE <t> REPLACE PARTITION ... FROM <t>__staging
+//	<t>__detail    (AggregatingMergeTree marts) the Gold detail rows with their
+//	               hidden lists, from which the states are built server-side
+//	<t>_final      view with finished values and Gold's column names
+//	_goldbridge_sync  one row per (mart, partition) pushed
+package ddl
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"goldbridge/serving"
+)
+
+// Column is one column of a generated table.
+type Column struct {
+	Name string
+	Type string
+}
+
+// SyncTable is the name of the sync state table.
+const SyncTable = "_goldbridge_sync"
+
+// Suffixes of the helper tables.
+const (
+	StagingSuffix = "__staging"
+	DetailSuffix  = "__detail"
+	ViewSuffix    = "_final"
+)
+
+func on(m *serving.Mart) string {
+	if m.Cluster == "" {
+		return ""
+	}
+	return " ON CLUSTER " + serving.Q(m.Cluster)
+}
+
+// Name returns db.table quoted.
+func Name(m *serving.Mart, table string) string {
+	return serving.Q(m.Database) + "." + serving.Q(table)
+}
+
+// keyColumns are the ORDER BY columns: grain, level, dimensions, grouping flags.
+func keyColumns(m *serving.Mart) []Column {
+	cols := []Column{{m.Grain.As, m.GrainType()}, {"grouping_level", "LowCardinality(String)"}}
+	for _, d := range m.Dimensions {
+		cols = append(cols, Column{d.Name, "Nullable(" + d.Type + ")"})
+	}
+	for _, d := range m.Dimensions {
+		cols = append(cols, Column{"grouping_" + d.Name, "UInt8"})
+	}
+	return cols
+}
+
+func avgCountName(ms serving.Measure) string { return ms.Name + "__count" }
+func avgSumName(ms serving.Measure) string   { return ms.Name + "__sum" }
+func stateName(ms serving.Measure) string    { return ms.Name + "__state" }
+
+func quantileArgs(q []float64) string {
+	s := make([]string, len(q))
+	for i, v := range q {
+		s[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strings.Join(s, ", ")
+}
+
+// TargetColumns returns the columns of <t> and <t>__staging, in order.
+func TargetColumns(m *serving.Mart) []Column {
+	cols := keyColumns(m)
+	agg := m.Aggregating()
+	simple := func(fn, t string) string {
+		if !agg {
+			return t
+		}
+		return "SimpleAggregateFunction(" + fn + ", " + t + ")"
+	}
+	for _, ms := range m.Measures {
+		switch ms.Agg {
+		case serving.AggSum, serving.AggCount:
+			cols = append(cols, Column{ms.Name, simple("sum", ms.Type)})
+		case serving.AggMin, serving.AggMax:
+			cols = append(cols, Column{ms.Name, simple(ms.Agg, ms.Type)})
+		case serving.AggAvg:
+			cols = append(cols, Column{avgSumName(ms), simple("sum", ms.Type)}, Column{avgCountName(ms), simple("sum", "Int64")})
+		case serving.AggCountDistinct:
+			cols = append(cols, Column{stateName(ms), "AggregateFunction(" + m.Distinct + ", String)"})
+		case serving.AggQuantiles:
+			cols = append(cols, Column{stateName(ms), "AggregateFunction(groupArray, Float64)"})
+		}
+	}
+	return cols
+}
+
+// WireColumns returns the columns goldbridge streams from Gold: into <t>__staging for
+// a SummingMergeTree mart (all levels, the target's structure), into <t>__detail for an
+// AggregatingMergeTree mart (detail rows with the hidden lists). Names are Gold's.
+func WireColumns(m *serving.Mart) []Column {
+	if !m.Aggregating() {
+		return TargetColumns(m)
+	}
+	cols := keyColumns(m)
+	for _, ms := range m.Measures {
+		switch ms.Agg {
+		case serving.AggSum, serving.AggCount, serving.AggMin, serving.AggMax:
+			cols = append(cols, Column{ms.Name, ms.Type})
+		case serving.AggAvg:
+			cols = append(cols, Column{avgSumName(ms), ms.Type}, Column{avgCountName(ms), "Int64"})
+		case serving.AggCountDistinct:
+			cols = append(cols, Column{ms.Name + "__keys", "Array(String)"})
+		case serving.AggQuantiles:
+			cols = append(cols, Column{ms.Name + "__values", "Array(Float64)"})
+		}
+	}
+	return cols
+}
+
+func columnList(cols []Column) string {
+	var b strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "    %s %s", serving.Q(c.Name), c.Type)
+	}
+	return b.String()
+}
+
+func names(cols []Column) string {
+	s := make([]string, len(cols))
+	for i, c := range cols {
+		s[i] = serving.Q(c.Name)
+	}
+	return strings.Join(s, ", ")
+}
+
+func engine(m *serving.Mart, table string, replicated bool) string {
+	var base string
+	var args []string
+	if m.Aggregating() {
+		base = "AggregatingMergeTree"
+	} else {
+		base = "SummingMergeTree"
+		var sums []string
+		for _, ms := range m.Measures {
+			sums = append(sums, serving.Q(ms.Name))
+		}
+		args = append(args, "("+strings.Join(sums, ", ")+")")
+	}
+	if replicated && m.Cluster != "" {
+		base = "Replicated" + base
+		args = append([]string{
+			serving.QS("/clickhouse/tables/{shard}/" + m.Database + "/" + table), serving.QS("{replica}"),
+		}, args...)
+	}
+	return base + "(" + strings.Join(args, ", ") + ")"
+}
+
+func ttlDays(d time.Duration) int64 { return int64((d + 24*time.Hour - 1) / (24 * time.Hour)) }
+
+// Statements returns the DDL that creates everything a mart needs, in order; every
+// statement is idempotent (IF NOT EXISTS / OR REPLACE).
+func Statements(m *serving.Mart) []string {
+	out := []string{
+		"CREATE DATABASE IF NOT EXISTS " + serving.Q(m.Database) + on(m),
+		SyncTableDDL(m.Database, m.Cluster),
+		createTable(m, m.Table, true, true),
+		createTable(m, m.Table+StagingSuffix, false, false),
+	}
+	if m.Aggregating() {
+		out = append(out, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s\n(\n%s\n)\nENGINE = MergeTree\nPARTITION BY %s\nORDER BY tuple()",
+			Name(m, m.Table+DetailSuffix), on(m), columnList(WireColumns(m)), m.PartitionExpr()))
+	}
+	if m.Cluster != "" {
+		out = append(out, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s AS %s\nENGINE = Distributed(%s, %s, %s, rand())",
+			Name(m, m.Table+"_dist"), on(m), Name(m, m.Table), serving.QS(m.Cluster), serving.QS(m.Database), serving.QS(m.Table)))
+	}
+	out = append(out, View(m))
+	return out
+}
+
+func createTable(m *serving.Mart, table string, replicated, ttl bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s%s\n(\n%s\n)\nENGINE = %s\nPARTITION BY %s\nORDER BY (%s)",
+		Name(m, table), on(m), columnList(TargetColumns(m)), engine(m, table, replicated), m.PartitionExpr(), names(keyColumns(m)))
+	if ttl && m.TTL > 0 {
+		fmt.Fprintf(&b, "\nTTL toDate(%s) + toIntervalDay(%d) DELETE", serving.Q(m.Grain.As), ttlDays(m.TTL))
+	}
+	b.WriteString("\nSETTINGS allow_nullable_key = 1")
+	return b.String()
+}
+
+// SyncTableDDL creates the sync state table: one row per (mart, partition), the newest
+// pushed_at wins; deleted = 1 marks a partition dropped from ClickHouse.
+func SyncTableDDL(db, cluster string) string {
+	eng := "ReplacingMergeTree(pushed_at)"
+	onc := ""
+	if cluster != "" {
+		onc = " ON CLUSTER " + serving.Q(cluster)
+		eng = "ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/" + db + "/" + SyncTable + "', '{replica}', pushed_at)"
+	}
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s%s
+(
+    mart LowCardinality(String),
+    partition String,
+    gold_snapshot_id Int64,
+    rows UInt64,
+    checksum String,
+    deleted UInt8,
+    pushed_at DateTime64(6, 'UTC')
+)
+ENGINE = %s
+ORDER BY (mart, partition)`, serving.Q(db), serving.Q(SyncTable), onc, eng)
+}
+
+// View returns the CREATE OR REPLACE VIEW of <t>_final: finished values per key with
+// Gold's column names (hidden columns omitted).
+func View(m *serving.Mart) string {
+	keys := keyColumns(m)
+	var sel []string
+	sel = append(sel, serving.Q(m.Grain.As))
+	for _, d := range m.Dimensions {
+		sel = append(sel, serving.Q(d.Name))
+	}
+	for _, d := range m.Dimensions {
+		sel = append(sel, serving.Q("grouping_"+d.Name))
+	}
+	sel = append(sel, serving.Q("grouping_level"))
+	for _, ms := range m.Measures {
+		sel = append(sel, FinalExpr(m, ms)+" AS "+serving.Q(ms.Name))
+	}
+	return fmt.Sprintf("CREATE OR REPLACE VIEW %s%s AS\nSELECT\n    %s\nFROM %s\nGROUP BY %s",
+		Name(m, m.Table+ViewSuffix), on(m), strings.Join(sel, ",\n    "), Name(m, m.Table), names(keys))
+}
+
+// FinalExpr is the aggregate expression that finishes measure ms over the rows of <t>
+// (used by the view, and by queries merging several partitions).
+func FinalExpr(m *serving.Mart, ms serving.Measure) string {
+	q := serving.Q
+	switch ms.Agg {
+	case serving.AggSum, serving.AggCount:
+		return "sum(" + q(ms.Name) + ")"
+	case serving.AggMin, serving.AggMax:
+		return ms.Agg + "(" + q(ms.Name) + ")"
+	case serving.AggCountDistinct:
+		return "toInt64(" + m.Distinct + "Merge(" + q(stateName(ms)) + "))"
+	case serving.AggQuantiles:
+		// Nearest rank on the merged values: element ceil(p*n) of the sorted array, as Gold.
+		return fmt.Sprintf("arrayMap(p -> arraySort(groupArrayMerge(%s))[greatest(1, toUInt64(ceil(p * length(groupArrayMerge(%s)))))], [%s])",
+			q(stateName(ms)), q(stateName(ms)), quantileArgs(ms.Quantiles))
+	case serving.AggAvg:
+		s, c := "sum("+q(avgSumName(ms))+")", "sum("+q(avgCountName(ms))+")"
+		if scale, ok := decimalScale(ms.Type); ok {
+			// Exact: divide with one extra digit (truncating), then round half away from
+			// zero to s+6 digits, as Gold does. avg()/avgState() of a Decimal is Float64.
+			return fmt.Sprintf("if(%s = 0, NULL, toDecimal128(round(toDecimal128(%s, %d) / %s, %d), %d))",
+				c, s, scale+7, c, scale+6, scale+6)
+		}
+		return fmt.Sprintf("if(%s = 0, NULL, %s / %s)", c, s, c)
+	}
+	return "NULL"
+}
+
+// decimalScale returns S of "Decimal(38, S)".
+func decimalScale(t string) (int, bool) {
+	var p, s int
+	if _, err := fmt.Sscanf(t, "Decimal(%d, %d)", &p, &s); err != nil {
+		return 0, false
+	}
+	return s, true
+}
+
+// BuildStates returns the INSERT ... SELECT that fills partition id of <t>__staging from
+// <t>__detail for an AggregatingMergeTree mart: every grouping level is rebuilt from the
+// detail rows with GROUPING SETS (sums of sums, min of mins, the union of the distinct
+// keys as one state), so multi-day merges of the states stay exact.
+func BuildStates(m *serving.Mart, partitionID string) string {
+	q := serving.Q
+	var sel []string
+	sel = append(sel, q(m.Grain.As))
+	for _, d := range m.Dimensions {
+		sel = append(sel, q(d.Name))
+	}
+	var flags []string
+	for _, d := range m.Dimensions {
+		sel = append(sel, "toUInt8(grouping("+q(d.Name)+")) AS "+q("grouping_"+d.Name))
+		flags = append(flags, fmt.Sprintf("if(grouping(%s) = 0, %s, '')", q(d.Name), serving.QS(d.Name)))
+	}
+	level := "'detail'"
+	if len(m.Dimensions) > 0 {
+		allKept := make([]string, len(m.Dimensions))
+		noneKept := make([]string, len(m.Dimensions))
+		for i, d := range m.Dimensions {
+			allKept[i] = "grouping(" + q(d.Name) + ") = 0"
+			noneKept[i] = "grouping(" + q(d.Name) + ") = 1"
+		}
+		level = fmt.Sprintf("multiIf(%s, 'detail', %s, 'total', concat('by_', arrayStringConcat(arrayFilter(x -> x != '', [%s]), '_')))",
+			strings.Join(allKept, " AND "), strings.Join(noneKept, " AND "), strings.Join(flags, ", "))
+	}
+	sel = append(sel, level+" AS `grouping_level`")
+	for _, ms := range m.Measures {
+		switch ms.Agg {
+		case serving.AggSum, serving.AggCount:
+			sel = append(sel, "sum("+q(ms.Name)+") AS "+q(ms.Name))
+		case serving.AggMin, serving.AggMax:
+			sel = append(sel, ms.Agg+"("+q(ms.Name)+") AS "+q(ms.Name))
+		case serving.AggAvg:
+			sel = append(sel, "sum("+q(avgSumName(ms))+") AS "+q(avgSumName(ms)), "sum("+q(avgCountName(ms))+") AS "+q(avgCountName(ms)))
+		case serving.AggCountDistinct:
+			sel = append(sel, fmt.Sprintf("CAST(%sArrayState(%s), 'AggregateFunction(%s, String)') AS %s",
+				m.Distinct, q(ms.Name+"__keys"), m.Distinct, q(stateName(ms))))
+		case serving.AggQuantiles:
+			sel = append(sel, fmt.Sprintf("CAST(groupArrayArrayState(%s), 'AggregateFunction(groupArray, Float64)') AS %s",
+				q(ms.Name+"__values"), q(stateName(ms))))
+		}
+	}
+	var sets []string
+	for _, lv := range m.Levels() {
+		s := []string{q(m.Grain.As)}
+		for _, d := range lv {
+			s = append(s, q(d))
+		}
+		sets = append(sets, "("+strings.Join(s, ", ")+")")
+	}
+	into := []Column{{Name: m.Grain.As}}
+	for _, d := range m.Dimensions {
+		into = append(into, Column{Name: d.Name})
+	}
+	for _, d := range m.Dimensions {
+		into = append(into, Column{Name: "grouping_" + d.Name})
+	}
+	into = append(into, Column{Name: "grouping_level"})
+	into = append(into, TargetColumns(m)[len(keyColumns(m)):]...)
+	return fmt.Sprintf("INSERT INTO %s (%s)\nSELECT\n    %s\nFROM %s\nWHERE _partition_id = %s\nGROUP BY GROUPING SETS (%s)\nSETTINGS group_by_use_nulls = 1",
+		Name(m, m.Table+StagingSuffix), names(into), strings.Join(sel, ",\n    "),
+		Name(m, m.Table+DetailSuffix), serving.QS(partitionID), strings.Join(sets, ", "))
+}

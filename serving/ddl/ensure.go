@@ -1,0 +1,146 @@
+package ddl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"goldbridge/serving"
+)
+
+// ErrDrift is returned by Ensure when a live table differs from the expected DDL in a
+// way no safe ALTER can fix.
+var ErrDrift = errors.New("live table differs from the mart definition")
+
+// Change is one difference between a live table and the expected DDL.
+type Change struct {
+	Table  string
+	Column string
+	Want   string // expected type; empty: the column should not exist
+	Have   string // live type; empty: the column is missing
+}
+
+func (c Change) String() string {
+	switch {
+	case c.Have == "":
+		return fmt.Sprintf("%s.%s missing (want %s)", c.Table, c.Column, c.Want)
+	case c.Want == "":
+		return fmt.Sprintf("%s.%s %s not in the mart definition", c.Table, c.Column, c.Have)
+	}
+	return fmt.Sprintf("%s.%s is %s, want %s", c.Table, c.Column, c.Have, c.Want)
+}
+
+// Tables returns the tables of a mart with their expected columns.
+func Tables(m *serving.Mart) map[string][]Column {
+	t := map[string][]Column{
+		m.Table:                 TargetColumns(m),
+		m.Table + StagingSuffix: TargetColumns(m),
+	}
+	if m.Aggregating() {
+		t[m.Table+DetailSuffix] = WireColumns(m)
+	}
+	return t
+}
+
+// Diff compares the live columns of the mart's tables (from system.columns) with the
+// expected ones. safe lists additions of trailing columns that ALTER TABLE ADD COLUMN can
+// apply (a new measure); unsafe lists everything else.
+func Diff(ctx context.Context, conn driver.Conn, m *serving.Mart) (safe, unsafe []Change, err error) {
+	for table, want := range Tables(m) {
+		have, err := liveColumns(ctx, conn, m.Database, table)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(have) == 0 {
+			continue // created by Statements
+		}
+		nk := len(keyColumns(m))
+		for i, c := range want {
+			if i < len(have) {
+				if have[i].Name != c.Name || have[i].Type != c.Type {
+					unsafe = append(unsafe, Change{table, c.Name, c.Type, have[i].Type + " (" + have[i].Name + ")"})
+				}
+				continue
+			}
+			ch := Change{table, c.Name, c.Type, ""}
+			if i >= nk {
+				safe = append(safe, ch)
+			} else {
+				unsafe = append(unsafe, ch)
+			}
+		}
+		for _, h := range have[min(len(have), len(want)):] {
+			unsafe = append(unsafe, Change{table, h.Name, "", h.Type})
+		}
+	}
+	return safe, unsafe, nil
+}
+
+func liveColumns(ctx context.Context, conn driver.Conn, db, table string) ([]Column, error) {
+	rows, err := conn.Query(ctx, "SELECT name, type FROM system.columns WHERE database = ? AND table = ? ORDER BY position", db, table)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s.%s: %w", db, table, err)
+	}
+	defer rows.Close()
+	var out []Column
+	for rows.Next() {
+		var c Column
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Ensure creates the mart's database, tables and view if missing, applies safe
+// ALTER TABLE ADD COLUMNs for new measures (returned), and fails with ErrDrift naming
+// `goldbridge sync --rebuild MART` for any other difference. It never drops data.
+func Ensure(ctx context.Context, conn driver.Conn, m *serving.Mart) ([]Change, error) {
+	stmts := Statements(m)
+	for _, s := range stmts[:len(stmts)-1] {
+		if err := conn.Exec(ctx, s); err != nil {
+			return nil, fmt.Errorf("ddl %s: %w", m.Name, err)
+		}
+	}
+	safe, unsafe, err := Diff(ctx, conn, m)
+	if err != nil {
+		return nil, err
+	}
+	if len(unsafe) > 0 {
+		var s []string
+		for _, c := range unsafe {
+			s = append(s, c.String())
+		}
+		return nil, fmt.Errorf("mart %s: %w: %s; run `goldbridge sync --rebuild %s` to recreate it from Gold",
+			m.Name, ErrDrift, strings.Join(s, "; "), m.Name)
+	}
+	for _, c := range safe {
+		q := fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN IF NOT EXISTS %s %s", Name(m, c.Table), on(m), serving.Q(c.Column), c.Want)
+		if err := conn.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("ddl %s: %w", m.Name, err)
+		}
+	}
+	if err := conn.Exec(ctx, stmts[len(stmts)-1]); err != nil {
+		return nil, fmt.Errorf("ddl %s view: %w", m.Name, err)
+	}
+	return safe, nil
+}
+
+// Drop removes the mart's tables and view (for --rebuild); the sync state rows are
+// the caller's to retire.
+func Drop(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
+	for _, t := range []string{m.Table + ViewSuffix, m.Table, m.Table + StagingSuffix, m.Table + DetailSuffix, m.Table + "_dist"} {
+		kind := "TABLE"
+		if strings.HasSuffix(t, ViewSuffix) {
+			kind = "VIEW"
+		}
+		if err := conn.Exec(ctx, fmt.Sprintf("DROP %s IF EXISTS %s%s SYNC", kind, Name(m, t), on(m))); err != nil {
+			return fmt.Errorf("drop %s: %w", t, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+CREATE DATABASE IF NOT EXISTS `marts`;
+
+CREATE TABLE IF NOT EXISTS `marts`.`_goldbridge_sync`
+(
+    mart LowCardinality(String),
+    partition String,
+    gold_snapshot_id Int64,
+    rows UInt64,
+    checksum String,
+    deleted UInt8,
+    pushed_at DateTime64(6, 'UTC')
+)
+ENGINE = ReplacingMergeTree(pushed_at)
+ORDER BY (mart, partition);
+
+CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi`
+(
+    `report_date` Date,
+    `grouping_level` LowCardinality(String),
+    `country` Nullable(String),
+    `category` Nullable(String),
+    `grouping_country` UInt8,
+    `grouping_category` UInt8,
+    `revenue` Decimal(38, 2),
+    `orders` Int64
+)
+ENGINE = SummingMergeTree((`revenue`, `orders`))
+PARTITION BY toYYYYMMDD(`report_date`)
+ORDER BY (`report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`)
+TTL toDate(`report_date`) + toIntervalDay(120) DELETE
+SETTINGS allow_nullable_key = 1;
+
+CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi__staging`
+(
+    `report_date` Date,
+    `grouping_level` LowCardinality(String),
+    `country` Nullable(String),
+    `category` Nullable(String),
+    `grouping_country` UInt8,
+    `grouping_category` UInt8,
+    `revenue` Decimal(38, 2),
+    `orders` Int64
+)
+ENGINE = SummingMergeTree((`revenue`, `orders`))
+PARTITION BY toYYYYMMDD(`report_date`)
+ORDER BY (`report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`)
+SETTINGS allow_nullable_key = 1;
+
+CREATE OR REPLACE VIEW `marts`.`daily_revenue_kpi_final` AS
+SELECT
+    `report_date`,
+    `country`,
+    `category`,
+    `grouping_country`,
+    `grouping_category`,
+    `grouping_level`,
+    sum(`revenue`) AS `revenue`,
+    sum(`orders`) AS `orders`
+FROM `marts`.`daily_revenue_kpi`
+GROUP BY `report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`;

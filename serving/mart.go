@@ -1,0 +1,298 @@
+// Package serving describes a Gold mart as ClickHouse serves it: the plain model
+// (Mart, Dim, Measure) built by cmd/goldbridge from the config and the Gold table's
+// schema, identifier checks and quoting. The DDL lives in serving/ddl, connections in
+// serving/chconn, the partition push in serving/push and the decision of what to push
+// in sync.
+package serving
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Aggregations of a measure (docs/gold.md).
+const (
+	AggSum           = "sum"
+	AggCount         = "count"
+	AggCountDistinct = "count_distinct"
+	AggAvg           = "avg"
+	AggMin           = "min"
+	AggMax           = "max"
+	AggQuantiles     = "quantiles"
+)
+
+// Grain is the time column of a mart: one Gold partition per value.
+type Grain struct {
+	As   string // column name, e.g. report_date
+	Unit string // hour | day | month
+}
+
+// Dim is one dimension column with its ClickHouse scalar type (String, Int32, Int64,
+// Float64, Bool, Date32, Decimal(38, S), DateTime64(6, 'UTC')); served as Nullable.
+type Dim struct {
+	Name string
+	Type string
+}
+
+// Measure is one aggregate. Type is the ClickHouse type of the finished value for sum,
+// count, min and max, and of the hidden __sum column for avg (Decimal(38, S), Int64 or
+// Float64); count_distinct and quantiles ignore it.
+type Measure struct {
+	Name      string
+	Agg       string
+	Type      string
+	Quantiles []float64
+}
+
+// Mart is one mart's ClickHouse copy.
+type Mart struct {
+	Name       string // mart name (sync state key)
+	Database   string // ClickHouse database
+	Table      string // ClickHouse table; the view is Table+"_final"
+	Cluster    string // ON CLUSTER name; empty for a single server
+	Grain      Grain
+	Dimensions []Dim
+	// Grouping is none | rollup | cube | sets; Sets lists the kept dimensions of each
+	// grouping set for "sets".
+	Grouping    string
+	Sets        [][]string
+	Measures    []Measure
+	PartitionBy string        // day | month: the ClickHouse partition, the unit of replacement
+	HotWindow   time.Duration // grain range served
+	TTL         time.Duration // TTL backstop (0: none)
+	Distinct    string        // uniqExact | uniq
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,126}$`)
+
+// CheckIdent reports whether s is a plain identifier ([A-Za-z_][A-Za-z0-9_]*): the
+// only names goldbridge puts into ClickHouse SQL.
+func CheckIdent(kind, s string) error {
+	if !identRE.MatchString(s) {
+		return fmt.Errorf("invalid %s name %q: want [A-Za-z_][A-Za-z0-9_]*", kind, s)
+	}
+	return nil
+}
+
+// Q quotes a checked identifier with backquotes.
+func Q(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// QS quotes a string literal.
+func QS(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+var typeRE = regexp.MustCompile(`^(String|Int32|Int64|Float64|Bool|Date32|Decimal\(38, [0-9]{1,2}\)|DateTime64\(6, 'UTC'\))$`)
+
+// Validate checks names, types and the combination of settings.
+func (m *Mart) Validate() error {
+	for kind, n := range map[string]string{"mart": m.Name, "database": m.Database, "table": m.Table, "grain": m.Grain.As} {
+		if err := CheckIdent(kind, n); err != nil {
+			return err
+		}
+	}
+	if m.Cluster != "" {
+		if err := CheckIdent("cluster", m.Cluster); err != nil {
+			return err
+		}
+	}
+	switch m.Grain.Unit {
+	case "hour", "day", "month":
+	default:
+		return fmt.Errorf("mart %s: grain unit %q: want hour, day or month", m.Name, m.Grain.Unit)
+	}
+	switch m.PartitionBy {
+	case "day", "month":
+	default:
+		return fmt.Errorf("mart %s: partition_by %q: want day or month", m.Name, m.PartitionBy)
+	}
+	if m.Grain.Unit == "month" && m.PartitionBy == "day" {
+		return fmt.Errorf("mart %s: partition_by day with a month grain", m.Name)
+	}
+	switch m.Distinct {
+	case "uniqExact", "uniq":
+	default:
+		return fmt.Errorf("mart %s: distinct %q: want uniqExact or uniq", m.Name, m.Distinct)
+	}
+	seen := map[string]bool{m.Grain.As: true, "grouping_level": true}
+	add := func(n string) error {
+		if err := CheckIdent("column", n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return fmt.Errorf("mart %s: duplicate column %s", m.Name, n)
+		}
+		seen[n] = true
+		return nil
+	}
+	for _, d := range m.Dimensions {
+		if err := add(d.Name); err != nil {
+			return err
+		}
+		if err := add("grouping_" + d.Name); err != nil {
+			return err
+		}
+		if !typeRE.MatchString(d.Type) {
+			return fmt.Errorf("mart %s: dimension %s: unsupported type %q", m.Name, d.Name, d.Type)
+		}
+	}
+	if len(m.Measures) == 0 {
+		return fmt.Errorf("mart %s: no measures", m.Name)
+	}
+	for _, ms := range m.Measures {
+		if err := add(ms.Name); err != nil {
+			return err
+		}
+		switch ms.Agg {
+		case AggSum, AggCount, AggMin, AggMax, AggAvg:
+			if !typeRE.MatchString(ms.Type) || ms.Type == "String" || ms.Type == "Bool" {
+				return fmt.Errorf("mart %s: measure %s: unsupported type %q", m.Name, ms.Name, ms.Type)
+			}
+		case AggCountDistinct:
+		case AggQuantiles:
+			if len(ms.Quantiles) == 0 {
+				return fmt.Errorf("mart %s: measure %s: no quantile levels", m.Name, ms.Name)
+			}
+		default:
+			return fmt.Errorf("mart %s: measure %s: unknown agg %q", m.Name, ms.Name, ms.Agg)
+		}
+	}
+	switch m.Grouping {
+	case "", "none", "rollup", "cube":
+	case "sets":
+		for _, s := range m.Sets {
+			for _, d := range s {
+				if !slices.ContainsFunc(m.Dimensions, func(x Dim) bool { return x.Name == d }) {
+					return fmt.Errorf("mart %s: grouping set uses unknown dimension %s", m.Name, d)
+				}
+			}
+		}
+	default:
+		return fmt.Errorf("mart %s: grouping %q", m.Name, m.Grouping)
+	}
+	return nil
+}
+
+// Aggregating reports whether the mart needs AggregatingMergeTree: any measure other
+// than sum and count.
+func (m *Mart) Aggregating() bool {
+	for _, ms := range m.Measures {
+		if ms.Agg != AggSum && ms.Agg != AggCount {
+			return true
+		}
+	}
+	return false
+}
+
+// Levels returns the grouping sets (kept dimensions, in declared order), finest first.
+// The detail level (every dimension) is always included: it carries the mergeable
+// lists (docs/gold.md).
+func (m *Mart) Levels() [][]string {
+	all := make([]string, len(m.Dimensions))
+	for i, d := range m.Dimensions {
+		all[i] = d.Name
+	}
+	var out [][]string
+	addSet := func(s []string) {
+		// keep declared order
+		var k []string
+		for _, d := range all {
+			if slices.Contains(s, d) {
+				k = append(k, d)
+			}
+		}
+		for _, o := range out {
+			if slices.Equal(o, k) {
+				return
+			}
+		}
+		out = append(out, k)
+	}
+	addSet(all)
+	switch m.Grouping {
+	case "rollup":
+		for i := len(all) - 1; i >= 0; i-- {
+			addSet(all[:i])
+		}
+	case "cube":
+		n := len(all)
+		for size := n - 1; size >= 0; size-- {
+			for mask := 0; mask < 1<<n; mask++ {
+				var s []string
+				for i := range n {
+					if mask&(1<<i) != 0 {
+						s = append(s, all[i])
+					}
+				}
+				if len(s) == size {
+					addSet(s)
+				}
+			}
+		}
+	case "sets":
+		for _, s := range m.Sets {
+			addSet(s)
+		}
+	}
+	return out
+}
+
+// LevelName is the grouping_level value of a set of kept dimensions: detail, total or
+// by_<dim>[_<dim>...].
+func (m *Mart) LevelName(kept []string) string {
+	switch {
+	case len(kept) == len(m.Dimensions):
+		return "detail"
+	case len(kept) == 0:
+		return "total"
+	}
+	return "by_" + strings.Join(kept, "_")
+}
+
+// GrainType is the ClickHouse type of the grain column.
+func (m *Mart) GrainType() string {
+	if m.Grain.Unit == "hour" {
+		return "DateTime64(6, 'UTC')"
+	}
+	return "Date"
+}
+
+// PartitionExpr is the PARTITION BY expression.
+func (m *Mart) PartitionExpr() string {
+	if m.PartitionBy == "month" {
+		return "toYYYYMM(" + Q(m.Grain.As) + ")"
+	}
+	return "toYYYYMMDD(" + Q(m.Grain.As) + ")"
+}
+
+// PartitionID is the ClickHouse partition id of the partition holding t.
+func (m *Mart) PartitionID(t time.Time) string {
+	t = t.UTC()
+	if m.PartitionBy == "month" {
+		return t.Format("200601")
+	}
+	return t.Format("20060102")
+}
+
+// PartitionRange returns [start, end) of the ClickHouse partition holding t.
+func (m *Mart) PartitionRange(t time.Time) (time.Time, time.Time) {
+	t = t.UTC()
+	if m.PartitionBy == "month" {
+		s := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+		return s, s.AddDate(0, 1, 0)
+	}
+	s := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	return s, s.AddDate(0, 0, 1)
+}
+
+// ParsePartitionID is the inverse of PartitionID: the start of the partition.
+func (m *Mart) ParsePartitionID(id string) (time.Time, error) {
+	layout := "20060102"
+	if m.PartitionBy == "month" {
+		layout = "200601"
+	}
+	return time.ParseInLocation(layout, id, time.UTC)
+}

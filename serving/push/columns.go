@@ -1,0 +1,298 @@
+package push
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ClickHouse/ch-go/proto"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"goldbridge/serving/ddl"
+)
+
+// column is one insert column filled from Arrow arrays without per-row allocation.
+type column struct {
+	name   string
+	col    proto.Column
+	append func(a arrow.Array, from, to int) error
+}
+
+// nullable is Nullable(T) over any inner column: a null map, then the values.
+type nullable struct {
+	nulls proto.ColUInt8
+	inner proto.Column
+}
+
+func (c *nullable) Type() proto.ColumnType {
+	return proto.ColumnType("Nullable(" + string(c.inner.Type()) + ")")
+}
+func (c *nullable) Rows() int { return c.nulls.Rows() }
+func (c *nullable) EncodeColumn(b *proto.Buffer) {
+	c.nulls.EncodeColumn(b)
+	c.inner.EncodeColumn(b)
+}
+func (c *nullable) WriteColumn(w *proto.Writer) { w.ChainBuffer(c.EncodeColumn) }
+func (c *nullable) DecodeColumn(*proto.Reader, int) error {
+	return fmt.Errorf("nullable: decode not supported")
+}
+func (c *nullable) Reset() { c.nulls.Reset(); c.inner.Reset() }
+
+// newColumn builds the insert column of a ClickHouse type.
+func newColumn(c ddl.Column) (*column, error) {
+	t := c.Type
+	if inner, ok := strings.CutPrefix(t, "Nullable("); ok {
+		base, err := newColumn(ddl.Column{Name: c.Name, Type: strings.TrimSuffix(inner, ")")})
+		if err != nil {
+			return nil, err
+		}
+		n := &nullable{inner: base.col}
+		return &column{name: c.Name, col: n, append: func(a arrow.Array, from, to int) error {
+			for i := from; i < to; i++ {
+				if a.IsNull(i) {
+					n.nulls.Append(1)
+				} else {
+					n.nulls.Append(0)
+				}
+			}
+			return base.append(a, from, to) // nulls append the zero value
+		}}, nil
+	}
+	if inner, ok := strings.CutPrefix(t, "SimpleAggregateFunction("); ok {
+		_, typ, _ := strings.Cut(strings.TrimSuffix(inner, ")"), ", ")
+		col, err := newColumn(ddl.Column{Name: c.Name, Type: typ})
+		if err != nil {
+			return nil, err
+		}
+		col.col = proto.Alias(col.col, proto.ColumnType(t))
+		return col, nil
+	}
+	out := &column{name: c.Name}
+	switch {
+	case t == "Date":
+		var col proto.ColDate
+		out.col = &col
+		out.append = func(a arrow.Array, from, to int) error {
+			d, ok := a.(*array.Date32)
+			if !ok {
+				return typeErr(c, a)
+			}
+			for i := from; i < to; i++ {
+				col = append(col, proto.Date(d.Value(i)))
+			}
+			return nil
+		}
+	case t == "Date32":
+		var col proto.ColDate32
+		out.col = &col
+		out.append = func(a arrow.Array, from, to int) error {
+			d, ok := a.(*array.Date32)
+			if !ok {
+				return typeErr(c, a)
+			}
+			for i := from; i < to; i++ {
+				col = append(col, proto.Date32(d.Value(i)))
+			}
+			return nil
+		}
+	case t == "DateTime64(6, 'UTC')":
+		var col proto.ColInt64
+		out.col = proto.Alias(&col, proto.ColumnType(t))
+		out.append = func(a arrow.Array, from, to int) error {
+			ts, ok := a.(*array.Timestamp)
+			if !ok {
+				return typeErr(c, a)
+			}
+			mul := int64(1)
+			switch ts.DataType().(*arrow.TimestampType).Unit {
+			case arrow.Second:
+				mul = 1e6
+			case arrow.Millisecond:
+				mul = 1e3
+			case arrow.Nanosecond:
+				mul = -1000
+			}
+			for i := from; i < to; i++ {
+				v := int64(ts.Value(i))
+				if mul > 0 {
+					v *= mul
+				} else {
+					v /= -mul
+				}
+				col = append(col, v)
+			}
+			return nil
+		}
+	case t == "String" || t == "LowCardinality(String)":
+		str := new(proto.ColStr)
+		var add func(string)
+		if t == "String" {
+			out.col, add = str, str.Append
+		} else {
+			lc := proto.NewLowCardinality[string](str)
+			out.col, add = lc, lc.Append
+		}
+		out.append = func(a arrow.Array, from, to int) error {
+			switch s := a.(type) {
+			case *array.String:
+				for i := from; i < to; i++ {
+					add(s.Value(i))
+				}
+			case *array.LargeString:
+				for i := from; i < to; i++ {
+					add(s.Value(i))
+				}
+			default:
+				return typeErr(c, a)
+			}
+			return nil
+		}
+	case t == "Int64":
+		var col proto.ColInt64
+		out.col = &col
+		out.append = func(a arrow.Array, from, to int) error {
+			switch v := a.(type) {
+			case *array.Int64:
+				col = append(col, v.Int64Values()[from:to]...)
+			case *array.Int32:
+				for i := from; i < to; i++ {
+					col = append(col, int64(v.Value(i)))
+				}
+			default:
+				return typeErr(c, a)
+			}
+			return nil
+		}
+	case t == "Int32":
+		var col proto.ColInt32
+		out.col = &col
+		out.append = func(a arrow.Array, from, to int) error {
+			v, ok := a.(*array.Int32)
+			if !ok {
+				return typeErr(c, a)
+			}
+			col = append(col, v.Int32Values()[from:to]...)
+			return nil
+		}
+	case t == "UInt8":
+		var col proto.ColUInt8
+		out.col = &col
+		out.append = func(a arrow.Array, from, to int) error {
+			v, ok := a.(*array.Int32)
+			if !ok {
+				return typeErr(c, a)
+			}
+			for i := from; i < to; i++ {
+				col = append(col, uint8(v.Value(i)))
+			}
+			return nil
+		}
+	case t == "Bool":
+		var col proto.ColBool
+		out.col = &col
+		out.append = func(a arrow.Array, from, to int) error {
+			v, ok := a.(*array.Boolean)
+			if !ok {
+				return typeErr(c, a)
+			}
+			for i := from; i < to; i++ {
+				col = append(col, v.Value(i))
+			}
+			return nil
+		}
+	case t == "Float64":
+		var col proto.ColFloat64
+		out.col = &col
+		out.append = func(a arrow.Array, from, to int) error {
+			v, ok := a.(*array.Float64)
+			if !ok {
+				return typeErr(c, a)
+			}
+			col = append(col, v.Float64Values()[from:to]...)
+			return nil
+		}
+	case strings.HasPrefix(t, "Decimal(38, "):
+		var col proto.ColDecimal128
+		out.col = proto.Alias(&col, proto.ColumnType(t))
+		out.append = func(a arrow.Array, from, to int) error {
+			v, ok := a.(*array.Decimal128)
+			if !ok {
+				return typeErr(c, a)
+			}
+			for i := from; i < to; i++ {
+				n := v.Value(i)
+				col = append(col, proto.Decimal128{Low: n.LowBits(), High: uint64(n.HighBits())})
+			}
+			return nil
+		}
+	case t == "Array(String)":
+		arr := proto.NewArray[string](new(proto.ColStr))
+		out.col = arr
+		out.append = func(a arrow.Array, from, to int) error {
+			return appendList(c, arr, a, from, to, func(vals arrow.Array, s, e int) error {
+				switch sv := vals.(type) {
+				case *array.String:
+					for j := s; j < e; j++ {
+						arr.Data.Append(sv.Value(j))
+					}
+				case *array.LargeString:
+					for j := s; j < e; j++ {
+						arr.Data.Append(sv.Value(j))
+					}
+				default:
+					return typeErr(c, vals)
+				}
+				return nil
+			})
+		}
+	case t == "Array(Float64)":
+		arr := proto.NewArray[float64](new(proto.ColFloat64))
+		out.col = arr
+		out.append = func(a arrow.Array, from, to int) error {
+			return appendList(c, arr, a, from, to, func(vals arrow.Array, s, e int) error {
+				fv, ok := vals.(*array.Float64)
+				if !ok {
+					return typeErr(c, vals)
+				}
+				for j := s; j < e; j++ {
+					arr.Data.Append(fv.Value(j))
+				}
+				return nil
+			})
+		}
+	default:
+		return nil, fmt.Errorf("column %s: unsupported ClickHouse type %s", c.Name, t)
+	}
+	return out, nil
+}
+
+// appendList appends list rows [from, to) (NULL lists as empty arrays): elems appends
+// the flattened values, then the offsets are extended.
+func appendList[T any](c ddl.Column, arr *proto.ColArr[T], a arrow.Array, from, to int, elems func(vals arrow.Array, s, e int) error) error {
+	var offsets func(i int) (int, int)
+	var vals arrow.Array
+	switch l := a.(type) {
+	case *array.List:
+		vals = l.ListValues()
+		offsets = func(i int) (int, int) { s, e := l.ValueOffsets(i); return int(s), int(e) }
+	case *array.LargeList:
+		vals = l.ListValues()
+		offsets = func(i int) (int, int) { s, e := l.ValueOffsets(i); return int(s), int(e) }
+	default:
+		return typeErr(c, a)
+	}
+	for i := from; i < to; i++ {
+		if !a.IsNull(i) {
+			s, e := offsets(i)
+			if err := elems(vals, s, e); err != nil {
+				return err
+			}
+		}
+		arr.Offsets = append(arr.Offsets, uint64(arr.Data.Rows()))
+	}
+	return nil
+}
+
+func typeErr(c ddl.Column, a arrow.Array) error {
+	return fmt.Errorf("column %s (%s): unexpected Arrow type %s", c.Name, c.Type, a.DataType())
+}

@@ -1,0 +1,92 @@
+package sync_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving/chtest"
+	gbsync "goldbridge/sync"
+)
+
+// BenchmarkPush pushes 4 days × 250k Gold rows (SummingMergeTree mart) from Iceberg
+// into the local ClickHouse, then measures ClickHouse's own bulk load of the same rows
+// (Native-format bodies over HTTP, one stream per connection as the push uses) as the
+// ceiling, and reports both and their ratio.
+func BenchmarkPush(b *testing.B) {
+	const perDay, nDays = 250_000, 4
+	ctx := context.Background()
+	db := chtest.Database(b)
+	c := client(b, db)
+	lh := lakehousetest.Open(b)
+	m := testMart(db, false)
+	days := daysFrom(day0, nDays)
+	var rows []goldRow
+	for _, d := range days {
+		for i := range perDay {
+			rows = append(rows, goldRow{day: d, country: strp(fmt.Sprintf("C%03d", i%200)), category: strp(fmt.Sprintf("k%d", i)),
+				level: "detail", revenue: int64(i) * 7, orders: int64(i % 13)})
+		}
+	}
+	tbl := writeGold(b, lh, rows, days)
+	now := day0.AddDate(0, 0, nDays)
+	clock := func() time.Time { return now }
+	total := float64(perDay * nDays)
+
+	var pushSec float64
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2})
+		if err != nil || res.Rows != int64(total) {
+			b.Fatalf("push: %v rows %d", err, res.Rows)
+		}
+		pushSec += time.Since(start).Seconds()
+	}
+	b.StopTimer()
+	pushRate := total * float64(b.N) / pushSec
+
+	// Ceiling: the same rows as Native bodies, loaded by ClickHouse itself.
+	httpURL := chtest.Server(b).HTTPURL()
+	post := func(q string, body io.Reader) []byte {
+		resp, err := http.Post(httpURL+"/?"+url.Values{"query": {q}, "async_insert": {"0"}}.Encode(), "application/octet-stream", body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: %s", q, out)
+		}
+		return out
+	}
+	post(fmt.Sprintf("CREATE TABLE `%s`.ceiling AS `%s`.daily_revenue_kpi__staging", db, db), nil)
+	var bodies [2][]byte
+	for i := range bodies {
+		bodies[i] = post(fmt.Sprintf("SELECT * FROM `%s`.daily_revenue_kpi WHERE toDayOfMonth(report_date) %% 2 = %d ORDER BY report_date FORMAT Native", db, i), nil)
+	}
+	start := time.Now()
+	var wg gosync.WaitGroup
+	for i := range bodies {
+		wg.Go(func() { post(fmt.Sprintf("INSERT INTO `%s`.ceiling FORMAT Native", db), bytes.NewReader(bodies[i])) })
+	}
+	wg.Wait()
+	ceil := total / time.Since(start).Seconds()
+	b.ReportMetric(pushRate, "push_rows/s")
+	b.ReportMetric(ceil, "ch_bulk_rows/s")
+	b.ReportMetric(pushRate/ceil, "ratio")
+
+	// No-change sync time.
+	start = time.Now()
+	if res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != 0 {
+		b.Fatalf("no-change sync: %v %v", res.Pushed, err)
+	}
+	b.ReportMetric(time.Since(start).Seconds()*1000, "nochange_sync_ms")
+}

@@ -1,0 +1,346 @@
+// Package sync keeps the hot window of each Gold mart in ClickHouse equal to Gold: it
+// decides what changed (Gold's per-partition last-updated snapshot against the
+// _goldbridge_sync table), pushes those partitions with serving/push, drops partitions
+// that left the window, and reconciles (Check) the two tiers.
+//
+// Promise: when Sync returns nil, every hot partition of the mart in ClickHouse holds the
+// Gold content of the snapshot Sync planned from, and no partition outside the window
+// remains. When it returns an error (or the process dies), each partition holds its old
+// or its new content, never a mix and never a double count; running Sync again
+// converges. Pushing a partition twice never changes totals. A mart whose circuit is
+// open (Gold table property goldbridge.circuit=open) is not touched.
+//
+// Run one Sync per mart at a time: pushes of one mart share its staging tables.
+package sync
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
+	"github.com/cespare/xxhash/v2"
+
+	"goldbridge/serving"
+	"goldbridge/serving/chconn"
+	"goldbridge/serving/ddl"
+	"goldbridge/serving/push"
+)
+
+// CircuitProperty is the Gold table property holding the circuit breaker state.
+const CircuitProperty = "goldbridge.circuit"
+
+// Options tune a sync.
+type Options struct {
+	Now         func() time.Time // clock (tests); default time.Now
+	Parallelism int              // partitions pushed at once (default 2)
+	BatchRows   int              // rows per insert block (default 100000)
+	Force       bool             // push every hot partition
+	Only        []string         // push these partition ids too (repair)
+	Rebuild     bool             // drop and recreate the ClickHouse tables first
+	Fault       func(partition, step string) error
+	Log         *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Parallelism <= 0 {
+		o.Parallelism = 2
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Planned is one partition to push and why.
+type Planned struct {
+	push.Partition
+	Reason string // new | changed | missing | forced | repair
+}
+
+// Plan says what a sync does.
+type Plan struct {
+	Hot  []push.Partition // every hot partition Gold has, oldest first
+	Push []Planned
+	Drop []string // ClickHouse partitions to drop (out of the window, or gone from Gold)
+}
+
+// Result of a sync.
+type Result struct {
+	Skipped   string // why nothing was done (circuit open, serving disabled)
+	Added     []ddl.Change
+	Pushed    []Planned
+	Rows      int64
+	Dropped   []string
+	Unchanged int
+	Elapsed   time.Duration
+}
+
+// Cutoff is the first grain instant inside the hot window: the start of today (UTC,
+// from the clock) minus the window. The window follows the clock rather than Gold's
+// newest partition so that it agrees with the TTL backstop.
+func Cutoff(m *serving.Mart, now time.Time) time.Time {
+	d := now.UTC().Truncate(24 * time.Hour)
+	return d.Add(-m.HotWindow)
+}
+
+// GoldPartitions groups the Gold table's partitions (Inspect().Partitions) into
+// ClickHouse partitions: snapshot = newest last-updated snapshot, checksum = hash of
+// (grain, snapshot, record count) of the Gold partitions inside.
+func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]push.Partition, error) {
+	rr, err := tbl.Inspect().Partitions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gold partitions %s: %w", m.Name, err)
+	}
+	defer rr.Release()
+	type gp struct {
+		t    time.Time
+		snap int64
+		n    int64
+	}
+	by := map[string][]gp{}
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		sch := rec.Schema()
+		pcol := rec.Column(sch.FieldIndices("partition")[0]).(*array.Struct)
+		rc := rec.Column(sch.FieldIndices("record_count")[0]).(*array.Int64)
+		sc := rec.Column(sch.FieldIndices("last_updated_snapshot_id")[0]).(*array.Int64)
+		st := pcol.DataType().(*arrow.StructType)
+		fi, ok := st.FieldIdx(m.Grain.As)
+		if !ok {
+			return nil, fmt.Errorf("gold %s: not partitioned by %s", m.Name, m.Grain.As)
+		}
+		vals := pcol.Field(fi)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if vals.IsNull(i) || rc.Value(i) == 0 {
+				continue
+			}
+			var t time.Time
+			switch v := vals.(type) {
+			case *array.Date32:
+				t = v.Value(i).ToTime()
+			case *array.Int32:
+				t = time.Unix(int64(v.Value(i))*86400, 0).UTC()
+			case *array.Timestamp:
+				t = time.UnixMicro(int64(v.Value(i))).UTC()
+			case *array.Int64:
+				t = time.UnixMicro(v.Value(i)).UTC()
+			default:
+				return nil, fmt.Errorf("gold %s: partition type %s", m.Name, vals.DataType())
+			}
+			id := m.PartitionID(t)
+			by[id] = append(by[id], gp{t, sc.Value(i), rc.Value(i)})
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return nil, err
+	}
+	var out []push.Partition
+	for id, gps := range by {
+		sort.Slice(gps, func(i, j int) bool { return gps[i].t.Before(gps[j].t) })
+		h := xxhash.New()
+		var snap int64
+		for _, g := range gps {
+			fmt.Fprintf(h, "%d:%d:%d;", g.t.UnixMicro(), g.snap, g.n)
+			snap = max(snap, g.snap)
+		}
+		s, e := m.PartitionRange(gps[0].t)
+		out = append(out, push.Partition{ID: id, Start: s, End: e, SnapshotID: snap, Checksum: strconv.FormatUint(h.Sum64(), 16)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out, nil
+}
+
+// livePartitions returns the active partitions of the target table with their rows.
+func livePartitions(ctx context.Context, c *chconn.Client, m *serving.Mart) (map[string]uint64, error) {
+	rows, err := c.Conn().Query(ctx, "SELECT partition_id, sum(rows) FROM system.parts WHERE database = ? AND table = ? AND active GROUP BY partition_id",
+		m.Database, m.Table)
+	if err != nil {
+		return nil, fmt.Errorf("parts of %s: %w", m.Table, err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var id string
+		var n uint64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}
+
+// MakePlan decides what to push and drop.
+func MakePlan(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) (Plan, error) {
+	opt.defaults()
+	gold, err := GoldPartitions(ctx, m, tbl)
+	if err != nil {
+		return Plan{}, err
+	}
+	states, err := push.States(ctx, c, m)
+	if err != nil {
+		return Plan{}, err
+	}
+	live, err := livePartitions(ctx, c, m)
+	if err != nil {
+		return Plan{}, err
+	}
+	cutoff := Cutoff(m, opt.Now())
+	var p Plan
+	hot := map[string]bool{}
+	for _, g := range gold {
+		if !g.End.After(cutoff) {
+			continue
+		}
+		hot[g.ID] = true
+		p.Hot = append(p.Hot, g)
+		st, have := states[g.ID]
+		_, isLive := live[g.ID]
+		reason := ""
+		switch {
+		case opt.Force:
+			reason = "forced"
+		case slices.Contains(opt.Only, g.ID):
+			reason = "repair"
+		case !have:
+			reason = "new"
+		case st.SnapshotID != g.SnapshotID || st.Checksum != g.Checksum:
+			reason = "changed"
+		case !isLive && st.Rows > 0:
+			reason = "missing"
+		}
+		if reason != "" {
+			p.Push = append(p.Push, Planned{g, reason})
+		}
+	}
+	for id := range live {
+		if !hot[id] {
+			p.Drop = append(p.Drop, id)
+		}
+	}
+	for id := range states {
+		if !hot[id] && !slices.Contains(p.Drop, id) {
+			p.Drop = append(p.Drop, id)
+		}
+	}
+	sort.Strings(p.Drop)
+	return p, nil
+}
+
+// Sync brings the mart's hot window in ClickHouse up to the Gold table tbl (see the
+// package doc for the promise).
+func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) (Result, error) {
+	opt.defaults()
+	start := time.Now()
+	var res Result
+	if tbl.Properties()[CircuitProperty] == "open" {
+		res.Skipped = "circuit open: " + tbl.Properties()[CircuitProperty+".reason"]
+		opt.Log.Warn("sync skipped: circuit open", "mart", m.Name, "reason", tbl.Properties()[CircuitProperty+".reason"])
+		return res, nil
+	}
+	if opt.Rebuild {
+		if err := c.Retry(ctx, func(ctx context.Context) error { return ddl.Drop(ctx, c.Conn(), m) }); err != nil {
+			return res, err
+		}
+		opt.Force = true
+	}
+	var err error
+	if err = c.Retry(ctx, func(ctx context.Context) error {
+		res.Added, err = ddl.Ensure(ctx, c.Conn(), m)
+		return err
+	}); err != nil {
+		return res, err
+	}
+	var plan Plan
+	if err = c.Retry(ctx, func(ctx context.Context) error {
+		plan, err = MakePlan(ctx, c, m, tbl, opt)
+		return err
+	}); err != nil {
+		return res, err
+	}
+	res.Unchanged = len(plan.Hot) - len(plan.Push)
+
+	// Push in parallel, each partition retried as a whole on connection errors.
+	var (
+		mu   gosync.Mutex
+		wg   gosync.WaitGroup
+		errs []error
+		sem  = make(chan struct{}, opt.Parallelism)
+	)
+	for _, pp := range plan.Push {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var fault func(string) error
+			if opt.Fault != nil {
+				fault = func(step string) error { return opt.Fault(pp.ID, step) }
+			}
+			var r push.Result
+			err := c.Retry(ctx, func(ctx context.Context) error {
+				var err error
+				r, err = push.Push(ctx, c, m, tbl, pp.Partition, push.Options{BatchRows: opt.BatchRows, Fault: fault, Now: opt.Now})
+				return err
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			opt.Log.Debug("pushed", "partition", pp.ID, "reason", pp.Reason, "rows", r.Rows,
+				"snapshot", pp.SnapshotID, "seconds", r.Elapsed.Seconds())
+			res.Pushed = append(res.Pushed, pp)
+			res.Rows += r.Rows
+		}()
+	}
+	wg.Wait()
+	sort.Slice(res.Pushed, func(i, j int) bool { return res.Pushed[i].ID < res.Pushed[j].ID })
+	if len(errs) > 0 {
+		res.Elapsed = time.Since(start)
+		return res, fmt.Errorf("sync %s: %d of %d partitions failed: %w", m.Name, len(errs), len(plan.Push), errs[0])
+	}
+	for _, id := range plan.Drop {
+		err := c.Retry(ctx, func(ctx context.Context) error {
+			if err := c.Conn().Exec(ctx, "ALTER TABLE "+ddl.Name(m, m.Table)+" DROP PARTITION ID "+serving.QS(id)); err != nil {
+				return err
+			}
+			return push.RecordState(ctx, c, m, push.State{Partition: id, Deleted: true, PushedAt: opt.Now()})
+		})
+		if err != nil {
+			return res, fmt.Errorf("sync %s: drop partition %s: %w", m.Name, id, err)
+		}
+		opt.Log.Info("dropped partition (left the hot window)", "mart", m.Name, "partition", id)
+		res.Dropped = append(res.Dropped, id)
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// Summary is a one-line description of a result.
+func (r Result) Summary(mart string) string {
+	if r.Skipped != "" {
+		return fmt.Sprintf("sync %s: skipped (%s)", mart, r.Skipped)
+	}
+	var ids []string
+	for _, p := range r.Pushed {
+		ids = append(ids, p.ID+"("+p.Reason+")")
+	}
+	s := fmt.Sprintf("sync %s: pushed %d partitions (%d rows), %d unchanged, dropped %d, %.2fs",
+		mart, len(r.Pushed), r.Rows, r.Unchanged, len(r.Dropped), r.Elapsed.Seconds())
+	if len(ids) > 0 && len(ids) <= 10 {
+		s += ": " + strings.Join(ids, " ")
+	}
+	return s
+}

@@ -1,0 +1,332 @@
+package sync_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving"
+	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtest"
+	"goldbridge/serving/push"
+	gbsync "goldbridge/sync"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("GB_TEST_PUSHER") != "" {
+		os.Exit(runPusher())
+	}
+	chtest.Main(m)
+}
+
+var day0 = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+
+func client(t testing.TB, db string) *chconn.Client {
+	t.Helper()
+	srv := chtest.Server(t)
+	c, err := chconn.Open(context.Background(), chconn.Options{Addresses: []string{srv.TCPAddr()}, Database: db, MaxRetries: 3, RetryBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// finalRows reads <t>_final as canonical strings, one per row.
+func finalRows(t testing.TB, c *chconn.Client, m *serving.Mart) []string {
+	t.Helper()
+	q := fmt.Sprintf("SELECT toString(report_date), ifNull(country, '∅'), ifNull(category, '∅'), grouping_country, grouping_category, toString(grouping_level), toString(revenue), orders %s FROM `%s`.`%s_final`",
+		map[bool]string{true: ", customers, toString(avg_order)", false: ""}[m.Aggregating()], m.Database, m.Table)
+	rows, err := c.Conn().Query(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d, co, ca, lv, rev, avg string
+		var gc, gk uint8
+		var orders, cust int64
+		dest := []any{&d, &co, &ca, &gc, &gk, &lv, &rev, &orders}
+		if m.Aggregating() {
+			dest = append(dest, &cust, &avg)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			t.Fatal(err)
+		}
+		s := fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d", d, co, ca, gc, gk, lv, decimal.RequireFromString(rev).StringFixed(2), orders)
+		if m.Aggregating() {
+			s += fmt.Sprintf("|%d|%s", cust, decimal.RequireFromString(avg).StringFixed(8))
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func goldStrings(rows []goldRow, m *serving.Mart, from time.Time) []string {
+	var out []string
+	for _, r := range rows {
+		if r.day.Before(from) {
+			continue
+		}
+		n := func(p *string) string {
+			if p == nil {
+				return "∅"
+			}
+			return *p
+		}
+		s := fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d", r.day.Format("2006-01-02"), n(r.country), n(r.category), r.gCountry, r.gCategory, r.level,
+			decimal.New(r.revenue, -2).StringFixed(2), r.orders)
+		if m.Aggregating() {
+			s += fmt.Sprintf("|%d|%s", r.customers, decimal.New(r.avgOrder, -8).StringFixed(8))
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func scalar[T any](t testing.TB, c *chconn.Client, q string) T {
+	t.Helper()
+	var v T
+	if err := c.Conn().QueryRow(context.Background(), q).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+func TestSyncAcceptance(t *testing.T) {
+	for _, agg := range []bool{true, false} {
+		t.Run(map[bool]string{true: "aggregating", false: "summing"}[agg], func(t *testing.T) {
+			ctx := context.Background()
+			db := chtest.Database(t)
+			c := client(t, db)
+			lh := lakehousetest.Open(t)
+			m := testMart(db, agg)
+			if err := m.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			days := daysFrom(day0, 14)
+			orders := genOrders(1, days, 400)
+			rows := goldRows(orders)
+			tbl := writeGold(t, lh, rows, days)
+			now := day0.AddDate(0, 0, 14).Add(5 * time.Hour) // hot: days >= May 5 (10 days)
+			clock := func() time.Time { return now }
+			hotFrom := gbsync.Cutoff(m, now)
+
+			res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Pushed) != 10 {
+				t.Fatalf("pushed %d partitions, want 10: %s", len(res.Pushed), res.Summary(m.Name))
+			}
+			want := goldStrings(rows, m, hotFrom)
+			if got := finalRows(t, c, m); !slices.Equal(got, want) {
+				t.Fatalf("_final differs from Gold: %d vs %d rows\nfirst got %v\nfirst want %v", len(got), len(want), head(got), head(want))
+			}
+			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				t.Fatalf("check: %v %v", drifts, err)
+			}
+			if agg {
+				// Unique customers over 7 days by merging daily states = distinct of the union.
+				from := day0.AddDate(0, 0, 7)
+				got := scalar[uint64](t, c, fmt.Sprintf("SELECT uniqExactMerge(customers__state) FROM `%s`.daily_revenue_kpi WHERE grouping_level = 'total' AND report_date >= '%s' AND report_date < '%s'",
+					db, from.Format("2006-01-02"), from.AddDate(0, 0, 7).Format("2006-01-02")))
+				set := map[string]bool{}
+				for _, o := range orders {
+					if !o.day.Before(from) && o.day.Before(from.AddDate(0, 0, 7)) {
+						set[o.customer] = true
+					}
+				}
+				if got != uint64(len(set)) {
+					t.Fatalf("7-day unique customers: clickhouse %d, silver %d", got, len(set))
+				}
+			}
+
+			parts := func() uint64 {
+				return scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM system.parts WHERE database = '%s' AND table = 'daily_revenue_kpi' AND active", db))
+			}
+			total := func() string {
+				return scalar[string](t, c, fmt.Sprintf("SELECT toString(sum(revenue)) FROM `%s`.daily_revenue_kpi_final", db))
+			}
+			p0, t0 := parts(), total()
+
+			// Sync twice: nothing pushed, parts stable.
+			start := time.Now()
+			res, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			if err != nil || len(res.Pushed) != 0 || len(res.Dropped) != 0 {
+				t.Fatalf("second sync pushed %v dropped %v err %v", res.Pushed, res.Dropped, err)
+			}
+			t.Logf("no-change sync over %d partitions: %s", res.Unchanged, time.Since(start))
+			if parts() != p0 || total() != t0 {
+				t.Fatalf("second sync changed parts %d→%d or totals %s→%s", p0, parts(), t0, total())
+			}
+
+			// Forced re-push keeps totals.
+			res, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true})
+			if err != nil || len(res.Pushed) != 10 {
+				t.Fatalf("forced: %v %v", len(res.Pushed), err)
+			}
+			if total() != t0 || !slices.Equal(finalRows(t, c, m), want) {
+				t.Fatalf("forced re-push changed totals %s → %s", t0, total())
+			}
+
+			// A late change to an old day re-pushes that day only.
+			late := day0.AddDate(0, 0, 6)
+			orders2 := append(slices.Clone(orders), order{late, strp("DE"), "books", 12345, "late-customer"})
+			rows2 := goldRows(orders2)
+			var lateRows []goldRow
+			for _, r := range rows2 {
+				if r.day.Equal(late) {
+					lateRows = append(lateRows, r)
+				}
+			}
+			tbl = writeGold(t, lh, lateRows, []time.Time{late})
+			res, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			if err != nil || len(res.Pushed) != 1 || res.Pushed[0].ID != "20260507" || res.Pushed[0].Reason != "changed" {
+				t.Fatalf("late change: %s %v", res.Summary(m.Name), err)
+			}
+			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows2, m, hotFrom)) {
+				t.Fatal("_final differs from Gold after the late change")
+			}
+
+			// A day leaving the window is dropped in ClickHouse (and kept in Iceberg).
+			now = now.AddDate(0, 0, 2)
+			res, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			if err != nil || !slices.Equal(res.Dropped, []string{"20260505", "20260506"}) || len(res.Pushed) != 0 {
+				t.Fatalf("window move: %s %v", res.Summary(m.Name), err)
+			}
+			if n := scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM `%s`.daily_revenue_kpi WHERE report_date < '2026-05-07'", db)); n != 0 {
+				t.Fatalf("%d rows left outside the window", n)
+			}
+			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows2, m, gbsync.Cutoff(m, now))) {
+				t.Fatal("_final differs from Gold after the window moved")
+			}
+			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				t.Fatalf("check: %v %v", drifts, err)
+			}
+			gp, _ := gbsync.GoldPartitions(ctx, m, tbl)
+			if len(gp) != 14 {
+				t.Fatalf("gold lost partitions: %d", len(gp))
+			}
+
+			// Drift is found and repaired.
+			if err := c.Conn().Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.daily_revenue_kpi DROP PARTITION ID '20260510'", db)); err != nil {
+				t.Fatal(err)
+			}
+			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			if err != nil || !slices.Equal(gbsync.DriftPartitions(drifts), []string{"20260510"}) {
+				t.Fatalf("check after damage: %v %v", drifts, err)
+			}
+			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
+				t.Fatal(err)
+			}
+			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				t.Fatalf("check after repair: %v %v", drifts, err)
+			}
+		})
+	}
+}
+
+func head(s []string) []string { return s[:min(3, len(s))] }
+
+// TestFaultSweep injects a failure before every step of a push of every partition in
+// turn; after each failure ClickHouse holds old or new per partition (check the totals
+// of the old/new content), and the next sync converges with zero drift.
+func TestFaultSweep(t *testing.T) {
+	ctx := context.Background()
+	db := chtest.Database(t)
+	c := client(t, db)
+	lh := lakehousetest.Open(t)
+	m := testMart(db, true)
+	days := daysFrom(day0, 3)
+	orders := genOrders(2, days, 100)
+	tbl := writeGold(t, lh, goldRows(orders), days)
+	now := day0.AddDate(0, 0, 3)
+	clock := func() time.Time { return now }
+	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	version := 0
+	for _, step := range push.Steps {
+		version++
+		// New Gold content for every day.
+		orders = genOrders(uint64(10+version), days, 100)
+		rows := goldRows(orders)
+		tbl = writeGold(t, lh, rows, days)
+		before := finalRows(t, c, m)
+		_, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Parallelism: 1, Fault: func(p, s string) error {
+			if p == "20260502" && s == step {
+				return push.ErrFault
+			}
+			return nil
+		}})
+		if !errors.Is(err, push.ErrFault) {
+			t.Fatalf("step %s: want the injected fault, got %v", step, err)
+		}
+		// Partition 20260502 is old or new, never a mix.
+		mid := finalRows(t, c, m)
+		newDay := filterDay(goldStrings(rows, m, day0), "2026-05-02")
+		oldDay := filterDay(before, "2026-05-02")
+		gotDay := filterDay(mid, "2026-05-02")
+		if !slices.Equal(gotDay, newDay) && !slices.Equal(gotDay, oldDay) {
+			t.Fatalf("step %s: partition is neither old nor new", step)
+		}
+		if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+			t.Fatalf("step %s: converge: %v", step, err)
+		}
+		if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			t.Fatalf("step %s: drift after converge: %v %v", step, drifts, err)
+		}
+		if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
+			t.Fatalf("step %s: _final differs from Gold", step)
+		}
+	}
+}
+
+func filterDay(rows []string, day string) []string {
+	var out []string
+	for _, r := range rows {
+		if strings.HasPrefix(r, day+"|") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestSyncOverHTTP pushes through the HTTP interface (Native-format bodies).
+func TestSyncOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	db := chtest.Database(t)
+	c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{chtest.Server(t).HTTPAddr()}, HTTP: true, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lh := lakehousetest.Open(t)
+	m := testMart(db, true)
+	days := daysFrom(day0, 3)
+	rows := goldRows(genOrders(3, days, 200))
+	tbl := writeGold(t, lh, rows, days)
+	clock := func() time.Time { return day0.AddDate(0, 0, 3) }
+	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, BatchRows: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
+		t.Fatal("_final differs from Gold")
+	}
+	if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		t.Fatalf("check: %v %v", drifts, err)
+	}
+}
