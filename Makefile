@@ -7,7 +7,7 @@ DEMO_EVENTS ?= 200000
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build clickhouse demo test test-short lint bench clean
+.PHONY: all build clickhouse prometheus demo test test-short lint bench clean
 
 all: build
 
@@ -19,12 +19,16 @@ build:
 clickhouse:
 	@scripts/clickhouse.sh
 
+## prometheus: install Debian's prometheus + promtool (for the operations integration test)
+prometheus:
+	@scripts/prometheus.sh >/dev/null
+
 ## demo: the main job on the embedded stack (SQLite catalog + local warehouse + local ClickHouse)
 demo: build clickhouse
 	scripts/demo.sh $(BIN) $(STATE_DIR) $(DEMO_EVENTS)
 
 ## test: everything, including integration tests against a real local ClickHouse and iceberg-go
-test: clickhouse lint
+test: clickhouse prometheus lint
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 

@@ -29,6 +29,11 @@ Silver, Gold and ClickHouse are not touched: rebuild them with replay.`,
 			if err != nil {
 				return err
 			}
+			unlock, err := a.lockState()
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
 				return err
 			}

@@ -25,6 +25,11 @@ mart) and exits with code 3; the next passing run closes it. --full rebuilds eve
 			if err != nil {
 				return err
 			}
+			unlock, err := a.lockState()
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			marts, err := selectNames("mart", cfg.Marts, args)
 			if err != nil {
 				return err

@@ -26,6 +26,11 @@ ingested is reported and skipped; --reingest reads it again.`,
 			if err != nil {
 				return err
 			}
+			unlock, err := a.lockState()
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			entities, err := selectNames("entity", cfg.Entities, args)
 			if err != nil {
 				return err

@@ -26,6 +26,11 @@ after changing the entity's rules. Replaying again is safe.`,
 			if err != nil {
 				return err
 			}
+			unlock, err := a.lockState()
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
 				return err
 			}

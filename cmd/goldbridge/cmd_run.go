@@ -32,6 +32,11 @@ when configured.`,
 			if err != nil {
 				return err
 			}
+			unlock, err := a.lockState()
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			err = a.runOnce(cmd.Context(), cfg, allStages, nil, nil)
 			if merr := a.writeMetrics(cmd.Context(), cfg); merr != nil {
 				a.log.Warn("writing metrics", "err", merr)

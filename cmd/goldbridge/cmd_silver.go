@@ -25,6 +25,11 @@ goldbridge.quality.`,
 			if err != nil {
 				return err
 			}
+			unlock, err := a.lockState()
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			entities, err := selectNames("entity", cfg.Entities, args)
 			if err != nil {
 				return err

@@ -121,6 +121,11 @@ func (a *app) withServing(ctx context.Context, args []string, fn func(context.Co
 	if err != nil {
 		return err
 	}
+	unlock, err := a.lockState()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	marts, err := selectNames("mart", cfg.Marts, args)
 	if err != nil {
 		return err

@@ -54,7 +54,8 @@ func (p *pipeline) observe(stage string, start time.Time, err error) {
 }
 
 func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
-	defer p.observe("ingest", time.Now(), err)
+	start := time.Now()
+	defer func() { p.observe("ingest", start, err) }()
 	a := p.a
 	for _, name := range entities {
 		e := p.cfg.Entities[name]
@@ -99,7 +100,8 @@ func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 }
 
 func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
-	defer p.observe("silver", time.Now(), err)
+	start := time.Now()
+	defer func() { p.observe("silver", start, err) }()
 	a := p.a
 	for _, name := range entities {
 		spec, err := entitySpec(p.cfg, name)
@@ -129,7 +131,8 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 // gold runs every mart; a mart whose circuit opens does not stop the others, and the
 // returned error then wraps gold.ErrCircuitOpen.
 func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
-	defer p.observe("gold", time.Now(), err)
+	start := time.Now()
+	defer func() { p.observe("gold", start, err) }()
 	a := p.a
 	var opened []string
 	for _, name := range marts {

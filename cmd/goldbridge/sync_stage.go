@@ -12,7 +12,8 @@ import (
 // syncStage pushes (stage "sync") or reconciles (stage "check") the marts' hot windows
 // and records the serving metrics. A mart whose circuit is open is skipped by sync.
 func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []string) (err error) {
-	defer p.observe(stage, time.Now(), err)
+	start := time.Now()
+	defer func() { p.observe(stage, start, err) }()
 	var served []string
 	for _, name := range marts {
 		if p.cfg.Marts[name].Serving.IsEnabled() {

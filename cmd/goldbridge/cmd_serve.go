@@ -1,0 +1,490 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/spf13/cobra"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/cmd/goldbridge/internal/metrics"
+	"goldbridge/cmd/goldbridge/internal/scheduler"
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/gold"
+	"goldbridge/serving/chconn"
+	"goldbridge/serving/chlocal"
+)
+
+func (a *app) serveCmd() *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the config's schedules and serve /metrics, /healthz, /readyz and /status",
+		Long: `Long-running mode: runs each schedule of the config (cron specs with an optional seconds
+field, @every, a time zone per schedule) and serves HTTP on server.listen:
+  /metrics  Prometheus metrics (goldbridge_*, Go and process collectors)
+  /healthz  200 while the process runs
+  /readyz   200 when the Iceberg catalog and ClickHouse answer, 503 otherwise
+  /status   JSON: schedules, and per mart the last run, freshness, circuit, last sync, drift
+One job runs at a time: a trigger that fires while a job still runs is skipped and counted
+(goldbridge_skipped_overlapping_runs_total). The state lock <state-dir>/goldbridge.lock is
+held for the whole life of the process, so one-shot commands on the same state fail fast.
+The embedded ClickHouse is started once and stopped at exit.
+SIGTERM/SIGINT: stop scheduling, let the running step finish for half of
+server.shutdown_timeout, then cancel it; the process exits within server.shutdown_timeout.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			if listen != "" {
+				cfg.Server.Listen = listen
+			}
+			return a.serve(cmd.Context(), cfg)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "HTTP address, host:port (default server.listen)")
+	return cmd
+}
+
+// server is the state of one `goldbridge serve` process.
+type server struct {
+	a     *app
+	cfg   *config.Config
+	lh    *catalog.Lakehouse
+	m     *metrics.Metrics
+	sched *scheduler.Scheduler
+	start time.Time
+
+	pingCatalog    func(context.Context) error
+	pingClickHouse func(context.Context) error
+
+	mu       sync.Mutex
+	stopping bool
+	lastRun  map[string]martRun // per mart
+}
+
+// martRun is the last scheduled run that covered a mart.
+type martRun struct {
+	Schedule string    `json:"schedule"`
+	Started  time.Time `json:"started_at"`
+	Finished time.Time `json:"finished_at,omitzero"`
+	Outcome  string    `json:"outcome"` // running, success, failure, circuit_open
+	Error    string    `json:"error,omitempty"`
+}
+
+// serve runs until ctx is cancelled (SIGTERM), then shuts down within the configured bound.
+func (a *app) serve(ctx context.Context, cfg *config.Config) (err error) {
+	unlock, err := a.lockState()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if a.metrics == nil {
+		a.metrics = metrics.New()
+	}
+	s := &server{a: a, cfg: cfg, m: a.metrics, start: time.Now(), lastRun: map[string]martRun{}}
+
+	s.lh, err = openLakehouse(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.lh.Close()
+	s.pingCatalog = s.lh.Ping
+
+	stopCH, err := s.openClickHouse(ctx)
+	if err != nil {
+		return err
+	}
+	// stopCH runs last, with whatever is left of the shutdown bound.
+	var shutdownDeadline time.Time
+	defer func() {
+		if shutdownDeadline.IsZero() {
+			shutdownDeadline = time.Now().Add(cfg.Server.ShutdownTimeout.D())
+		}
+		sctx, cancel := context.WithDeadline(context.Background(), shutdownDeadline)
+		defer cancel()
+		stopCH(sctx)
+	}()
+
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("server.listen: %w", err)
+	}
+	httpSrv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- httpSrv.Serve(ln) }()
+	a.log.Info("serving", "listen", ln.Addr().String(), "schedules", len(cfg.Schedules), "state_dir", a.stateDir)
+
+	s.initSeries()
+	s.refreshState(ctx)
+
+	s.sched = scheduler.New(scheduler.Options{
+		Log:     a.log,
+		Skipped: func(string) { s.m.SkippedRuns.Inc() },
+	})
+	for _, name := range sortedMapKeys(cfg.Schedules) {
+		sc := cfg.Schedules[name]
+		if err := s.sched.Add(scheduler.Job{Name: name, Spec: sc.Cron, Timezone: sc.Timezone, Run: s.job(name, sc)}); err != nil {
+			_ = httpSrv.Close()
+			return &exitError{exitUsage, fmt.Errorf("schedules.%s: %w", name, err)}
+		}
+	}
+	if len(cfg.Schedules) == 0 {
+		a.log.Warn("no schedules in the config: serving metrics and status only")
+	}
+	s.sched.Start()
+
+	select {
+	case <-ctx.Done():
+	case err := <-httpErr:
+		shutdownDeadline = time.Now().Add(cfg.Server.ShutdownTimeout.D())
+		_ = s.sched.Stop(context.Background(), time.Now())
+		return fmt.Errorf("http server: %w", err)
+	}
+
+	// Shutdown: the whole of it fits in server.shutdown_timeout. Half of it is for the
+	// running step to end on its own, then it is cancelled; a reserve at the end is for
+	// the HTTP server and the embedded ClickHouse.
+	bound := cfg.Server.ShutdownTimeout.D()
+	begin := time.Now()
+	shutdownDeadline = begin.Add(bound - 200*time.Millisecond)
+	reserve := min(bound/4, 5*time.Second)
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	a.log.Info("shutting down", "bound", bound.String(), "job_running", s.sched.Running())
+	jctx, cancel := context.WithDeadline(context.Background(), begin.Add(bound-reserve))
+	serr := s.sched.Stop(jctx, begin.Add(bound/2))
+	cancel()
+	hctx, cancel := context.WithTimeout(context.Background(), min(time.Second, reserve/2))
+	_ = httpSrv.Shutdown(hctx)
+	cancel()
+	if serr != nil {
+		return fmt.Errorf("shutdown: %w", serr)
+	}
+	a.log.Info("stopped", "seconds", fmt.Sprintf("%.2f", time.Since(begin).Seconds()))
+	return nil
+}
+
+// openClickHouse starts the embedded ClickHouse once for the life of serve (one-shot
+// stages then find it running), and sets the readiness ping. The returned function stops
+// the embedded server within its context.
+func (s *server) openClickHouse(ctx context.Context) (func(context.Context), error) {
+	ch := s.cfg.ClickHouse
+	var srv *chlocal.Server
+	if ch.IsEmbedded() {
+		base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
+		if chlocal.Ping(ctx, base) != nil {
+			var err error
+			srv, err = chlocal.Start(ctx, chlocal.Options{
+				Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort,
+				MaxServerMemory: ch.Local.MaxServerMemory,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("embedded clickhouse: %w", err)
+			}
+			s.a.log.Info("started embedded clickhouse", "path", ch.Local.Path, "http", srv.HTTPURL(), "pid", srv.PID())
+		}
+	}
+	// The readiness client connects lazily and reconnects after a failure.
+	var (
+		mu     sync.Mutex
+		client *chconn.Client
+	)
+	s.pingClickHouse = func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if client == nil {
+			// Reachability only: the mart database appears with the first sync.
+			cfg := *s.cfg
+			cfg.ClickHouse.Database = "default"
+			c, _, err := s.a.openClickHouse(ctx, &cfg) // the server is up: no stop function
+			if err != nil {
+				return err
+			}
+			client = c
+		}
+		if err := client.Conn().Ping(ctx); err != nil {
+			_ = client.Close()
+			client = nil
+			return err
+		}
+		return nil
+	}
+	return func(ctx context.Context) {
+		mu.Lock()
+		if client != nil {
+			_ = client.Close()
+			client = nil
+		}
+		mu.Unlock()
+		if srv != nil {
+			if err := srv.Stop(ctx); err != nil {
+				s.a.log.Warn("stopping embedded clickhouse", "err", err)
+			}
+		}
+	}, nil
+}
+
+// job returns the scheduled function of one schedule: the same work as `goldbridge run`
+// restricted to the schedule's stages, entities and marts.
+func (s *server) job(name string, sc config.Schedule) func(context.Context) error {
+	marts := sc.Marts
+	if len(marts) == 0 {
+		marts = sortedMapKeys(s.cfg.Marts)
+	}
+	coversMarts := slices.ContainsFunc(sc.Stages, func(st string) bool { return st == "gold" || st == "sync" || st == "check" })
+	return func(ctx context.Context) error {
+		start := time.Now()
+		if coversMarts {
+			s.mu.Lock()
+			for _, m := range marts {
+				s.lastRun[m] = martRun{Schedule: name, Started: start, Outcome: "running"}
+			}
+			s.mu.Unlock()
+		}
+		err := s.a.runOnce(ctx, s.cfg, sc.Stages, sc.Entities, sc.Marts)
+		// Refresh even after a cancelled run: the state metrics must show what is committed.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		circuits := s.refreshState(rctx)
+		cancel()
+		if coversMarts {
+			s.mu.Lock()
+			for _, m := range marts {
+				r := martRun{Schedule: name, Started: start, Finished: time.Now(), Outcome: "success"}
+				switch {
+				case errors.Is(err, gold.ErrCircuitOpen) && circuits[m]:
+					r.Outcome, r.Error = "circuit_open", err.Error()
+				case errors.Is(err, gold.ErrCircuitOpen):
+				case err != nil:
+					r.Outcome, r.Error = "failure", err.Error()
+				}
+				s.lastRun[m] = r
+			}
+			s.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// initSeries creates the counters that alerts take increase() of, at zero, so that the
+// first failure is an increase and the series exist before anything happened.
+func (s *server) initSeries() {
+	for _, sc := range s.cfg.Schedules {
+		for _, st := range sc.Stages {
+			for _, outcome := range []string{"success", "failure", "circuit_open"} {
+				s.m.Runs.WithLabelValues(st, outcome).Add(0)
+			}
+		}
+	}
+	for name, m := range s.cfg.Marts {
+		for _, ck := range m.Checks {
+			s.m.DQFailures.WithLabelValues(name, ck.Name, ck.Severity).Add(0)
+		}
+	}
+}
+
+// refreshState sets the state gauges (circuit, last calculation, newest Gold grain) from
+// the Gold tables, so they are right after a restart too; it returns the open circuits.
+func (s *server) refreshState(ctx context.Context) map[string]bool {
+	open := map[string]bool{}
+	for name, m := range s.cfg.Marts {
+		f, err := gold.ReadFreshness(ctx, s.lh, m.Table)
+		if err != nil {
+			continue // not calculated yet
+		}
+		c := 0.0
+		if f.Circuit == "open" {
+			c, open[name] = 1, true
+		}
+		s.m.CircuitOpen.WithLabelValues(name).Set(c)
+		if f.LastCalculated.IsZero() {
+			continue
+		}
+		s.m.CalculatedAt.WithLabelValues(name).Set(float64(f.LastCalculated.Unix()))
+		if t, ok := parseGrain(f.NewestGrain); ok {
+			s.m.DataNewest.WithLabelValues(name, "gold").Set(float64(t.Unix()))
+		}
+	}
+	return open
+}
+
+func parseGrain(v string) (time.Time, bool) {
+	for _, layout := range []string{time.DateOnly, time.RFC3339} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.Registry, promhttp.HandlerOpts{Registry: s.m.Registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /status", s.status)
+	return mux
+}
+
+// readyz answers 200 when the catalog and ClickHouse answer, 503 otherwise or while
+// shutting down; the body says which one failed.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	res := map[string]string{}
+	ok := true
+	check := func(name string, ping func(context.Context) error) {
+		if ping == nil {
+			res[name] = "not configured"
+			ok = false
+			return
+		}
+		if err := ping(ctx); err != nil {
+			res[name] = err.Error()
+			ok = false
+			return
+		}
+		res[name] = "ok"
+	}
+	check("catalog", s.pingCatalog)
+	check("clickhouse", s.pingClickHouse)
+	s.mu.Lock()
+	if s.stopping {
+		res["server"], ok = "shutting down", false
+	}
+	s.mu.Unlock()
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, res)
+}
+
+// statusDoc is the /status document.
+type statusDoc struct {
+	StartedAt time.Time         `json:"started_at"`
+	Running   bool              `json:"running"` // a job is running now
+	Stopping  bool              `json:"stopping"`
+	Schedules []scheduler.State `json:"schedules"`
+	Marts     []martStatus      `json:"marts"`
+}
+
+type martStatus struct {
+	Name           string     `json:"name"`
+	LastRun        *martRun   `json:"last_run"`
+	LastCalculated *time.Time `json:"last_calculated"`
+	AgeSeconds     *float64   `json:"age_seconds"`
+	NewestGrain    string     `json:"newest_grain"`
+	Circuit        string     `json:"circuit"`
+	CircuitReason  string     `json:"circuit_reason,omitempty"`
+	LastSync       *time.Time `json:"last_sync"`
+	SyncLagSeconds *float64   `json:"sync_lag_seconds"`
+	DriftParts     *float64   `json:"drift_partitions"`
+	Error          string     `json:"error,omitempty"`
+}
+
+func (s *server) status(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	doc := statusDoc{StartedAt: s.start, Schedules: []scheduler.State{}, Marts: []martStatus{}}
+	if s.sched != nil {
+		doc.Running = s.sched.Running()
+		doc.Schedules = s.sched.Status()
+	}
+	mfs, _ := s.m.Registry.Gather()
+	s.mu.Lock()
+	doc.Stopping = s.stopping
+	runs := make(map[string]martRun, len(s.lastRun))
+	for k, v := range s.lastRun {
+		runs[k] = v
+	}
+	s.mu.Unlock()
+	for _, name := range sortedMapKeys(s.cfg.Marts) {
+		ms := martStatus{Name: name}
+		if r, ok := runs[name]; ok {
+			ms.LastRun = &r
+		}
+		if f, err := gold.ReadFreshness(ctx, s.lh, s.cfg.Marts[name].Table); err != nil {
+			ms.Error = err.Error()
+		} else {
+			ms.Circuit, ms.CircuitReason, ms.NewestGrain = f.Circuit, f.CircuitReason, f.NewestGrain
+			if !f.LastCalculated.IsZero() {
+				t, age := f.LastCalculated, time.Since(f.LastCalculated).Seconds()
+				ms.LastCalculated, ms.AgeSeconds = &t, &age
+			}
+		}
+		if v, ok := metricValue(mfs, "goldbridge_last_success_timestamp_seconds", map[string]string{"stage": "sync", "mart": name}); ok {
+			t := time.Unix(int64(v), 0).UTC()
+			ms.LastSync = &t
+		}
+		if v, ok := metricValue(mfs, "goldbridge_sync_lag_seconds", map[string]string{"mart": name}); ok {
+			ms.SyncLagSeconds = &v
+		}
+		if v, ok := metricValue(mfs, "goldbridge_reconciliation_drift_partitions", map[string]string{"mart": name}); ok {
+			ms.DriftParts = &v
+		}
+		doc.Marts = append(doc.Marts, ms)
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// metricValue returns the value of the gauge (or counter) series of family name whose
+// labels include want.
+func metricValue(mfs []*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if have[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue(), true
+			case m.Counter != nil:
+				return m.GetCounter().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func sortedMapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gofrs/flock"
+)
+
+// lockFileName is the state lock inside --state-dir.
+const lockFileName = "goldbridge.lock"
+
+// errStateLocked is returned by lockState when another process holds the state lock.
+var errStateLocked = errors.New("state is locked by another goldbridge process")
+
+// lockState takes the exclusive lock <state-dir>/goldbridge.lock, so that two goldbridge
+// processes never write the same embedded tables (SQLite catalog, local warehouse, local
+// ClickHouse data). Every command that writes (ingest, silver, gold, forget, sync, run,
+// replay, serve) takes it for its whole life; read-only commands do not. It does not
+// wait: a second writer fails at once with errStateLocked (exit code 1), which is also
+// what keeps a cron or systemd timer run from overlapping a slow previous one or a
+// running `serve`. The kernel releases the lock when the process dies, however it dies.
+//
+// The lock is local to one machine: with a REST catalog and an external ClickHouse
+// shared by several hosts, run one writer per pipeline (a Kubernetes Deployment with
+// one replica, or CronJobs with concurrencyPolicy: Forbid).
+func (a *app) lockState() (unlock func(), err error) {
+	if err := os.MkdirAll(a.stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("state lock: %w", err)
+	}
+	path := filepath.Join(a.stateDir, lockFileName)
+	fl := flock.New(path)
+	ok, err := fl.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("state lock %s: %w", path, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w (%s); wait for it to finish or stop `goldbridge serve`", errStateLocked, path)
+	}
+	// The holder's pid, for people: the lock itself is the flock, not the content.
+	_ = os.WriteFile(path, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644)
+	return func() { _ = fl.Unlock() }, nil
+}
