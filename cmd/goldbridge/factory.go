@@ -169,9 +169,60 @@ func tlsConfig(t config.TLS) (*tls.Config, error) {
 func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	m := cfg.Marts[name]
 	ent := cfg.Entities[m.Source]
-	es, err := entitySpec(cfg, m.Source)
+	cols, err := silverColumns(cfg, m.Source)
 	if err != nil {
 		return gold.MartSpec{}, err
+	}
+	spec := gold.MartSpec{
+		Name: name, Table: m.Table, SourceTable: ent.Silver.Table, SourceKey: ent.Silver.Key, SourceColumns: cols,
+		Mode: m.Mode, Filter: m.Filter, GrainColumn: m.Grain.Column, GrainUnit: m.Grain.Unit, GrainAs: m.Grain.As,
+		Grouping: m.Grouping, GroupingSets: m.GroupingSets,
+	}
+	// The row's columns: the source's, then each join's (dimension and measure types).
+	rowCols := map[string]silver.Type{}
+	for c, t := range cols {
+		rowCols[c] = t
+	}
+	for i, j := range m.Joins {
+		jcols, err := silverColumns(cfg, j.Entity)
+		if err != nil {
+			return spec, fmt.Errorf("marts.%s.joins[%d]: %w", name, i, err)
+		}
+		je := cfg.Entities[j.Entity]
+		js := gold.JoinSpec{
+			Entity: j.Entity, Table: je.Silver.Table, Type: j.Type, Columns: j.Columns, ColumnTypes: jcols,
+			HasDeleted: je.Silver.Mode == "upsert",
+		}
+		for _, local := range slices.Sorted(maps.Keys(j.On)) {
+			js.On = append(js.On, gold.JoinOn{Local: local, Joined: j.On[local]})
+		}
+		for _, c := range j.Columns {
+			rowCols[c] = jcols[c]
+		}
+		spec.Joins = append(spec.Joins, js)
+	}
+	for _, d := range m.Dimensions {
+		spec.Dims = append(spec.Dims, gold.Dim{Name: d, Type: rowCols[d]})
+	}
+	for _, ms := range m.Measures {
+		spec.Measures = append(spec.Measures, gold.MeasureSpec{
+			Name: ms.Name, Agg: ms.Agg, Column: ms.Column, InputType: rowCols[ms.Column], Quantiles: ms.Quantiles,
+		})
+	}
+	for _, c := range m.Checks {
+		spec.Checks = append(spec.Checks, gold.CheckSpec{
+			Name: c.Name, Type: c.Type, Expr: c.Expr, Columns: c.Columns, Severity: c.Severity, Trailing: c.Trailing, Tolerance: c.Tolerance,
+		})
+	}
+	return spec, nil
+}
+
+// silverColumns are the column types of an entity's Silver table that marts can use:
+// declared columns, rule-added columns and (upsert) is_deleted.
+func silverColumns(cfg *config.Config, entity string) (map[string]silver.Type, error) {
+	es, err := entitySpec(cfg, entity)
+	if err != nil {
+		return nil, err
 	}
 	cols := map[string]silver.Type{}
 	for _, c := range es.Columns {
@@ -189,27 +240,8 @@ func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 			}
 		}
 	}
-	if ent.Silver.Mode == "upsert" {
+	if cfg.Entities[entity].Silver.Mode == "upsert" {
 		cols[silver.ColIsDeleted] = silver.Type{Kind: silver.Bool}
 	}
-	spec := gold.MartSpec{
-		Name: name, Table: m.Table, SourceTable: ent.Silver.Table, SourceKey: ent.Silver.Key, SourceColumns: cols,
-		Filter: m.Filter, GrainColumn: m.Grain.Column, GrainUnit: m.Grain.Unit, GrainAs: m.Grain.As,
-		Grouping: m.Grouping, GroupingSets: m.GroupingSets,
-	}
-	if len(m.Joins) > 0 {
-		return spec, fmt.Errorf("marts.%s.joins: joins are not supported yet", name)
-	}
-	for _, d := range m.Dimensions {
-		spec.Dims = append(spec.Dims, gold.Dim{Name: d, Type: cols[d]})
-	}
-	for _, ms := range m.Measures {
-		spec.Measures = append(spec.Measures, gold.MeasureSpec{Name: ms.Name, Agg: ms.Agg, Column: ms.Column, InputType: cols[ms.Column]})
-	}
-	for _, c := range m.Checks {
-		spec.Checks = append(spec.Checks, gold.CheckSpec{
-			Name: c.Name, Type: c.Type, Expr: c.Expr, Columns: c.Columns, Severity: c.Severity, Trailing: c.Trailing, Tolerance: c.Tolerance,
-		})
-	}
-	return spec, nil
+	return cols, nil
 }

@@ -1,6 +1,7 @@
 package gold
 
 import (
+	"math"
 	"slices"
 	"strconv"
 
@@ -19,6 +20,7 @@ type acc struct {
 	max   silver.Value
 	hasMM bool
 	keys  map[string]struct{}
+	vals  []float64 // quantiles: every non-NULL input
 }
 
 // group is one output row being accumulated: grain, level, dimension values, measures.
@@ -65,6 +67,8 @@ func (g *group) add(ms []MeasureSpec, vals []silver.Value) {
 				a.keys = map[string]struct{}{}
 			}
 			a.keys[keyText(v, m.InputType)] = struct{}{}
+		case "quantiles":
+			a.vals = append(a.vals, floatOf(v, m.InputType))
 		}
 	}
 }
@@ -126,4 +130,24 @@ func sortedKeys(m map[string]struct{}) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// floatOf is a numeric input as float64 (quantiles are computed on doubles).
+func floatOf(v silver.Value, t silver.Type) float64 {
+	switch t.Kind {
+	case silver.Float64:
+		return v.F
+	case silver.Decimal:
+		return v.D.ToFloat64(int32(t.Scale))
+	}
+	return float64(v.I)
+}
+
+// nearestRank is the q-quantile of sorted values by nearest rank: the element at the
+// 1-based position ceil(q·n), i.e. the smallest value v with at least q·n values <= v.
+// Serving's view takes the same element of the merged sorted array (docs/serving.md).
+func nearestRank(sorted []float64, q float64) float64 {
+	n := len(sorted)
+	k := int(math.Ceil(q * float64(n)))
+	return sorted[min(max(k, 1), n)-1]
 }

@@ -174,6 +174,9 @@ type partial struct {
 	sets   [][]int
 	groups map[string]*group
 	keyBuf []byte
+
+	joins      []*joined // loaded joins, in MartSpec.Joins order
+	fixedGrain int64     // snapshot mode: the grain of every row
 }
 
 func newPartial(m MartSpec) (*partial, error) {
@@ -215,26 +218,88 @@ func (p *partial) add(grain int64, dims, vals []silver.Value) {
 	}
 }
 
-// scanSilver feeds the Silver rows of tbl matching filter (and the mart filter) to p.
+// scanSilver feeds the Silver rows of tbl matching filter to p: each row is enriched by
+// the joins first, then the mart filter applies, then the row is aggregated. In snapshot
+// mode every row goes to p.fixedGrain.
 func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int64, filter iceberg.BooleanExpression, rf *rowFilter) (int64, error) {
 	m := p.m
-	fields := []string{m.GrainColumn}
-	add := func(n string) {
-		if n != "" && !slices.Contains(fields, n) {
+	// Slots: the source fields read, then each join's columns.
+	var fields []string
+	slot := map[string]int{}
+	need := func(n string) {
+		if _, ok := slot[n]; ok || n == "" {
+			return
+		}
+		if _, src := m.SourceColumns[n]; src {
+			slot[n] = len(fields)
 			fields = append(fields, n)
 		}
 	}
+	if !m.snapshot() {
+		need(m.GrainColumn)
+	}
 	for _, d := range m.Dims {
-		add(d.Name)
+		need(d.Name)
 	}
 	for _, ms := range m.Measures {
-		add(ms.Column)
+		need(ms.Column)
 	}
 	if rf != nil {
 		for _, n := range rf.names {
-			add(n)
+			need(n)
 		}
 	}
+	for _, j := range p.joins {
+		for _, on := range j.spec.On {
+			need(on.Local)
+		}
+	}
+	if len(fields) == 0 { // e.g. a snapshot count(*) without dimensions
+		for _, k := range m.SourceKey {
+			need(k)
+		}
+	}
+	nslots := len(fields)
+	joinBase := make([]int, len(p.joins))
+	for ji, j := range p.joins {
+		joinBase[ji] = nslots
+		for _, c := range j.spec.Columns {
+			slot[c] = nslots
+			nslots++
+		}
+	}
+	types := m.rowColumns()
+	slotOf := func(n string) int {
+		if i, ok := slot[n]; ok {
+			return i
+		}
+		return -1
+	}
+	grainSlot, grainT := -1, m.SourceColumns[m.GrainColumn]
+	if !m.snapshot() {
+		grainSlot = slotOf(m.GrainColumn)
+	}
+	dimSlot := make([]int, len(m.Dims))
+	for i, d := range m.Dims {
+		dimSlot[i] = slotOf(d.Name)
+	}
+	valSlot := make([]int, len(m.Measures))
+	for i, ms := range m.Measures {
+		valSlot[i] = slotOf(ms.Column)
+	}
+	var filterSlot []int
+	if rf != nil {
+		for _, n := range rf.names {
+			filterSlot = append(filterSlot, slotOf(n))
+		}
+	}
+	onSlot := make([][]int, len(p.joins))
+	for ji, j := range p.joins {
+		for _, on := range j.spec.On {
+			onSlot[ji] = append(onSlot[ji], slotOf(on.Local))
+		}
+	}
+
 	opts := []table.ScanOption{table.WithSelectedFields(fields...), table.WithRowFilter(filter)}
 	if snapshot != 0 {
 		opts = append(opts, table.WithSnapshotID(snapshot))
@@ -243,59 +308,115 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	if err != nil {
 		return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)
 	}
-	grainT := m.SourceColumns[m.GrainColumn]
+	row := make([]silver.Value, nslots)
 	dims := make([]silver.Value, len(m.Dims))
 	vals := make([]silver.Value, len(m.Measures))
+	null := silver.Value{Null: true}
+	at := func(i int) silver.Value {
+		if i < 0 {
+			return null
+		}
+		return row[i]
+	}
 	var rows int64
+	var errFilter error
+	// emit filters and aggregates the enriched row.
+	emit := func() {
+		if rf != nil {
+			for i, n := range rf.names {
+				rf.env[n] = exprValue(at(filterSlot[i]), types[n])
+			}
+			out, err := rf.vm.Run(rf.prog, rf.env)
+			if err != nil {
+				// An operator that cannot take a NULL input (segment != "x" with no
+				// segment, e.g. after a LEFT JOIN without a match): unknown, as in SQL,
+				// so the row is left out. Any other error stops the run.
+				for i := range rf.names {
+					if at(filterSlot[i]).Null {
+						return
+					}
+				}
+				errFilter = err
+				return
+			}
+			if ok, _ := out.(bool); !ok {
+				return
+			}
+		}
+		grain := p.fixedGrain
+		if !m.snapshot() {
+			gv := at(grainSlot)
+			if gv.Null {
+				return // no grain, no partition: such rows cannot be reported by time
+			}
+			grain = m.grainOf(gv, grainT)
+		}
+		for i := range m.Dims {
+			dims[i] = at(dimSlot[i])
+		}
+		for i := range m.Measures {
+			vals[i] = at(valSlot[i])
+		}
+		p.add(grain, dims, vals)
+		rows++
+	}
+	// expand enriches the row with join ji and the ones after it (SQL semantics: one
+	// output row per match; LEFT keeps an unmatched row with NULLs, INNER drops it).
+	var key []byte
+	var expand func(ji int)
+	expand = func(ji int) {
+		if ji == len(p.joins) {
+			emit()
+			return
+		}
+		j := p.joins[ji]
+		key = key[:0]
+		var matches [][]silver.Value
+		matched := true
+		for i, on := range j.spec.On {
+			v := at(onSlot[ji][i])
+			if v.Null {
+				matched = false
+				break
+			}
+			key = appendJoinKey(key, v, types[on.Local])
+		}
+		if matched {
+			matches = j.rows[string(key)]
+		}
+		base := joinBase[ji]
+		if len(matches) == 0 {
+			if j.spec.Type == "inner" {
+				return
+			}
+			for c := range j.spec.Columns {
+				row[base+c] = null
+			}
+			expand(ji + 1)
+			return
+		}
+		for _, mv := range matches {
+			copy(row[base:], mv)
+			expand(ji + 1)
+		}
+	}
 	for rec, err := range recs {
 		if err != nil {
 			return rows, fmt.Errorf("scan %s: %w", m.SourceTable, err)
 		}
-		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
-		grainA := col(m.GrainColumn)
-		dimA := make([]arrow.Array, len(m.Dims))
-		for i, d := range m.Dims {
-			dimA[i] = col(d.Name)
-		}
-		valA := make([]arrow.Array, len(m.Measures))
-		for i, ms := range m.Measures {
-			if ms.Column != "" {
-				valA[i] = col(ms.Column)
-			}
-		}
-		var fA []arrow.Array
-		if rf != nil {
-			for _, n := range rf.names {
-				fA = append(fA, col(n))
-			}
+		srcA := make([]arrow.Array, len(fields))
+		for i, n := range fields {
+			srcA[i] = rec.Column(rec.Schema().FieldIndices(n)[0])
 		}
 		for r := range int(rec.NumRows()) {
-			if rf != nil {
-				for i, n := range rf.names {
-					rf.env[n] = exprValue(valueAt(fA[i], r, m.SourceColumns[n]), m.SourceColumns[n])
-				}
-				out, err := rf.vm.Run(rf.prog, rf.env)
-				if err != nil {
-					return rows, fmt.Errorf("filter: %w", err)
-				}
-				if ok, _ := out.(bool); !ok {
-					continue
-				}
+			for i, n := range fields {
+				row[i] = valueAt(srcA[i], r, m.SourceColumns[n])
 			}
-			gv := valueAt(grainA, r, grainT)
-			if gv.Null {
-				continue // no grain, no partition: such rows cannot be reported by time
+			expand(0)
+			if errFilter != nil {
+				rec.Release()
+				return rows, fmt.Errorf("filter: %w", errFilter)
 			}
-			for i, d := range m.Dims {
-				dims[i] = valueAt(dimA[i], r, d.Type)
-			}
-			for i, ms := range m.Measures {
-				if valA[i] != nil {
-					vals[i] = valueAt(valA[i], r, ms.InputType)
-				}
-			}
-			p.add(m.grainOf(gv, grainT), dims, vals)
-			rows++
 		}
 		rec.Release()
 	}
@@ -434,6 +555,18 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 					v = silver.Value{Null: true}
 				}
 				appendValue(next(), v, ms.InputType)
+			case "quantiles":
+				lb := next().(*array.ListBuilder)
+				if len(a.vals) == 0 {
+					lb.AppendNull()
+					continue
+				}
+				slices.Sort(a.vals) // the __values list below is written sorted too
+				lb.Append(true)
+				vb := lb.ValueBuilder().(*array.Float64Builder)
+				for _, q := range ms.Quantiles {
+					vb.Append(nearestRank(a.vals, q))
+				}
 			}
 		}
 		detail := len(set) == len(m.Dims)
@@ -454,6 +587,14 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 			case "avg":
 				appendSum(next(), a, ms.InputType)
 				next().(*array.Int64Builder).Append(a.n)
+			case "quantiles":
+				lb := next().(*array.ListBuilder)
+				if !detail {
+					lb.AppendNull()
+					continue
+				}
+				lb.Append(true)
+				lb.ValueBuilder().(*array.Float64Builder).AppendValues(a.vals, nil)
 			}
 		}
 		next().(*array.TimestampBuilder).Append(ts)

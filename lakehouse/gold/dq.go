@@ -93,6 +93,15 @@ func (r goldRow) value(name string) any {
 		return arr.Value(r.i).ToTime()
 	case *array.Timestamp:
 		return time.UnixMicro(int64(arr.Value(r.i))).UTC()
+	case *array.List: // quantiles: the levels' values, usable as q[0] in checks
+		lo, hi := arr.ValueOffsets(r.i)
+		out := make([]any, 0, hi-lo)
+		if fs, ok := arr.ListValues().(*array.Float64); ok {
+			for k := lo; k < hi; k++ {
+				out = append(out, fs.Value(int(k)))
+			}
+		}
+		return out
 	}
 	return nil
 }

@@ -25,7 +25,8 @@ type Options struct {
 	Full bool // rebuild every partition
 	Log  *slog.Logger
 
-	afterCompute func() // test hook: after the checks, before the commit
+	afterCompute func()           // test hook: after the checks, before the commit
+	now          func() time.Time // test hook: the run's clock (snapshot grain, _calculated_at)
 }
 
 // Result summarises one Gold run.
@@ -49,17 +50,24 @@ var ErrCircuitOpen = errors.New("critical data-quality check failed: nothing pub
 // Run recomputes the partitions of a mart that Silver changes since the last run touched
 // (or every partition with Options.Full), checks them, and replaces exactly those
 // partitions in one commit with the Silver snapshot as the watermark.
+//
+// In snapshot mode it computes the state of all Silver rows as the partition of the
+// run's grain period (the UTC day for a day grain) and replaces only that partition.
+// With joins, a change of any joined table since the last run makes it a full rebuild.
 func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (Result, error) {
 	start := time.Now()
 	res := Result{Mart: m.Name, RunID: uuid.NewString()}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
+	clock := opt.now
+	if clock == nil {
+		clock = time.Now
+	}
+	now := clock().UTC()
 	fail := func(err error) (Result, error) { return res, fmt.Errorf("gold %s: %w", m.Name, err) }
-	for _, ms := range m.Measures {
-		if ms.Agg == "quantiles" {
-			return fail(fmt.Errorf("measure %s: quantiles are not supported yet", ms.Name))
-		}
+	if err := m.validate(); err != nil {
+		return fail(err)
 	}
 	src, err := lh.LoadTable(ctx, m.SourceTable)
 	if err != nil {
@@ -70,16 +78,31 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		return res, nil
 	}
 	res.SilverTo = snap.SnapshotID
+	joinSnaps, err := joinSnapshots(ctx, lh, m)
+	if err != nil {
+		return fail(err)
+	}
 	gt, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), tableProperties())
 	if err != nil {
 		return fail(err)
 	}
 	res.SilverFrom = Watermark(gt)
-	if res.SilverFrom == res.SilverTo && !opt.Full {
+	joinsChanged := !sameSnapshots(joinWatermarks(gt), joinSnaps)
+	var snapGrain int64
+	if m.snapshot() {
+		snapGrain = m.grainOf(silver.Value{I: now.UnixMicro()}, silver.Type{Kind: silver.Timestamp})
+		// Nothing changed since this period's snapshot was written: it stands.
+		var last []string
+		_ = json.Unmarshal([]byte(lastSummary(gt)[PropPartitions]), &last)
+		if !opt.Full && res.SilverFrom == res.SilverTo && !joinsChanged && slices.Equal(last, []string{m.GrainString(snapGrain)}) {
+			res.Elapsed = time.Since(start)
+			return res, nil
+		}
+	} else if res.SilverFrom == res.SilverTo && !joinsChanged && !opt.Full {
 		res.Elapsed = time.Since(start)
 		return res, nil
 	}
-	rf, err := compileFilter(m.Filter, m.SourceColumns)
+	rf, err := compileFilter(m.Filter, m.rowColumns())
 	if err != nil {
 		return fail(err)
 	}
@@ -87,30 +110,45 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if err != nil {
 		return fail(err)
 	}
+	p.fixedGrain = snapGrain
+	for _, j := range m.Joins {
+		jl, err := loadJoin(ctx, lh, j, joinSnaps[j.Table])
+		if err != nil {
+			return fail(fmt.Errorf("join %s: %w", j.Entity, err))
+		}
+		p.joins = append(p.joins, jl)
+	}
 
 	var parts []int64
-	res.Full = opt.Full || res.SilverFrom == 0
-	if !res.Full {
-		var full bool
-		parts, full, err = changedPartitions(ctx, src, m, res.SilverFrom, res.SilverTo)
-		if err != nil {
-			return fail(err)
-		}
-		res.Full = full
-	}
 	var filter iceberg.BooleanExpression = iceberg.AlwaysTrue{}
-	if !res.Full {
-		if len(parts) == 0 {
-			// Silver changed, but no row of this mart's partitions did: move the watermark.
-			return commitWatermark(ctx, lh, m, res, start)
+	switch {
+	case m.snapshot():
+		// Every (filtered) row, as of now, into this period's partition.
+		parts = []int64{snapGrain}
+		res.Full = opt.Full
+	default:
+		res.Full = opt.Full || res.SilverFrom == 0 || joinsChanged
+		if !res.Full {
+			var full bool
+			parts, full, err = changedPartitions(ctx, src, m, res.SilverFrom, res.SilverTo)
+			if err != nil {
+				return fail(err)
+			}
+			res.Full = full
 		}
-		filter = m.partitionFilter(parts)
+		if !res.Full {
+			if len(parts) == 0 {
+				// Silver changed, but no row of this mart's partitions did: move the watermark.
+				return commitWatermark(ctx, lh, m, res, joinSnaps, start)
+			}
+			filter = m.partitionFilter(parts)
+		}
 	}
 	if res.SilverRows, err = p.scanSilver(ctx, src, res.SilverTo, filter, rf); err != nil {
 		return fail(err)
 	}
 	rows := p.rows()
-	if res.Full {
+	if res.Full && !m.snapshot() {
 		parts = nil
 		for _, g := range rows {
 			if len(parts) == 0 || parts[len(parts)-1] != g.grain {
@@ -121,7 +159,6 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	for _, g := range parts {
 		res.Partitions = append(res.Partitions, m.GrainString(g))
 	}
-	now := time.Now().UTC()
 	rec := p.build(rows, res.RunID, now)
 	defer rec.Release()
 	res.Rows = rec.NumRows()
@@ -150,6 +187,9 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		PropPartitions:     string(partsJSON),
 		PropRunID:          res.RunID,
 	}
+	if len(joinSnaps) > 0 {
+		props[PropJoinSnapshots] = joinSnapshotsJSON(joinSnaps)
+	}
 	if res.Full {
 		props[PropFull] = "true"
 	}
@@ -157,8 +197,9 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		b, _ := json.Marshal(w)
 		props[PropWarnings] = string(b)
 	}
+	// A full incremental rebuild replaces the whole table; a snapshot run only its period.
 	var overwrite iceberg.BooleanExpression = iceberg.AlwaysTrue{}
-	if !res.Full {
+	if !res.Full || m.snapshot() {
 		overwrite = m.grainIn(parts)
 	}
 	sch := m.arrowSchema()
@@ -208,8 +249,11 @@ func (m MartSpec) grainIn(parts []int64) iceberg.BooleanExpression {
 }
 
 // commitWatermark records a new Silver watermark without changing any partition.
-func commitWatermark(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, res Result, start time.Time) (Result, error) {
+func commitWatermark(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, res Result, joinSnaps map[string]int64, start time.Time) (Result, error) {
 	props := iceberg.Properties{PropSilverSnapshot: strconv.FormatInt(res.SilverTo, 10), PropPartitions: "[]", PropRunID: res.RunID}
+	if len(joinSnaps) > 0 {
+		props[PropJoinSnapshots] = joinSnapshotsJSON(joinSnaps)
+	}
 	committed, err := lh.Commit(ctx, m.Table, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		tx := tbl.NewTransaction()
 		if err := tx.AddFiles(ctx, nil, props, false); err != nil {
@@ -239,12 +283,18 @@ func setCircuit(ctx context.Context, lh *catalog.Lakehouse, ident, state, reason
 
 // Watermark is the Silver snapshot recorded by the newest Gold commit that has one, or 0.
 func Watermark(tbl *table.Table) int64 {
+	id, _ := strconv.ParseInt(lastSummary(tbl)[PropSilverSnapshot], 10, 64)
+	return id
+}
+
+// lastSummary is the summary of the newest Gold commit that records a Silver watermark
+// (a run's commit), or nil.
+func lastSummary(tbl *table.Table) iceberg.Properties {
 	md := tbl.Metadata()
 	for s := tbl.CurrentSnapshot(); s != nil; {
 		if s.Summary != nil {
-			if v, ok := s.Summary.Properties[PropSilverSnapshot]; ok {
-				id, _ := strconv.ParseInt(v, 10, 64)
-				return id
+			if _, ok := s.Summary.Properties[PropSilverSnapshot]; ok {
+				return s.Summary.Properties
 			}
 		}
 		if s.ParentSnapshotID == nil {
@@ -252,7 +302,7 @@ func Watermark(tbl *table.Table) int64 {
 		}
 		s = md.SnapshotByID(*s.ParentSnapshotID)
 	}
-	return 0
+	return nil
 }
 
 // changedPartitions finds the grain partitions touched by Silver changes in (from, to]:

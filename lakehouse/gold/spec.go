@@ -23,9 +23,33 @@ type Dim struct {
 // MeasureSpec is one aggregate of a mart.
 type MeasureSpec struct {
 	Name      string
-	Agg       string // sum | count | count_distinct | avg | min | max
+	Agg       string // sum | count | count_distinct | avg | min | max | quantiles
 	Column    string
 	InputType silver.Type
+	Quantiles []float64 // levels in (0, 1) for quantiles, in output order
+}
+
+// JoinSpec joins another Silver entity's current rows into the mart's source rows
+// (one-big-table marts). Joined rows with is_deleted = true are left out.
+type JoinSpec struct {
+	Entity string
+	Table  string // silver.<entity>
+	Type   string // left | inner
+	// On pairs a column of the source (or of an earlier join) with a column of the
+	// joined entity; keys of equal types match, NULL never matches.
+	On []JoinOn
+	// Columns are the joined entity's columns brought into the mart's rows.
+	Columns []string
+	// ColumnTypes are the joined entity's column types (at least On[].Joined and Columns).
+	ColumnTypes map[string]silver.Type
+	// HasDeleted: the joined table has is_deleted (an upsert entity).
+	HasDeleted bool
+}
+
+// JoinOn is one equality of a join.
+type JoinOn struct {
+	Local  string // column of the mart's rows
+	Joined string // column of the joined entity
 }
 
 // CheckSpec is one data-quality gateway check.
@@ -47,15 +71,19 @@ type MartSpec struct {
 	SourceKey   []string
 	// SourceColumns are the Silver columns by name (the filter and grain may use any).
 	SourceColumns map[string]silver.Type
-	Filter        string
-	GrainColumn   string
-	GrainUnit     string // hour | day | month
-	GrainAs       string
-	Dims          []Dim
-	Grouping      string // none | rollup | cube | sets
-	GroupingSets  [][]string
-	Measures      []MeasureSpec
-	Checks        []CheckSpec
+	// Mode is incremental (recompute the partitions Silver changes touched) or snapshot
+	// (each run writes the state of all rows as the partition of the run's grain).
+	Mode         string
+	Joins        []JoinSpec
+	Filter       string
+	GrainColumn  string // the source column of the grain (unused in snapshot mode)
+	GrainUnit    string // hour | day | month
+	GrainAs      string
+	Dims         []Dim
+	Grouping     string // none | rollup | cube | sets
+	GroupingSets [][]string
+	Measures     []MeasureSpec
+	Checks       []CheckSpec
 }
 
 // Column names and summary keys of Gold tables.
@@ -69,6 +97,7 @@ const (
 	PropRunID          = "goldbridge.run-id"
 	PropWarnings       = "goldbridge.dq.warnings"
 	PropFull           = "goldbridge.full"
+	PropJoinSnapshots  = "goldbridge.join-snapshot-ids" // JSON {table: snapshot id} of the joined Silver tables
 	PropCircuit        = "goldbridge.circuit"
 	PropCircuitReason  = "goldbridge.circuit.reason"
 	PropCircuitSince   = "goldbridge.circuit.since"
@@ -81,6 +110,94 @@ func GroupingCol(dim string) string { return "grouping_" + dim }
 func KeysCol(m string) string  { return m + "__keys" }
 func SumCol(m string) string   { return m + "__sum" }
 func CountCol(m string) string { return m + "__count" }
+
+// ValuesCol names the hidden value list of a quantiles measure (docs/gold.md).
+func ValuesCol(m string) string { return m + "__values" }
+
+// ModeSnapshot is the mode of marts that append a periodic snapshot.
+const ModeSnapshot = "snapshot"
+
+func (m MartSpec) snapshot() bool { return m.Mode == ModeSnapshot }
+
+// rowColumns are the column types a mart's rows offer to the filter, dimensions and
+// measures: the source's, then each join's columns.
+func (m MartSpec) rowColumns() map[string]silver.Type {
+	out := make(map[string]silver.Type, len(m.SourceColumns))
+	for n, t := range m.SourceColumns {
+		out[n] = t
+	}
+	for _, j := range m.Joins {
+		for _, c := range j.Columns {
+			out[c] = j.ColumnTypes[c]
+		}
+	}
+	return out
+}
+
+// validate checks what the config cannot: join column clashes and key types.
+func (m MartSpec) validate() error {
+	cols := make(map[string]silver.Type, len(m.SourceColumns))
+	for n, t := range m.SourceColumns {
+		cols[n] = t
+	}
+	for _, j := range m.Joins {
+		if j.Type != "left" && j.Type != "inner" {
+			return fmt.Errorf("join %s: type must be left or inner, got %q", j.Entity, j.Type)
+		}
+		if len(j.On) == 0 {
+			return fmt.Errorf("join %s: no join columns", j.Entity)
+		}
+		for _, on := range j.On {
+			lt, ok := cols[on.Local]
+			if !ok {
+				return fmt.Errorf("join %s: unknown column %q", j.Entity, on.Local)
+			}
+			jt, ok := j.ColumnTypes[on.Joined]
+			if !ok {
+				return fmt.Errorf("join %s: entity has no column %q", j.Entity, on.Joined)
+			}
+			if !joinable(lt, jt) {
+				return fmt.Errorf("join %s: %s (%s) and %s (%s) have different types", j.Entity, on.Local, lt, on.Joined, jt)
+			}
+		}
+		for _, c := range j.Columns {
+			t, ok := j.ColumnTypes[c]
+			if !ok {
+				return fmt.Errorf("join %s: entity has no column %q", j.Entity, c)
+			}
+			if _, clash := cols[c]; clash {
+				return fmt.Errorf("join %s: column %q is already a column of the mart's rows", j.Entity, c)
+			}
+			cols[c] = t
+		}
+	}
+	for _, ms := range m.Measures {
+		if ms.Agg != "quantiles" {
+			continue
+		}
+		if len(ms.Quantiles) == 0 {
+			return fmt.Errorf("measure %s: no quantile levels", ms.Name)
+		}
+		for _, q := range ms.Quantiles {
+			if !(q > 0 && q <= 1) {
+				return fmt.Errorf("measure %s: quantile %v is not in (0, 1]", ms.Name, q)
+			}
+		}
+	}
+	if !m.snapshot() {
+		if _, ok := m.SourceColumns[m.GrainColumn]; !ok {
+			return fmt.Errorf("grain column %q is not a column of %s", m.GrainColumn, m.SourceTable)
+		}
+	}
+	return nil
+}
+
+// joinable reports whether join keys of these types can match: identical types, two
+// integer types, or two decimals of the same scale (keys are compared as rendered text).
+func joinable(a, b silver.Type) bool {
+	isInt := func(t silver.Type) bool { return t.Kind == silver.Int32 || t.Kind == silver.Int64 }
+	return a == b || isInt(a) && isInt(b) || a.Kind == silver.Decimal && b.Kind == silver.Decimal && a.Scale == b.Scale
+}
 
 // sets returns the grouping sets as index lists into Dims, finest first.
 func (m MartSpec) sets() ([][]int, error) {

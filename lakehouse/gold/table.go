@@ -94,6 +94,8 @@ func (m MartSpec) columns() []outCol {
 			cols = append(cols, col(ms.Name, avgType(ms.InputType), false))
 		case "min", "max":
 			cols = append(cols, col(ms.Name, ms.InputType, false))
+		case "quantiles":
+			cols = append(cols, doubleList(ms.Name))
 		}
 	}
 	for _, ms := range m.Measures {
@@ -104,10 +106,19 @@ func (m MartSpec) columns() []outCol {
 				arrow: arrow.ListOf(arrow.BinaryTypes.String)})
 		case "avg":
 			cols = append(cols, col(SumCol(ms.Name), sumType(ms.InputType), false), col(CountCol(ms.Name), longT, true))
+		case "quantiles":
+			cols = append(cols, doubleList(ValuesCol(ms.Name)))
 		}
 	}
 	cols = append(cols, col(ColCalculatedAt, silver.Type{Kind: silver.Timestamp}, true), col(ColRunID, silver.Type{Kind: silver.String}, true))
 	return cols
+}
+
+// doubleList is a nullable list<double> column (quantiles and their values).
+func doubleList(name string) outCol {
+	return outCol{name: name,
+		ice:   &iceberg.ListType{Element: iceberg.PrimitiveTypes.Float64, ElementRequired: true},
+		arrow: arrow.ListOf(arrow.PrimitiveTypes.Float64)}
 }
 
 func (m MartSpec) icebergSchema() *iceberg.Schema {

@@ -557,13 +557,21 @@ func (c *Config) validateMart(v *validator, name string) {
 			if !ok {
 				v.add(jp+".columns", "entity %s has no column %q", j.Entity, jc)
 			}
+			if _, clash := cols[jc]; clash {
+				v.add(jp+".columns", "column %q is already a column of the mart's rows", jc)
+			}
 			cols[jc] = k
 		}
 	}
 	if m.Filter != "" {
 		v.exprSyntax(p+".filter", m.Filter)
 	}
-	if v.required(p+".grain.column", m.Grain.Column) && len(cols) > 0 {
+	if m.Mode == "snapshot" {
+		// A snapshot's grain is the run's UTC hour, day or month, not a column.
+		if m.Grain.Column != "" {
+			v.add(p+".grain.column", "not used with mode: snapshot (the grain is the run's UTC %s); remove it", m.Grain.Unit)
+		}
+	} else if v.required(p+".grain.column", m.Grain.Column) && len(cols) > 0 {
 		if k, ok := cols[m.Grain.Column]; !ok {
 			v.add(p+".grain.column", "unknown column %q", m.Grain.Column)
 		} else if k != "timestamp" && k != "date" {
