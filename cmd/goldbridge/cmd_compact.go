@@ -21,25 +21,18 @@ Silver's Bronze watermark, so silver continues where it was and gold recomputes 
 Run it periodically (e.g. daily). Running it again with nothing to do commits nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
 				return err
 			}
-			unlock, err := a.lockState()
-			if err != nil {
-				return err
-			}
-			defer unlock()
+			defer done()
+			cfg := p.cfg
 			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
 				return err
 			}
 			name := args[0]
 			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer lh.Close()
+			lh := p.lh
 			res, err := silver.Compact(ctx, lh, cfg.Entities[name].Silver.Table)
 			if err != nil {
 				return err

@@ -25,15 +25,12 @@ logged or stored (only its SHA-256). Without --confirm it only counts the matche
 Silver, Gold and ClickHouse are not touched: rebuild them with replay.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
 				return err
 			}
-			unlock, err := a.lockState()
-			if err != nil {
-				return err
-			}
-			defer unlock()
+			defer done()
+			cfg := p.cfg
 			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
 				return err
 			}
@@ -42,11 +39,7 @@ Silver, Gold and ClickHouse are not touched: rebuild them with replay.`,
 				return &exitError{exitUsage, fmt.Errorf("--where: %w", err)}
 			}
 			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer lh.Close()
+			lh := p.lh
 			res, err := bronze.Forget(ctx, lh, cfg.Entities[args[0]].Bronze.Table, req, confirm)
 			if errors.Is(err, bronze.ErrNotConfirmed) {
 				return &exitError{exitUsage, err}

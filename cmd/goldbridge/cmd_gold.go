@@ -21,24 +21,16 @@ with the mart's data-quality checks and replaces exactly those partitions in one
 A failed critical check publishes nothing, opens the mart's circuit (sync then skips the
 mart) and exits with code 3; the next passing run closes it. --full rebuilds everything.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
 				return err
 			}
-			unlock, err := a.lockState()
-			if err != nil {
-				return err
-			}
-			defer unlock()
+			defer done()
+			cfg := p.cfg
 			marts, err := selectNames("mart", cfg.Marts, args)
 			if err != nil {
 				return err
 			}
-			p, err := a.newPipeline(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			defer p.close()
 			p.full = full
 			return p.gold(cmd.Context(), marts)
 		},

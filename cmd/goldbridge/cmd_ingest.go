@@ -22,24 +22,16 @@ consumed are recorded in the same commit, so running it again adds nothing and a
 at any point is repaired by running it again. A landing file that changed after it was
 ingested is reported and skipped; --reingest reads it again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
 				return err
 			}
-			unlock, err := a.lockState()
-			if err != nil {
-				return err
-			}
-			defer unlock()
+			defer done()
+			cfg := p.cfg
 			entities, err := selectNames("entity", cfg.Entities, args)
 			if err != nil {
 				return err
 			}
-			p, err := a.newPipeline(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			defer p.close()
 			p.reingest = reingest
 			return p.ingest(cmd.Context(), entities)
 		},

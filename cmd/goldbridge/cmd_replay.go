@@ -22,15 +22,12 @@ Use it when silver fails because the Bronze snapshots it still needed were expir
 after changing the entity's rules. Replaying again is safe.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
 				return err
 			}
-			unlock, err := a.lockState()
-			if err != nil {
-				return err
-			}
-			defer unlock()
+			defer done()
+			cfg := p.cfg
 			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
 				return err
 			}
@@ -40,11 +37,7 @@ after changing the entity's rules. Replaying again is safe.`,
 				return err
 			}
 			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer lh.Close()
+			lh := p.lh
 			res, err := silver.Replay(ctx, lh, spec, cfg.Entities[name].Bronze.Table, silver.Options{
 				Log: a.log.With("stage", "replay", "entity", name),
 			})

@@ -21,24 +21,16 @@ mode). Running it again without new Bronze rows changes nothing. The quality rep
 schema, aggregates) is printed and stored in the Silver snapshot summary as
 goldbridge.quality.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
 				return err
 			}
-			unlock, err := a.lockState()
-			if err != nil {
-				return err
-			}
-			defer unlock()
+			defer done()
+			cfg := p.cfg
 			entities, err := selectNames("entity", cfg.Entities, args)
 			if err != nil {
 				return err
 			}
-			p, err := a.newPipeline(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			defer p.close()
 			return p.silver(cmd.Context(), entities)
 		},
 	}

@@ -179,3 +179,22 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 	}
 	return nil
 }
+
+// openWriter is the preamble of every command that writes tables: it loads the config,
+// takes the state lock and opens the lakehouse. done releases all three.
+func (a *app) openWriter(ctx context.Context) (*pipeline, func(), error) {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock, err := a.lockState()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := a.newPipeline(ctx, cfg)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return p, func() { p.close(); unlock() }, nil
+}
