@@ -18,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go/table"
 	"go.yaml.in/yaml/v3"
 
+	"goldbridge/lakehouse/bronze"
+	"goldbridge/lakehouse/catalog"
 	"goldbridge/serving/chlocal"
 )
 
@@ -135,6 +139,12 @@ scrape_configs:
 		t.Fatalf("SIGTERM: exit %d after %s, want 0 within %s\n%s", code, took, shutdownTimeout, serve.output())
 	}
 
+	// The next run converges after the interrupted one: every landing line is in Bronze
+	// exactly once, and ClickHouse equals Gold (check exits 0).
+	mustRun(t, bin, "-c", cfgPath, "--state-dir", state, "run")
+	mustRun(t, bin, "-c", cfgPath, "--state-dir", state, "check")
+	assertBronzeHoldsLanding(t, state)
+
 	// Induced failure: new landing data and a critical check that fails on every row.
 	gen := filepath.Join(dir, "more")
 	mustRun(t, bin, "--state-dir", state, "demo", "generate", "--events", "300", "--seed", "2", "--out", gen)
@@ -158,6 +168,63 @@ scrape_configs:
 	}
 	if code := serve.stop(t, shutdownTimeout+time.Second); code != 0 {
 		t.Errorf("second serve: exit %d\n%s", code, serve.output())
+	}
+}
+
+// assertBronzeHoldsLanding checks that bronze.orders holds every non-blank landing line
+// exactly once (no line lost, none duplicated).
+func assertBronzeHoldsLanding(t *testing.T, state string) {
+	t.Helper()
+	want := map[string]int{}
+	files, _ := filepath.Glob(filepath.Join(state, "landing", "orders", "*.jsonl"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.TrimSpace(l) != "" {
+				want[filepath.Base(f)+"\x00"+l]++
+			}
+		}
+	}
+	ctx := context.Background()
+	lh, err := catalog.Open(ctx, catalog.Config{Type: "sql", URI: filepath.Join(state, "catalog.db"), Warehouse: "file://" + filepath.Join(state, "warehouse")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	tbl, err := lh.LoadTable(ctx, "bronze.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, recs, err := tbl.Scan(table.WithSelectedFields(bronze.ColPayload, bronze.ColFile)).ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := rec.Column(rec.Schema().FieldIndices(bronze.ColPayload)[0]).(*array.String)
+		f := rec.Column(rec.Schema().FieldIndices(bronze.ColFile)[0]).(*array.String)
+		for i := range p.Len() {
+			b, err := bronze.DecodePayload(p.Value(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[filepath.Base(f.Value(i))+"\x00"+string(b)]++
+		}
+		rec.Release()
+	}
+	if len(got) != len(want) {
+		t.Fatalf("bronze has %d distinct lines, landing %d", len(got), len(want))
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Fatalf("line %q: %d times in bronze, %d in landing", k, got[k], n)
+		}
 	}
 }
 
