@@ -7,7 +7,7 @@ DEMO_EVENTS ?= 200000
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build clickhouse prometheus demo test test-short lint bench clean
+.PHONY: all build clickhouse prometheus bench-deps demo test test-short lint bench bench-go clean
 
 all: build
 
@@ -31,6 +31,7 @@ demo: build clickhouse
 test: clickhouse prometheus lint
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
+	BENCH_QUICK=1 $(MAKE) --no-print-directory bench
 
 ## test-short: unit tests only (no ClickHouse server)
 test-short:
@@ -42,9 +43,20 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## bench: Go benchmarks of the hot paths (the full side-by-side suite grows with the stages)
-bench: clickhouse
+## bench: the whole chain side by side with DuckDB and ClickHouse on the same input (bench/run.sh):
+##        BENCH_EVENTS=N (default 10000000), BENCH_QUICK=1 (200k events, CI); appends to bench/results/<date>.md
+bench: build clickhouse bench-deps
+	bench/run.sh $(BIN)
+
+## bench-go: the Go micro-benchmarks beside the code
+bench-go: clickhouse
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+## bench-deps: what bench/run.sh needs besides Go and npm (Debian packages)
+bench-deps:
+	@for c in jq curl; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	[ -x /usr/bin/time ] || missing="$$missing time"; \
+	if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y --no-install-recommends $$missing >/dev/null; fi
 
 clean:
 	rm -rf bin

@@ -1,0 +1,459 @@
+#!/usr/bin/env bash
+# make bench: the whole chain measured side by side with DuckDB and ClickHouse on the same
+# input, in one run, printed as one table and appended to bench/results/<date>.md.
+#
+#   bench/run.sh [BIN]                      BIN defaults to bin/goldbridge
+#
+# Environment:
+#   BENCH_EVENTS=N     demo events of the full build (default 10000000)
+#   BENCH_QUICK=1      the CI size: 200000 events unless BENCH_EVENTS is set
+#   BENCH_DIR=dir      work directory (default bench/data, git-ignored); wiped at start
+#   BENCH_KEEP=1       keep the generated data and state dirs after the run
+#   BENCH_PROFILE=1    CPU + heap profile of the full goldbridge `run` (pprof overhead ~1%)
+#   BENCH_RESULTS=dir  where <date>.md goes (default bench/results)
+#   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
+#
+# Input: `goldbridge demo generate --seed 42 --end 2026-06-30` of N + N/1000 events; the
+# last N/1000 lines (the newest 0.1% of the stream) are held back and landed after the
+# full build for the incremental run. Fixed seed and end date: the same N gives the same
+# bytes on every machine.
+#
+# Stages measured, each as its own process under /usr/bin/time -v (wall time, peak RSS):
+#   duckdb       @duckdb/node-api in memory: read JSONL, parse, quarantine, ROW_NUMBER
+#                dedup, ROLLUP mart (bench/peers/duckdb.cjs)
+#   clickhouse   the same SQL on the suite's ClickHouse 26.7 server (bench/peers/clickhouse.sql)
+#   goldbridge   ingest, silver, gold, sync (fresh state dir); run (another fresh state
+#                dir); incremental run with the held-back 0.1% landed on top
+#   ceiling      ClickHouse's own bulk insert of the rows sync pushed (Native, 2 streams)
+# and the peers again on base + 0.1%, which they recompute from scratch.
+#
+# Every result is checked: the peers and goldbridge (its served ClickHouse view) must agree
+# on Gold's row count, total revenue, orders, distinct customers and exact averages, and
+# `goldbridge check` must find no drift. A mismatch or any failing command exits 1; timings
+# never fail the suite.
+set -euo pipefail
+trap 'echo "bench: failed at line $LINENO (exit $?)" >&2' ERR
+
+cd "$(dirname "$0")/.."
+root=$PWD
+BIN=${1:-${BENCH_BIN:-bin/goldbridge}}
+[[ "$BIN" == /* ]] || BIN="$root/$BIN"
+CONFIG="$root/bench/orders.yaml"
+SEED=42
+END=2026-06-30
+DUCKDB_VERSION=1.5.6-r.1
+
+if [[ -n "${BENCH_EVENTS:-}" ]]; then
+	N=$BENCH_EVENTS
+elif [[ "${BENCH_QUICK:-}" == 1 ]]; then
+	N=200000
+else
+	N=10000000
+fi
+if ! [[ "$N" =~ ^[0-9]+$ ]] || ((N < 10000)); then
+	echo "bench: BENCH_EVENTS must be a number >= 10000, got '$N'" >&2
+	exit 2
+fi
+TAIL=$((N / 1000))
+M=$((N + TAIL))
+FILES=$(((N + 249999) / 250000)) # the generator's default: one file per 250k events
+
+W=${BENCH_DIR:-$root/bench/data}
+[[ "$W" == /* ]] || W="$root/$W"
+RESULTS=${BENCH_RESULTS:-$root/bench/results}
+CACHE=${GOLDBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/goldbridge}
+
+die() {
+	echo "bench: $*" >&2
+	exit 1
+}
+log() { printf '== %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- prerequisites
+[[ -x "$BIN" ]] || die "$BIN not found: run make build (or pass the binary)"
+[[ -x /usr/bin/time ]] || die "/usr/bin/time is missing (Debian: apt-get install time)"
+for c in node npm curl jq awk; do
+	command -v "$c" >/dev/null || die "$c is required"
+done
+"$root/scripts/clickhouse.sh" >/dev/null || die "libchdb is missing (make clickhouse)"
+
+duck="$CACHE/bench/duckdb-$DUCKDB_VERSION"
+if [[ ! -d "$duck/node_modules/@duckdb/node-api" ]]; then
+	log "installing @duckdb/node-api@$DUCKDB_VERSION into $duck (once)"
+	mkdir -p "$duck"
+	[[ -f "$duck/package.json" ]] || echo '{"private": true}' >"$duck/package.json"
+	(cd "$duck" && npm install --silent --no-audit --no-fund --cache "$duck/.npm" "@duckdb/node-api@$DUCKDB_VERSION" >/dev/null) ||
+		die "npm install @duckdb/node-api@$DUCKDB_VERSION failed"
+	rm -rf "$duck/.npm"
+fi
+export NODE_PATH="$duck/node_modules"
+
+# Disk: ~0.4 KB per event measured at 1M (landing 0.21, each state dir 0.07, ClickHouse
+# 0.05); ask for 1 KB per event and 1 GB more.
+need_kb=$((M + 1048576))
+mkdir -p "$W"
+avail_kb=$(df -Pk "$W" | awk 'NR == 2 {print $4}')
+((avail_kb > need_kb)) || die "$W: $((avail_kb / 1024)) MB free, about $((need_kb / 1024)) MB needed for $N events"
+
+# ---------------------------------------------------------------- helpers
+rm -rf "$W/run"
+R="$W/run"
+mkdir -p "$R/gen" "$R/landing/base" "$R/landing/full" "$R/logs"
+
+# measure NAME CMD...: runs CMD under /usr/bin/time -v with stdout/stderr in logs/NAME.*;
+# sets SECS (wall, ms resolution) and RSS_KB; a failing command ends the suite.
+measure() {
+	local name=$1
+	shift
+	local t0 t1
+	t0=$(date +%s%N)
+	if ! /usr/bin/time -v -o "$R/logs/$name.time" "$@" >"$R/logs/$name.out" 2>"$R/logs/$name.err"; then
+		echo "bench: $name failed: $*" >&2
+		tail -n 20 "$R/logs/$name.err" "$R/logs/$name.out" >&2
+		exit 1
+	fi
+	t1=$(date +%s%N)
+	SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1e9}')
+	RSS_KB=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$R/logs/$name.time")
+}
+
+free_port() {
+	local p
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % 20000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+# Rows of the table: name|rows|secs|rss_kb|input the ratios compare with (base, full, or - for none)
+rows=()
+add_row() { rows+=("$1|$2|$3|$4|$5"); }
+
+# ---------------------------------------------------------------- input
+log "generate $M events (seed $SEED, end $END, $FILES files); the last $TAIL are landed later"
+measure generate "$BIN" --state-dir "$R" demo generate --events "$M" --seed "$SEED" --end "$END" --files "$FILES" --out "$R/gen"
+gen_secs=$SECS
+shopt -s nullglob
+gen=("$R"/gen/orders-*.jsonl)
+((${#gen[@]} == FILES)) || die "expected $FILES generated files, found ${#gen[@]}"
+last=${gen[-1]}
+lines=$(wc -l <"$last")
+head -n $((lines - TAIL)) "$last" >"$last.base"
+tail -n "$TAIL" "$last" >"$R/gen/orders-99999.jsonl.tail"
+mv "$last.base" "$last"
+for f in "${gen[@]}"; do
+	ln "$f" "$R/landing/base/"
+	ln "$f" "$R/landing/full/"
+done
+ln "$R/gen/orders-99999.jsonl.tail" "$R/landing/full/orders-99999.jsonl"
+base_lines=$(cat "$R"/landing/base/*.jsonl | wc -l)
+full_lines=$(cat "$R"/landing/full/*.jsonl | wc -l)
+((base_lines == N && full_lines == M)) || die "landing split: $base_lines + $((full_lines - base_lines)) lines, want $N + $TAIL"
+input_mb=$(du -smL "$R/landing/base" | awk '{print $1}')
+
+# ---------------------------------------------------------------- ClickHouse server
+export GB_BENCH_CH_PATH="$R/clickhouse" GB_BENCH_CH_TCP GB_BENCH_CH_HTTP
+GB_BENCH_CH_TCP=$(free_port)
+GB_BENCH_CH_HTTP=$(free_port)
+[[ "$GB_BENCH_CH_TCP" != "$GB_BENCH_CH_HTTP" ]] || GB_BENCH_CH_HTTP=$(free_port)
+CH="http://127.0.0.1:$GB_BENCH_CH_HTTP"
+log "start ClickHouse 26.7 (tcp $GB_BENCH_CH_TCP, http $GB_BENCH_CH_HTTP)"
+"$BIN" --state-dir "$R" clickhouse serve --path "$GB_BENCH_CH_PATH" \
+	--tcp-port "$GB_BENCH_CH_TCP" --http-port "$GB_BENCH_CH_HTTP" >"$R/logs/clickhouse.out" 2>&1 &
+chpid=$!
+stop_ch() {
+	if [[ -n "${chpid:-}" ]] && kill -0 "$chpid" 2>/dev/null; then
+		kill -TERM "$chpid" 2>/dev/null || true
+		wait "$chpid" 2>/dev/null || true
+	fi
+}
+cleanup() {
+	stop_ch
+	if [[ "${BENCH_KEEP:-}" != 1 ]]; then
+		rm -rf "$R/gen" "$R/landing" "$R/state-"* "$R/clickhouse" "$R/ceiling-"*
+	fi
+}
+trap cleanup EXIT
+for _ in $(seq 300); do
+	[[ "$(curl -s "$CH/ping" || true)" == "Ok." ]] && break
+	kill -0 "$chpid" 2>/dev/null || { cat "$R/logs/clickhouse.out" >&2; die "ClickHouse did not start"; }
+	sleep 0.1
+done
+[[ "$(curl -s "$CH/ping" || true)" == "Ok." ]] || die "ClickHouse did not answer /ping"
+
+# chq SQL [FORMAT]: one statement over HTTP; an error ends the suite.
+chq() {
+	local out
+	if ! out=$(curl -sS --fail-with-body --data-binary "$1" "$CH/?default_format=${2:-TSV}&async_insert=0"); then
+		die "clickhouse: ${1:0:200}...: $out"
+	fi
+	printf '%s' "$out"
+}
+ch_vm() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$chpid/status"; }
+
+# ---------------------------------------------------------------- peers
+# sanity JSON of every engine: one line each, compared at the end; peers' seconds
+declare -A sanity peer_secs
+
+duckdb_peer() { # label landing-dir
+	log "duckdb: $2 (in memory)"
+	measure "duckdb-$1" node "$root/bench/peers/duckdb.cjs" "$R/landing/$2/*.jsonl"
+	local j
+	j=$(cat "$R/logs/duckdb-$1.out")
+	sanity[duckdb_$1]=$(jq -cS .sanity <<<"$j")
+	DUCK_VERSION=$(jq -r .version <<<"$j")
+	add_row "duckdb $1 (SQL, in memory)" "$3" "$SECS" "$RSS_KB" "-"
+	peer_secs[duckdb_$1]=$SECS
+}
+
+clickhouse_peer() { # label landing-dir rows
+	log "clickhouse: $2 (SQL on the server)"
+	local db="bench_peer_$1" stmts t0 t1 hwm
+	mapfile -d $'\x1e' -t stmts < <(sed -e "s#{db}#$db#g" -e "s#{files}#$R/landing/$2/*.jsonl#g" \
+		"$root/bench/peers/clickhouse.sql" | grep -v '^--' | awk 'BEGIN {RS = "\n;\n"; ORS = "\x1e"} NF {print}')
+	((${#stmts[@]} == 4)) || die "bench/peers/clickhouse.sql: expected 4 statements, got ${#stmts[@]}"
+	chq "${stmts[0]}" >/dev/null
+	chq "${stmts[1]}" >/dev/null
+	echo 5 >"/proc/$chpid/clear_refs" # reset the server's peak RSS to its current RSS
+	t0=$(date +%s%N)
+	chq "${stmts[2]}" >/dev/null
+	chq "${stmts[3]}" >/dev/null
+	t1=$(date +%s%N)
+	hwm=$(ch_vm VmHWM)
+	SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1e9}')
+	sanity[clickhouse_$1]=$(chq "SELECT count() AS gold_rows,
+		toString(toInt128(sumIf(total_revenue, grouping_country = 1 AND grouping_category = 1) * 100)) AS revenue_cents,
+		toString(sumIf(total_orders, grouping_country = 1 AND grouping_category = 1)) AS orders,
+		toString(sumIf(unique_customers, grouping_country = 1 AND grouping_category = 1)) AS customers_total,
+		toString(sum(unique_customers)) AS customers_all_levels,
+		toString(sum(avg_units)) AS avg_units_sum
+		FROM $db.gold" JSONEachRow | jq -cS '.gold_rows |= tostring')
+	add_row "clickhouse $1 (SQL on the server)" "$3" "$SECS" "$hwm" "-"
+	peer_secs[clickhouse_$1]=$SECS
+	chq "DROP DATABASE $db SYNC" >/dev/null
+}
+
+duckdb_peer base base "$N"
+clickhouse_peer base base "$N"
+
+# ---------------------------------------------------------------- goldbridge
+gb_sanity() { # database
+	chq "SELECT count() AS gold_rows,
+		toString(toInt128(sumIf(total_revenue, grouping_level = 'total') * 100)) AS revenue_cents,
+		toString(sumIf(total_orders, grouping_level = 'total')) AS orders,
+		toString(sumIf(unique_customers, grouping_level = 'total')) AS customers_total,
+		toString(sum(unique_customers)) AS customers_all_levels,
+		toString(toInt128(sum(avg_order_value) * 100000000)) AS avg_units_sum
+		FROM $1.daily_revenue_kpi_final" JSONEachRow | jq -cS '.gold_rows |= tostring'
+}
+# first number matched by an extended regex group in a log, or "?"
+grab() {
+	local v
+	v=$(sed -nE "s/.*$2.*/\1/p" "$R/logs/$1.out" | sed -n 1p)
+	echo "${v:-?}"
+}
+
+# stage_split: seconds of each stage of the last `run`, from its metrics textfile.
+stage_split() {
+	awk -F'[{} ]' '/^goldbridge_stage_duration_seconds_sum/ {
+		split($2, kv, ","); st = ""
+		for (i in kv) if (kv[i] ~ /^stage=/) { st = kv[i]; gsub(/stage=|"/, "", st) }
+		sec[st] += $NF
+	}
+	END { n = split("ingest silver gold sync", o, " "); s = ""
+		for (i = 1; i <= n; i++) if (o[i] in sec) s = s sprintf("%s%s %.2fs", (s == "" ? "" : ", "), o[i], sec[o[i]])
+		print (s == "" ? "n/a" : s) }' "$GB_STATE/metrics.prom" 2>/dev/null || echo "n/a"
+}
+gb_env() { # state-name landing-dir database
+	export GB_BENCH_LANDING="$R/state-$1/landing" GB_BENCH_DB="$3"
+	GB_STATE="$R/state-$1"
+	mkdir -p "$GB_BENCH_LANDING"
+}
+gb() { # log-name state-name args...
+	local name=$1 st=$2
+	shift 2
+	measure "$name" "$BIN" -c "$CONFIG" --state-dir "$R/state-$st" "$@"
+}
+
+log "goldbridge: ingest, silver, gold, sync (fresh state dir)"
+gb_env stages base gb_stages
+ln "$R"/landing/base/*.jsonl "$GB_BENCH_LANDING/"
+gb ingest stages ingest
+add_row "goldbridge ingest" "$(grab ingest ', ([0-9]+) rows,')" "$SECS" "$RSS_KB" base
+stage_sum=$SECS
+gb silver stages silver
+add_row "goldbridge silver" "$(grab silver ': ([0-9]+) bronze rows')" "$SECS" "$RSS_KB" base
+stage_sum=$(awk -v a="$stage_sum" -v b="$SECS" 'BEGIN {print a + b}')
+gb gold stages gold
+gold_rows=$(grab gold '-> ([0-9]+) gold rows')
+add_row "goldbridge gold" "$gold_rows" "$SECS" "$RSS_KB" base
+stage_sum=$(awk -v a="$stage_sum" -v b="$SECS" 'BEGIN {print a + b}')
+gb sync stages sync
+sync_rows=$(grab sync 'partitions \(([0-9]+) rows\)')
+sync_secs=$SECS
+add_row "goldbridge sync" "$sync_rows" "$SECS" "$RSS_KB" base
+stage_sum=$(awk -v a="$stage_sum" -v b="$SECS" 'BEGIN {print a + b}')
+sanity[goldbridge_stages]=$(gb_sanity gb_stages)
+
+log "ceiling: ClickHouse's own bulk insert of the rows sync pushed (Native, 2 streams)"
+cols=$(chq "SELECT arrayStringConcat(groupArray(name), ', ') FROM (SELECT name FROM system.columns
+	WHERE database = 'gb_stages' AND table = 'daily_revenue_kpi__detail' ORDER BY position)")
+chq "DROP DATABASE IF EXISTS bench_ceiling SYNC" >/dev/null
+chq "CREATE DATABASE bench_ceiling" >/dev/null
+chq "CREATE TABLE bench_ceiling.src ENGINE = Memory AS SELECT * FROM gb_stages.daily_revenue_kpi__detail WHERE 0" >/dev/null
+chq "CREATE TABLE bench_ceiling.detail AS gb_stages.daily_revenue_kpi__detail" >/dev/null
+# Gold has one snapshot in this state dir, so every Parquet file under data/ is live.
+chq "INSERT INTO bench_ceiling.src ($cols) SELECT $cols
+	FROM file('$R/state-stages/warehouse/gold.db/daily_revenue_kpi/data/*/*.parquet', Parquet)
+	WHERE grouping_level = 'detail'" >/dev/null
+ceil_rows=$(chq "SELECT count() FROM bench_ceiling.src")
+[[ "$sync_rows" == "?" || "$ceil_rows" == "$sync_rows" ]] ||
+	die "ceiling: Gold holds $ceil_rows detail rows, sync reported $sync_rows pushed"
+for half in 0 1; do
+	curl -sS --fail --data-binary "SELECT * FROM bench_ceiling.src WHERE toRelativeDayNum(report_date) % 2 = $half ORDER BY report_date FORMAT Native" \
+		-o "$R/ceiling-$half.native" "$CH/" || die "ceiling: exporting the rows failed"
+done
+t0=$(date +%s%N)
+pids=()
+for half in 0 1; do
+	curl -sS --fail-with-body --data-binary "@$R/ceiling-$half.native" \
+		"$CH/?async_insert=0&query=$(jq -rn --arg q "INSERT INTO bench_ceiling.detail FORMAT Native" '$q | @uri')" \
+		>"$R/logs/ceiling-$half.out" &
+	pids+=($!)
+done
+fail=0
+for p in "${pids[@]}"; do
+	wait "$p" || fail=1
+done
+((fail == 0)) || die "ceiling insert failed: $(cat "$R"/logs/ceiling-*.out)"
+t1=$(date +%s%N)
+ceil_secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", (b - a) / 1e9}')
+[[ "$(chq "SELECT count() FROM bench_ceiling.detail")" == "$ceil_rows" ]] || die "ceiling: row count after insert differs"
+add_row "clickhouse bulk insert of the synced rows (ceiling)" "$ceil_rows" "$ceil_secs" "" "-"
+chq "DROP DATABASE bench_ceiling SYNC" >/dev/null
+rm -f "$R"/ceiling-*.native
+
+log "goldbridge: run (fresh state dir)"
+gb_env run base gb_run
+ln "$R"/landing/base/*.jsonl "$GB_BENCH_LANDING/"
+prof=()
+if [[ "${BENCH_PROFILE:-}" == 1 ]]; then
+	prof=(--cpuprofile "$R/logs/run.cpu.pprof" --memprofile "$R/logs/run.mem.pprof")
+fi
+gb run run "${prof[@]}" run
+run_split=$(stage_split)
+run_secs=$SECS
+run_rss=$RSS_KB
+add_row "goldbridge run (full build)" "$N" "$SECS" "$RSS_KB" base
+sanity[goldbridge_run]=$(gb_sanity gb_run)
+
+log "goldbridge: incremental run (+$TAIL events)"
+ln "$R/landing/full/orders-99999.jsonl" "$GB_BENCH_LANDING/"
+gb incr run run
+incr_split=$(stage_split)
+incr_secs=$SECS
+add_row "goldbridge run, incremental +0.1%" "$TAIL" "$SECS" "$RSS_KB" full
+sanity[goldbridge_incremental]=$(gb_sanity gb_run)
+
+duckdb_peer full full "$M"
+clickhouse_peer full full "$M"
+
+log "goldbridge check (Gold in Iceberg == ClickHouse, every partition)"
+gb_env stages base gb_stages
+gb check-stages stages check
+gb_env run base gb_run
+gb check-run run check
+
+# ---------------------------------------------------------------- sanity
+fail=0
+check_same() { # label keys...
+	local want=${sanity[$2]} k
+	for k in "${@:3}"; do
+		if [[ "${sanity[$k]}" != "$want" ]]; then
+			echo "bench: MISMATCH ($1): $k=${sanity[$k]} vs $2=$want" >&2
+			fail=1
+		fi
+	done
+}
+check_same "full build" duckdb_base clickhouse_base goldbridge_stages goldbridge_run
+check_same "after +0.1%" duckdb_full clickhouse_full goldbridge_incremental
+
+# ---------------------------------------------------------------- table
+fmt_rate() { awk -v r="$1" -v s="$2" 'BEGIN {if (r ~ /^[0-9]+$/ && s > 0) printf "%.0f", r / s; else printf "-"}'; }
+fmt_mb() { awk -v k="$1" 'BEGIN {if (k ~ /^[0-9]+$/) printf "%.0f MB", k / 1024; else printf "-"}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f×", a / b; else printf "-"}'; }
+pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.1f%%", 100 * a / b; else printf "-"}'; }
+thousands() { awk -v n="$1" 'BEGIN {if (n !~ /^[0-9]+$/) {printf "%s", n; exit}; s = ""; while (length(n) > 3) {s = "," substr(n, length(n) - 2) s; n = substr(n, 1, length(n) - 3)}; printf "%s%s", n, s}'; }
+
+stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
+day=$(date -u +%Y-%m-%d)
+commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
+gbver=$("$BIN" version | sed -n 1p)
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+memgb=$(awk '/MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)
+chver=$(chq "SELECT version()")
+
+table=$(
+	echo "### $stamp — $(thousands "$N") events (+$(thousands "$TAIL") incremental), seed $SEED, end $END"
+	echo
+	echo "$(nproc) cores ($cpu), ${memgb} GB RAM, load average at the end $load; binary: $gbver (repository at $commit);"
+	echo "DuckDB $DUCK_VERSION (node $(node --version)), ClickHouse $chver. Input $input_mb MB JSONL in $FILES file(s); generated in ${gen_secs}s."
+	if [[ "${BENCH_PROFILE:-}" == 1 ]]; then echo "The full \`run\` ran with --cpuprofile/--memprofile (BENCH_PROFILE=1)."; fi
+	echo
+	echo "| stage | rows | seconds | rows/s | peak RSS | × DuckDB | × ClickHouse |"
+	echo "|---|---:|---:|---:|---:|---:|---:|"
+	for r in "${rows[@]}"; do
+		IFS='|' read -r name nrows secs rss peer <<<"$r"
+		case $peer in
+		base | full) rd=$(ratio "$secs" "${peer_secs[duckdb_$peer]}") rc=$(ratio "$secs" "${peer_secs[clickhouse_$peer]}") ;;
+		*) rd="" rc="" ;;
+		esac
+		echo "| $name | $(thousands "$nrows") | $secs | $(thousands "$(fmt_rate "$nrows" "$secs")") | $(fmt_mb "$rss") | $rd | $rc |"
+	done
+	echo
+	echo "Ratios are goldbridge's seconds ÷ the peer's seconds on the same input (below 1 = goldbridge faster);"
+	echo "the incremental run is compared with the peers' full recompute of base + 0.1%. Peak RSS: the process"
+	echo "(/usr/bin/time -v); for ClickHouse the server's high-water mark during the queries (reset before them)."
+	echo "Stages inside the full \`run\`: $run_split; inside the incremental run: $incr_split."
+	echo "ingest + silver + gold + sync as separate processes: ${stage_sum}s."
+	echo
+	echo "Acceptance (issue 8; the full targets are for 10M events):"
+	echo
+	echo "| target | measured |"
+	echo "|---|---|"
+	echo "| full \`run\` ≤ 1.5× DuckDB in-memory SQL | $(ratio "$run_secs" "${peer_secs[duckdb_base]}") ($(ratio "$run_secs" "${peer_secs[clickhouse_base]}") ClickHouse SQL) |"
+	echo "| incremental ≤ 5% of goldbridge's full build | $(pct "$incr_secs" "$run_secs") |"
+	echo "| incremental ≥ 10× faster than each peer's recompute | DuckDB $(ratio "${peer_secs[duckdb_full]}" "$incr_secs"), ClickHouse $(ratio "${peer_secs[clickhouse_full]}" "$incr_secs") faster |"
+	echo "| peak RSS of the full \`run\` ≤ 2 GB | $(fmt_mb "$run_rss") |"
+	echo "| push ≥ 80% of ClickHouse's bulk insert (2 streams) | sync $(pct "$ceil_secs" "$sync_secs") of the ceiling's speed ($(thousands "$(fmt_rate "$sync_rows" "$sync_secs")") vs $(thousands "$(fmt_rate "$ceil_rows" "$ceil_secs")") rows/s) |"
+	echo
+	echo "Sanity (Gold rows; total level: revenue in cents, orders, distinct customers; all levels: distinct customers, Σ avg in 1e-8):"
+	echo
+	echo '```'
+	for k in duckdb_base clickhouse_base goldbridge_stages goldbridge_run duckdb_full clickhouse_full goldbridge_incremental; do
+		printf '%-23s %s\n' "$k" "$(jq -r '[.gold_rows, .revenue_cents, .orders, .customers_total, .customers_all_levels, .avg_units_sum] | join("  ")' <<<"${sanity[$k]}")"
+	done
+	if ((fail)); then echo "MISMATCH"; else echo "all equal; goldbridge check: no drift"; fi
+	echo '```'
+)
+
+mkdir -p "$RESULTS"
+out="$RESULTS/$day.md"
+# shellcheck disable=SC2016 # the backquotes are Markdown
+[[ -s "$out" ]] || printf '# Benchmark results %s\n\nWritten by `make bench` (bench/run.sh); newest last.\n' "$day" >"$out"
+printf '\n%s\n' "$table" >>"$out"
+echo
+echo "$table"
+echo
+echo "appended to ${out#"$root"/}; logs in ${R#"$root"/}/logs"
+if [[ "${BENCH_PROFILE:-}" == 1 ]]; then
+	echo
+	echo "CPU profile of the full run (go tool pprof -top -cum; also in logs/run.cpu.pprof, run.mem.pprof):"
+	go tool pprof -top -cum -nodecount=40 "$BIN" "$R/logs/run.cpu.pprof" 2>/dev/null | sed -n 1,48p || true
+fi
+((fail == 0)) || die "the engines disagree on the result (see MISMATCH above)"
