@@ -1,6 +1,7 @@
 package bronze
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -340,8 +342,12 @@ func newBatchWriter(batchID string, batchRows int) *batchWriter {
 
 func (b *batchWriter) add(payload []byte, system, file string, sourceTS time.Time) {
 	fs := b.bld.Fields()
-	b.scratch, _ = appendPayload(b.scratch[:0], payload)
-	fs[0].(*array.StringBuilder).BinaryBuilder.Append(b.scratch)
+	if utf8.Valid(payload) && !bytes.HasPrefix(payload, []byte(BinaryPrefix)) {
+		fs[0].(*array.StringBuilder).BinaryBuilder.Append(payload) // as delivered, without a copy to scratch
+	} else {
+		b.scratch, _ = appendPayload(b.scratch[:0], payload)
+		fs[0].(*array.StringBuilder).BinaryBuilder.Append(b.scratch)
+	}
 	fs[2].(*array.StringBuilder).Append(system)
 	fs[3].(*array.StringBuilder).Append(file)
 	fs[4].(*array.StringBuilder).BinaryBuilder.Append(b.uuids.next())

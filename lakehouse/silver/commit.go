@@ -154,7 +154,7 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 	lb := e.lookbackUnits()
 	lo := int64(math.MaxInt64)
 	for slot := range w.keys {
-		lo = min(lo, et.i[slot])
+		lo = min(lo, *et.i.at(slot))
 	}
 	ref := iceberg.Reference(e.cols[e.etIdx].Name)
 	var window iceberg.BooleanExpression
@@ -168,7 +168,7 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 	}
 	return e.scanKeys(ctx, silverTbl, window, []int{e.etIdx}, func(key string, row []Value) {
 		slot, ok := w.slots[key]
-		if ok && !row[e.etIdx].Null && row[e.etIdx].I >= et.i[slot]-lb {
+		if ok && !row[e.etIdx].Null && row[e.etIdx].I >= *et.i.at(int(slot))-lb {
 			w.fate[slot] = fateSame
 		}
 	})
@@ -225,7 +225,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 				continue
 			}
 			stored := version{ua: valueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
-			switch c := w.ver[slot].cmp(stored); {
+			switch c := w.ver.at(int(slot)).cmp(stored); {
 			case c > 0:
 				w.fate[slot] = fateUpdate
 			case c == 0:
@@ -308,6 +308,9 @@ func (e *engine) finishCounts() {
 
 const batchRows = 65536
 
+// writeQueue is the number of record batches queued per Parquet writer of a Silver write.
+const writeQueue = 2
+
 // winnerBatches yields the rows to write (inserts and updates) as Arrow batches.
 func (e *engine) winnerBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, error) bool) {
 	return func(yield func(arrow.RecordBatch, error) bool) {
@@ -316,6 +319,7 @@ func (e *engine) winnerBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, e
 		n := 0
 		nc := len(e.cols)
 		ts := arrow.Timestamp(e.now.UnixMicro())
+		var id []byte
 		for slot, f := range e.w.fate {
 			if f != fateInsert && f != fateUpdate {
 				continue
@@ -324,7 +328,8 @@ func (e *engine) winnerBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, e
 				e.w.cols[i].appendTo(b.Field(i), slot)
 			}
 			if e.append {
-				b.Field(nc).(*array.StringBuilder).Append(e.w.eventID[slot])
+				id = e.w.appendEventID(id[:0], slot)
+				b.Field(nc).(*array.StringBuilder).BinaryBuilder.Append(id)
 				b.Field(nc + 1).(*array.StringBuilder).Append(e.runID)
 				b.Field(nc + 2).(*array.TimestampBuilder).Append(ts)
 				if n++; n == batchRows {
@@ -337,8 +342,9 @@ func (e *engine) winnerBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, e
 			}
 			b.Field(nc).(*array.BooleanBuilder).Append(e.w.op[slot] == 'd')
 			b.Field(nc + 1).(*array.StringBuilder).Append(string(e.w.op[slot]))
-			b.Field(nc + 2).(*array.Int64Builder).Append(int64(e.w.ver[slot].hash))
-			b.Field(nc + 3).(*array.StringBuilder).Append(e.w.eventID[slot])
+			b.Field(nc + 2).(*array.Int64Builder).Append(int64(e.w.ver.at(slot).hash))
+			id = e.w.appendEventID(id[:0], slot)
+			b.Field(nc + 3).(*array.StringBuilder).BinaryBuilder.Append(id)
 			b.Field(nc + 4).(*array.StringBuilder).Append(e.runID)
 			b.Field(nc + 5).(*array.TimestampBuilder).Append(ts)
 			if n++; n == batchRows {
@@ -428,7 +434,9 @@ func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident 
 	sch := arrowSchemaOf(e.tcols, e.spec.Key)
 	var dataFiles []iceberg.DataFile
 	if e.counts.Current > 0 {
-		for df, err := range table.WriteRecords(ctx, tbl, sch, e.winnerBatches(sch)) {
+		// A few batches queued per partition writer, not iceberg-go's default 64: with
+		// one writer per bucket the queues held more memory than the winners.
+		for df, err := range table.WriteRecords(ctx, tbl, sch, e.winnerBatches(sch), table.WithRecordBatchBufferSize(writeQueue)) {
 			if err != nil {
 				return 0, fmt.Errorf("write silver data files: %w", err)
 			}

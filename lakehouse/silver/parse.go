@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/valyala/fastjson"
@@ -15,12 +16,18 @@ import (
 
 // parser types one payload into a row of Values. It is not safe for concurrent use
 // (fastjson reuses its memory); make one per goroutine.
+//
+// The string Values it returns point into arena (appended to, never copied per value
+// into its own allocation): they are valid until the caller reuses the arena, and
+// whoever keeps one beyond that (the winners, the key set) copies it.
 type parser struct {
 	cols  []ColumnSpec
 	paths [][]string
 	defs  []Value // typed defaults; defs[i].Null when none
 	hasDf []bool
 	p     fastjson.Parser
+	arena []byte // where string values are copied to (see above)
+	num   []byte // scratch for number text
 }
 
 func newParser(cols []ColumnSpec) (*parser, error) {
@@ -67,7 +74,7 @@ func (ps *parser) parse(payload []byte, row []Value) string {
 			row[i] = Value{Null: true}
 			continue
 		}
-		val, err := convert(c, v)
+		val, err := ps.convert(c, v)
 		if err != nil {
 			return "invalid_" + c.Name + ": " + err.Error()
 		}
@@ -86,16 +93,25 @@ func firstLine(s string) string {
 
 // convert types one JSON value. Numbers are accepted for string columns (as written),
 // and numeric strings for number columns, as CDC tools often emit them that way.
-func convert(c ColumnSpec, v *fastjson.Value) (Value, error) {
+// A string result points into ps.arena.
+func (ps *parser) convert(c ColumnSpec, v *fastjson.Value) (Value, error) {
 	switch v.Type() {
 	case fastjson.TypeString:
 		b := v.GetStringBytes()
 		if !utf8.Valid(b) {
 			return Value{}, fmt.Errorf("not valid UTF-8")
 		}
-		return convertString(c, string(b))
+		if c.Type.Kind == String {
+			return Value{S: ps.keep(b)}, nil
+		}
+		// Only read during the call (errors copy what they quote).
+		return convertString(c, unsafeString(b))
 	case fastjson.TypeNumber:
-		raw := string(v.MarshalTo(nil))
+		ps.num = v.MarshalTo(ps.num[:0])
+		if c.Type.Kind == String {
+			return Value{S: ps.keep(ps.num)}, nil
+		}
+		raw := unsafeString(ps.num)
 		switch c.Type.Kind {
 		case Timestamp, Date:
 			if c.Format == "" || c.Format == "rfc3339" {
@@ -115,6 +131,20 @@ func convert(c ColumnSpec, v *fastjson.Value) (Value, error) {
 		return Value{}, fmt.Errorf("%s for a %s", v.Type(), c.Type)
 	}
 }
+
+// keep copies b to the arena and returns it as a string pointing there.
+func (ps *parser) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	n := len(ps.arena)
+	ps.arena = append(ps.arena, b...)
+	return unsafeString(ps.arena[n:])
+}
+
+// unsafeString views b as a string without copying; b must not change while the
+// string is in use.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // convertString types a textual value.
 func convertString(c ColumnSpec, s string) (Value, error) {

@@ -6,18 +6,23 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
 
+	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
 )
@@ -302,7 +307,6 @@ type engine struct {
 	uaIdx  int // upsert: updated_at
 	opIdx  int // upsert: op, or -1
 	etIdx  int // append: event_time, or -1
-	parser *parser
 	rules  *ruleSet
 	opMap  map[string]byte
 	w      *winners
@@ -311,7 +315,6 @@ type engine struct {
 	quar   *array.RecordBuilder
 	runID  string
 	now    time.Time
-	row    []Value
 	keyBuf []byte
 	keys   *keySet // append mode with a keys table
 
@@ -336,13 +339,12 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		return nil, err
 	}
 	cols := append(slices.Clone(spec.Columns), extra...)
-	p, err := newParser(spec.Columns)
-	if err != nil {
+	if _, err := newParser(spec.Columns); err != nil { // defaults are checked here
 		return nil, err
 	}
 	e := &engine{
-		spec: spec, append: spec.Mode == ModeAppend, cols: cols, tcols: tableColumns(cols, spec.Mode), parser: p, rules: rules,
-		w: newWinners(cols), row: make([]Value, len(cols)), uaIdx: -1, opIdx: -1, etIdx: -1,
+		spec: spec, append: spec.Mode == ModeAppend, cols: cols, tcols: tableColumns(cols, spec.Mode), rules: rules,
+		w: newWinners(cols), uaIdx: -1, opIdx: -1, etIdx: -1,
 		now: time.Now().UTC(), quar: array.NewRecordBuilder(memory.DefaultAllocator, quarantineArrow),
 	}
 	e.w.firstWins = e.append
@@ -358,6 +360,9 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	}
 	if len(e.keyIdx) == 0 {
 		return nil, errors.New("no key columns")
+	}
+	if len(e.keyIdx) == 1 && cols[e.keyIdx[0]].Type.Kind == String {
+		e.w.keyCol = e.keyIdx[0] // its rendered key is its value
 	}
 	if e.append {
 		if spec.EventTime != "" {
@@ -405,6 +410,9 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 		recs iter.Seq2[arrow.RecordBatch, error]
 		err  error
 	)
+	// Bronze batches are read into recycled buffers: nothing read here outlives its
+	// batch uncopied (the winners, the key set and the quarantine builder copy).
+	ctx = compute.WithAllocator(ctx, arrowmem.NewPool(scanPoolIdle))
 	if from == 0 {
 		_, recs, err = bt.Scan(table.WithSnapshotID(to), table.WithSelectedFields(bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ToArrowRecords(ctx)
 	} else {
@@ -417,117 +425,286 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 	if err != nil {
 		return fmt.Errorf("scan bronze: %w", err)
 	}
-	for rec, err := range recs {
-		if err != nil {
-			return fmt.Errorf("scan bronze: %w", err)
-		}
-		e.batch(rec, sinks)
-		rec.Release()
-		if err := ctx.Err(); err != nil {
+	return e.consume(ctx, recs, sinks)
+}
+
+// consume types the rows of recs on parse workers (one per core, each with its own
+// parser and rule set) and merges them into the run's state in scan order, so the
+// result is the same as a sequential pass.
+func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, error], sinks sink) error {
+	nw := max(1, min(runtime.GOMAXPROCS(0), maxParseWorkers))
+	width := len(e.cols)
+	jobs := make(chan *chunk, nw)
+	ordered := make(chan *chunk, 2*nw+2)
+	free := make(chan *chunk, 2*nw+2)
+	for range cap(free) {
+		free <- &chunk{done: make(chan struct{}, 1)}
+	}
+	workers := make([]*parseWorker, nw)
+	for i := range workers {
+		var err error
+		if workers[i], err = e.newParseWorker(); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-func stringCol(rec arrow.RecordBatch, name string) *array.String {
-	return rec.Column(rec.Schema().FieldIndices(name)[0]).(*array.String)
-}
-
-func (e *engine) batch(rec arrow.RecordBatch, sinks sink) {
-	toSilver, toQuarantine, toKeys := sinks&sinkSilver != 0, sinks&sinkQuarantine != 0, sinks&sinkKeys != 0 && e.keys != nil
-	payloads := stringCol(rec, bronze.ColPayload)
-	events := stringCol(rec, bronze.ColEventID)
-	files := stringCol(rec, bronze.ColFile)
-	ingest := rec.Column(rec.Schema().FieldIndices(bronze.ColIngestTS)[0]).(*array.Timestamp)
-	for i := range int(rec.NumRows()) {
-		if toSilver {
-			e.counts.Read++
+	var wg sync.WaitGroup
+	for _, pw := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range jobs {
+				pw.parse(c, width)
+				c.done <- struct{}{}
+			}
+		}()
+	}
+	// The merger runs here; a feeder goroutine reads Bronze and hands out chunks.
+	var scanErr error
+	stop := make(chan struct{})
+	go func() {
+		defer close(ordered)
+		defer close(jobs)
+		for rec, err := range recs {
+			if err != nil {
+				scanErr = fmt.Errorf("scan bronze: %w", err)
+				return
+			}
+			b := newBronzeBatch(rec)
+			n := int(rec.NumRows())
+			for lo := 0; lo < n; lo += chunkRows {
+				var c *chunk
+				select {
+				case c = <-free:
+				case <-stop:
+					rec.Release()
+					return
+				}
+				rec.Retain()
+				c.b, c.lo, c.n = b, lo, min(chunkRows, n-lo)
+				jobs <- c
+				ordered <- c
+			}
+			rec.Release()
 		}
-		raw := payloads.Value(i)
-		payload, err := bronze.DecodePayload(raw)
-		reason := ""
-		if err != nil {
-			reason = "invalid_payload_encoding"
-		} else if strings.HasPrefix(raw, bronze.BinaryPrefix) {
-			reason = "invalid_utf8"
+	}()
+	var ctxErr error
+	for c := range ordered {
+		<-c.done
+		if ctxErr == nil {
+			e.merge(c, sinks, width)
+			ctxErr = ctx.Err()
+			if ctxErr != nil {
+				close(stop)
+			}
+		}
+		c.b.rec.Release()
+		c.b = nil
+		free <- c
+	}
+	wg.Wait()
+	if ctxErr != nil {
+		return ctxErr
+	}
+	return scanErr
+}
+
+// scanPoolIdle bounds the freed buffers the Bronze scan keeps for reuse.
+const scanPoolIdle = 64 << 20
+
+// maxParseWorkers bounds the parse workers whatever the core count: the merge, the
+// Parquet reader and writer need cores too.
+const maxParseWorkers = 4
+
+// chunkRows is the number of Bronze rows a parse worker types at a time.
+const chunkRows = 2048
+
+// bronzeBatch is one Arrow batch read from Bronze, with the columns Silver reads.
+type bronzeBatch struct {
+	rec      arrow.RecordBatch
+	payloads *array.String
+	events   *array.String
+	files    *array.String
+	ingest   *array.Timestamp
+}
+
+func newBronzeBatch(rec arrow.RecordBatch) *bronzeBatch {
+	return &bronzeBatch{
+		rec: rec, payloads: stringCol(rec, bronze.ColPayload), events: stringCol(rec, bronze.ColEventID),
+		files: stringCol(rec, bronze.ColFile), ingest: rec.Column(rec.Schema().FieldIndices(bronze.ColIngestTS)[0]).(*array.Timestamp),
+	}
+}
+
+// chunk is a run of rows of one Bronze batch, typed by a parse worker: per row the
+// typed cells (strings pointing into arena), or the quarantine reason.
+type chunk struct {
+	b      *bronzeBatch
+	lo, n  int
+	vals   []Value // n × len(cols)
+	reason []string
+	key    []string // the rendered business key (into arena)
+	ver    []version
+	op     []byte
+	arena  []byte
+	done   chan struct{}
+}
+
+// parseWorker types chunks; it owns a parser and a rule set (neither is safe for
+// concurrent use).
+type parseWorker struct {
+	e      *engine
+	parser *parser
+	rules  *ruleSet
+}
+
+func (e *engine) newParseWorker() (*parseWorker, error) {
+	p, err := newParser(e.spec.Columns)
+	if err != nil {
+		return nil, err
+	}
+	w := &parseWorker{e: e, parser: p}
+	if e.rules != nil {
+		w.rules = e.rules.clone()
+	}
+	return w, nil
+}
+
+func (pw *parseWorker) parse(c *chunk, width int) {
+	e := pw.e
+	c.vals = slices.Grow(c.vals[:0], c.n*width)[:c.n*width]
+	c.reason = slices.Grow(c.reason[:0], c.n)[:c.n]
+	c.key = slices.Grow(c.key[:0], c.n)[:c.n]
+	c.ver = slices.Grow(c.ver[:0], c.n)[:c.n]
+	c.op = slices.Grow(c.op[:0], c.n)[:c.n]
+	pw.parser.arena = c.arena[:0]
+	ncols := len(e.spec.Columns)
+	for j := range c.n {
+		i := c.lo + j
+		row := c.vals[j*width : (j+1)*width]
+		raw := c.b.payloads.Value(i)
+		var (
+			payload []byte
+			reason  string
+		)
+		if strings.HasPrefix(raw, bronze.BinaryPrefix) {
+			var err error
+			if payload, err = bronze.DecodePayload(raw); err != nil {
+				reason = "invalid_payload_encoding"
+			} else {
+				reason = "invalid_utf8"
+			}
+		} else {
+			payload = unsafe.Slice(unsafe.StringData(raw), len(raw)) // only read
 		}
 		if reason == "" {
-			reason = e.parser.parse(payload, e.row[:len(e.spec.Columns)])
+			reason = pw.parser.parse(payload, row[:ncols])
 		}
-		if reason == "" && e.rules != nil {
-			reason = e.rules.apply(e.row)
+		if reason == "" && pw.rules != nil {
+			reason = pw.rules.apply(row)
 		}
 		var op byte = 'u'
 		if reason == "" {
 			for _, k := range e.keyIdx {
-				if e.row[k].Null {
+				if row[k].Null {
 					reason = "missing_" + e.cols[k].Name
 					break
 				}
 			}
 		}
-		if reason == "" && e.uaIdx >= 0 && e.row[e.uaIdx].Null {
+		if reason == "" && e.uaIdx >= 0 && row[e.uaIdx].Null {
 			reason = "missing_" + e.cols[e.uaIdx].Name
 		}
-		if reason == "" && e.etIdx >= 0 && e.row[e.etIdx].Null {
+		if reason == "" && e.etIdx >= 0 && row[e.etIdx].Null {
 			reason = "missing_" + e.cols[e.etIdx].Name
 		}
-		if reason == "" && e.opIdx >= 0 && !e.row[e.opIdx].Null {
-			o, ok := e.opMap[e.row[e.opIdx].S]
+		if reason == "" && e.opIdx >= 0 && !row[e.opIdx].Null {
+			o, ok := e.opMap[row[e.opIdx].S]
 			if !ok {
-				reason = "invalid_op: " + clip(e.row[e.opIdx].S)
+				reason = "invalid_op: " + clip(row[e.opIdx].S)
 			}
 			op = o
 		}
+		c.reason[j] = reason
 		if reason != "" {
+			continue
+		}
+		n := len(pw.parser.arena)
+		pw.parser.arena = e.appendKey(pw.parser.arena, row)
+		c.key[j] = unsafeString(pw.parser.arena[n:])
+		h := xxhash.Sum64(payload)
+		if e.append {
+			c.ver[j], c.op[j] = version{hash: h}, 0
+			continue
+		}
+		c.ver[j] = version{ua: orderValue(row[e.uaIdx], e.cols[e.uaIdx].Type), rank: opRank(op), hash: h}
+		c.op[j] = op
+	}
+	c.arena = pw.parser.arena
+	pw.parser.arena = nil
+}
+
+// merge applies a typed chunk to the run's state, row by row in scan order.
+func (e *engine) merge(c *chunk, sinks sink, width int) {
+	toSilver, toQuarantine, toKeys := sinks&sinkSilver != 0, sinks&sinkQuarantine != 0, sinks&sinkKeys != 0 && e.keys != nil
+	b := c.b
+	for j := range c.n {
+		i := c.lo + j
+		if toSilver {
+			e.counts.Read++
+		}
+		if reason := c.reason[j]; reason != "" {
 			if toSilver {
 				e.counts.Quarantined++
 			}
 			if toQuarantine {
-				e.addQuarantine(raw, events.Value(i), reason, ingest, i, files.Value(i))
+				e.addQuarantine(b.payloads.Value(i), b.events.Value(i), reason, b.ingest, i, b.files.Value(i))
 			}
 			continue
 		}
 		if !toSilver && !toKeys {
 			continue
 		}
-		key := e.key(e.row)
+		row, key := c.vals[j*width:(j+1)*width], c.key[j]
 		if toKeys {
-			e.keys.add(key, e.row, e.keyIdx, !toSilver)
+			e.keys.add(key, row, e.keyIdx, !toSilver)
 		}
 		if !toSilver {
 			continue
 		}
 		var ts int64
-		if !ingest.IsNull(i) {
-			ts = int64(ingest.Value(i))
+		if !b.ingest.IsNull(i) {
+			ts = int64(b.ingest.Value(i))
 		}
-		h := xxhash.Sum64(payload)
-		if e.append {
-			e.w.offer(key, e.row, version{hash: h}, 0, events.Value(i), ts)
-			continue
+		if !e.append {
+			e.hashes = append(e.hashes, c.ver[j].hash)
 		}
-		e.hashes = append(e.hashes, h)
-		e.w.offer(key, e.row, version{ua: orderValue(e.row[e.uaIdx], e.cols[e.uaIdx].Type), rank: opRank(op), hash: h}, op, events.Value(i), ts)
+		e.w.offer(key, row, c.ver[j], c.op[j], b.events.Value(i), ts)
 	}
+}
+
+func stringCol(rec arrow.RecordBatch, name string) *array.String {
+	return rec.Column(rec.Schema().FieldIndices(name)[0]).(*array.String)
 }
 
 // orderValue maps the updated_at value (timestamp, date or integer; the config checks
 // that) to an int64 that orders versions.
 func orderValue(v Value, _ Type) int64 { return v.I }
 
-// key renders the business key of a row as one string (values joined by 0x1f).
-func (e *engine) key(row []Value) string {
-	b := e.keyBuf[:0]
+// appendKey appends the business key of a row rendered as one string (values joined
+// by 0x1f).
+func (e *engine) appendKey(b []byte, row []Value) []byte {
 	for i, k := range e.keyIdx {
 		if i > 0 {
 			b = append(b, 0x1f)
 		}
 		b = appendKeyText(b, row[k], e.cols[k].Type)
 	}
-	e.keyBuf = b
-	return string(b)
+	return b
+}
+
+// key renders the business key of a row; the string is valid until the next call.
+func (e *engine) key(row []Value) string {
+	e.keyBuf = e.appendKey(e.keyBuf[:0], row)
+	return unsafeString(e.keyBuf)
 }
 
 func appendKeyText(b []byte, v Value, t Type) []byte {
