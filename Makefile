@@ -31,7 +31,7 @@ demo: build clickhouse
 test: clickhouse prometheus lint
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
-	BENCH_QUICK=1 $(MAKE) --no-print-directory bench
+	BENCH_QUICK=1 BENCH_RESULTS=bench/data/results $(MAKE) --no-print-directory bench
 
 ## test-short: unit tests only (no ClickHouse server)
 test-short:
