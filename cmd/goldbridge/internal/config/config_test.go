@@ -209,6 +209,9 @@ func TestValidationRules(t *testing.T) {
 		{"bad warehouse", "warehouse: file://${STATE_DIR}/warehouse", "warehouse: /plain/path", "lakehouse.warehouse"},
 		{"bad listen", "listen: 127.0.0.1:9464", "listen: nowhere", "server.listen"},
 		{"not-null unknown", "columns: [report_date]", "columns: [nope]", "marts.daily_revenue_kpi.checks[1].columns"},
+		{"snapshot with grain column", "    filter: not is_deleted", "    mode: snapshot\n    filter: not is_deleted", "marts.daily_revenue_kpi.grain.column"},
+		{"join column clash", "    filter: not is_deleted", "    joins: [{entity: orders, on: {order_id: order_id}, columns: [country]}]\n    filter: not is_deleted", "marts.daily_revenue_kpi.joins[0].columns"},
+		{"lookback with keys table", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n      lookback: 7d\n      keys_table: silver.order_keys\n", "entities.orders.silver.lookback"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -372,6 +372,9 @@ func (c *Config) validateEntity(v *validator, name string) {
 		}
 		if sv.KeysTable != "" {
 			v.tableIdent(sp+".keys_table", sv.KeysTable)
+			if sv.Lookback != 0 {
+				v.add(sp+".lookback", "not used with keys_table (the keys table already covers every earlier event); set one of them")
+			}
 		}
 	case "":
 		v.add(sp+".mode", "required (upsert or append)")
