@@ -410,7 +410,7 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		}
 		for r := range int(rec.NumRows()) {
 			for i, n := range fields {
-				row[i] = valueAt(srcA[i], r, m.SourceColumns[n])
+				row[i] = silver.ValueAt(srcA[i], r, m.SourceColumns[n])
 			}
 			expand(0)
 			if errFilter != nil {
@@ -421,32 +421,6 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		rec.Release()
 	}
 	return rows, nil
-}
-
-// valueAt reads one Arrow cell as a silver.Value.
-func valueAt(a arrow.Array, i int, t silver.Type) silver.Value {
-	if a.IsNull(i) {
-		return silver.Value{Null: true}
-	}
-	switch arr := a.(type) {
-	case *array.String:
-		return silver.Value{S: arr.Value(i)}
-	case *array.Int32:
-		return silver.Value{I: int64(arr.Value(i))}
-	case *array.Int64:
-		return silver.Value{I: arr.Value(i)}
-	case *array.Date32:
-		return silver.Value{I: int64(arr.Value(i))}
-	case *array.Timestamp:
-		return silver.Value{I: int64(arr.Value(i))}
-	case *array.Float64:
-		return silver.Value{F: arr.Value(i)}
-	case *array.Decimal128:
-		return silver.Value{D: arr.Value(i)}
-	case *array.Boolean:
-		return silver.Value{B: arr.Value(i)}
-	}
-	panic(fmt.Sprintf("gold: unsupported arrow type %s for %s", a.DataType(), t))
 }
 
 // rows returns the groups sorted by grain, level and dimensions (deterministic output).

@@ -129,7 +129,7 @@ func loadJoin(ctx context.Context, lh *catalog.Lakehouse, j JoinSpec, snapshot i
 			}
 			key = key[:0]
 			for i, on := range j.On {
-				v := valueAt(keyA[i], r, j.ColumnTypes[on.Joined])
+				v := silver.ValueAt(keyA[i], r, j.ColumnTypes[on.Joined])
 				if v.Null {
 					continue rows
 				}
@@ -137,7 +137,7 @@ func loadJoin(ctx context.Context, lh *catalog.Lakehouse, j JoinSpec, snapshot i
 			}
 			vals := make([]silver.Value, len(j.Columns))
 			for i, c := range j.Columns {
-				vals[i] = valueAt(valA[i], r, j.ColumnTypes[c])
+				vals[i] = silver.ValueAt(valA[i], r, j.ColumnTypes[c])
 			}
 			out.rows[string(key)] = append(out.rows[string(key)], vals)
 		}

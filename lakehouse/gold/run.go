@@ -353,13 +353,13 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 			for r := range int(rec.NumRows()) {
 				key := ""
 				for i, k := range m.SourceKey {
-					key += keyText(valueAt(kcols[i], r, m.SourceColumns[k]), m.SourceColumns[k]) + "\x1f"
+					key += keyText(silver.ValueAt(kcols[i], r, m.SourceColumns[k]), m.SourceColumns[k]) + "\x1f"
 				}
 				if !wantKey(key) {
 					continue
 				}
 				keys[key] = true
-				if v := valueAt(g, r, grainT); !v.Null {
+				if v := silver.ValueAt(g, r, grainT); !v.Null {
 					seen[m.grainOf(v, grainT)] = true
 				}
 			}

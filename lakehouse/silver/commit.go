@@ -98,7 +98,7 @@ func (e *engine) scanKeys(ctx context.Context, tbl *table.Table, filter iceberg.
 		}
 		for r := range int(rec.NumRows()) {
 			for i, c := range idx {
-				row[c] = valueAt(arrs[i], r, e.cols[c].Type)
+				row[c] = ValueAt(arrs[i], r, e.cols[c].Type)
 			}
 			fn(e.key(row), row)
 		}
@@ -218,13 +218,13 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		hashes := col(ColVersion).(*array.Int64)
 		for r := range int(rec.NumRows()) {
 			for i, k := range e.keyIdx {
-				row[k] = valueAt(keyCols[i], r, e.cols[k].Type)
+				row[k] = ValueAt(keyCols[i], r, e.cols[k].Type)
 			}
 			slot, ok := w.slots[e.key(row)]
 			if !ok {
 				continue
 			}
-			stored := version{ua: valueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
+			stored := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
 			switch c := w.ver.at(int(slot)).cmp(stored); {
 			case c > 0:
 				w.fate[slot] = fateUpdate
@@ -239,30 +239,31 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	return nil
 }
 
-// valueAt reads one cell of an Arrow column as a Value.
-func valueAt(a arrow.Array, i int, t Type) Value {
+// ValueAt reads one cell of an Arrow column of a Silver (or Gold) table as a Value;
+// the Arrow type decides, t only names the column's declared type for messages.
+func ValueAt(a arrow.Array, i int, t Type) Value {
 	if a.IsNull(i) {
 		return Value{Null: true}
 	}
-	switch t.Kind {
-	case String:
-		return Value{S: a.(*array.String).Value(i)}
-	case Int32:
-		return Value{I: int64(a.(*array.Int32).Value(i))}
-	case Int64:
-		return Value{I: a.(*array.Int64).Value(i)}
-	case Date:
-		return Value{I: int64(a.(*array.Date32).Value(i))}
-	case Timestamp:
-		return Value{I: int64(a.(*array.Timestamp).Value(i))}
-	case Float64:
-		return Value{F: a.(*array.Float64).Value(i)}
-	case Decimal:
-		return Value{D: a.(*array.Decimal128).Value(i)}
-	case Bool:
-		return Value{B: a.(*array.Boolean).Value(i)}
+	switch arr := a.(type) {
+	case *array.String:
+		return Value{S: arr.Value(i)}
+	case *array.Int32:
+		return Value{I: int64(arr.Value(i))}
+	case *array.Int64:
+		return Value{I: arr.Value(i)}
+	case *array.Date32:
+		return Value{I: int64(arr.Value(i))}
+	case *array.Timestamp:
+		return Value{I: int64(arr.Value(i))}
+	case *array.Float64:
+		return Value{F: arr.Value(i)}
+	case *array.Decimal128:
+		return Value{D: arr.Value(i)}
+	case *array.Boolean:
+		return Value{B: arr.Value(i)}
 	}
-	return Value{Null: true}
+	panic(fmt.Sprintf("silver: unsupported Arrow type %s for a %s column", a.DataType(), t))
 }
 
 // finishCounts fills the accounting from the winners' fates and the payload hashes.

@@ -74,7 +74,7 @@ func silverRows(t *testing.T, lh *catalog.Lakehouse) map[string]string {
 			var parts []string
 			for _, c := range spec.Columns {
 				a := rec.Column(rec.Schema().FieldIndices(c.Name)[0])
-				parts = append(parts, render(valueAt(a, r, c.Type), c.Type))
+				parts = append(parts, render(ValueAt(a, r, c.Type), c.Type))
 			}
 			del := rec.Column(rec.Schema().FieldIndices(ColIsDeleted)[0]).(*array.Boolean).Value(r)
 			parts = append(parts, fmt.Sprint(del))
