@@ -7,6 +7,7 @@ import (
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 
 	"goldbridge/serving/ddl"
 )
@@ -72,29 +73,11 @@ func newColumn(c ddl.Column) (*column, error) {
 	case t == "Date":
 		var col proto.ColDate
 		out.col = &col
-		out.append = func(a arrow.Array, from, to int) error {
-			d, ok := a.(*array.Date32)
-			if !ok {
-				return typeErr(c, a)
-			}
-			for i := from; i < to; i++ {
-				col = append(col, proto.Date(d.Value(i)))
-			}
-			return nil
-		}
+		out.append = each[*array.Date32](c, (*[]proto.Date)(&col), func(d arrow.Date32) proto.Date { return proto.Date(d) })
 	case t == "Date32":
 		var col proto.ColDate32
 		out.col = &col
-		out.append = func(a arrow.Array, from, to int) error {
-			d, ok := a.(*array.Date32)
-			if !ok {
-				return typeErr(c, a)
-			}
-			for i := from; i < to; i++ {
-				col = append(col, proto.Date32(d.Value(i)))
-			}
-			return nil
-		}
+		out.append = each[*array.Date32](c, (*[]proto.Date32)(&col), func(d arrow.Date32) proto.Date32 { return proto.Date32(d) })
 	case t == "DateTime64(6, 'UTC')":
 		var col proto.ColInt64
 		out.col = proto.Alias(&col, proto.ColumnType(t))
@@ -177,29 +160,11 @@ func newColumn(c ddl.Column) (*column, error) {
 	case t == "UInt8":
 		var col proto.ColUInt8
 		out.col = &col
-		out.append = func(a arrow.Array, from, to int) error {
-			v, ok := a.(*array.Int32)
-			if !ok {
-				return typeErr(c, a)
-			}
-			for i := from; i < to; i++ {
-				col = append(col, uint8(v.Value(i)))
-			}
-			return nil
-		}
+		out.append = each[*array.Int32](c, (*[]uint8)(&col), func(v int32) uint8 { return uint8(v) })
 	case t == "Bool":
 		var col proto.ColBool
 		out.col = &col
-		out.append = func(a arrow.Array, from, to int) error {
-			v, ok := a.(*array.Boolean)
-			if !ok {
-				return typeErr(c, a)
-			}
-			for i := from; i < to; i++ {
-				col = append(col, v.Value(i))
-			}
-			return nil
-		}
+		out.append = each[*array.Boolean](c, (*[]bool)(&col), func(v bool) bool { return v })
 	case t == "Float64":
 		var col proto.ColFloat64
 		out.col = &col
@@ -214,17 +179,9 @@ func newColumn(c ddl.Column) (*column, error) {
 	case strings.HasPrefix(t, "Decimal(38, "):
 		var col proto.ColDecimal128
 		out.col = proto.Alias(&col, proto.ColumnType(t))
-		out.append = func(a arrow.Array, from, to int) error {
-			v, ok := a.(*array.Decimal128)
-			if !ok {
-				return typeErr(c, a)
-			}
-			for i := from; i < to; i++ {
-				n := v.Value(i)
-				col = append(col, proto.Decimal128{Low: n.LowBits(), High: uint64(n.HighBits())})
-			}
-			return nil
-		}
+		out.append = each[*array.Decimal128](c, (*[]proto.Decimal128)(&col), func(n decimal128.Num) proto.Decimal128 {
+			return proto.Decimal128{Low: n.LowBits(), High: uint64(n.HighBits())}
+		})
 	case t == "Array(String)":
 		arr := proto.NewArray[string](new(proto.ColStr))
 		out.col = arr
@@ -264,6 +221,24 @@ func newColumn(c ddl.Column) (*column, error) {
 		return nil, fmt.Errorf("column %s: unsupported ClickHouse type %s", c.Name, t)
 	}
 	return out, nil
+}
+
+// each returns an append func that converts every value of an Arrow array of type A
+// (rows [from, to)) into dst.
+func each[A interface {
+	arrow.Array
+	Value(int) V
+}, V, P any](c ddl.Column, dst *[]P, conv func(V) P) func(arrow.Array, int, int) error {
+	return func(a arrow.Array, from, to int) error {
+		v, ok := a.(A)
+		if !ok {
+			return typeErr(c, a)
+		}
+		for i := from; i < to; i++ {
+			*dst = append(*dst, conv(v.Value(i)))
+		}
+		return nil
+	}
 }
 
 // appendList appends list rows [from, to) (NULL lists as empty arrays): elems appends
