@@ -412,17 +412,20 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 	)
 	// Bronze batches are read into recycled buffers: nothing read here outlives its
 	// batch uncopied (the winners, the key set and the quarantine builder copy).
-	ctx = compute.WithAllocator(ctx, arrowmem.NewPool(scanPoolIdle))
+	pool := arrowmem.NewPool(scanPoolIdle)
+	ctx = compute.WithAllocator(ctx, pool)
+	var tasks []table.FileScanTask
 	if from == 0 {
-		_, recs, err = bt.Scan(table.WithSnapshotID(to), table.WithSelectedFields(bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ToArrowRecords(ctx)
+		tasks, err = bt.Scan(table.WithSnapshotID(to)).PlanFiles(ctx)
 	} else {
-		tasks, perr := bt.NewIncrementalAppendScan().FromSnapshotExclusive(from).ToSnapshot(to).PlanFiles(ctx)
-		if perr != nil {
-			return fmt.Errorf("plan bronze increment (%d, %d]: %w", from, to, perr)
-		}
-		_, recs, err = bt.Scan(table.WithSelectedFields(bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ReadTasks(ctx, tasks)
+		tasks, err = bt.NewIncrementalAppendScan().FromSnapshotExclusive(from).ToSnapshot(to).PlanFiles(ctx)
 	}
 	if err != nil {
+		return fmt.Errorf("plan bronze (%d, %d]: %w", from, to, err)
+	}
+	if directReadable(tasks) {
+		recs = readBronzeFiles(ctx, bt, tasks, pool)
+	} else if _, recs, err = bt.Scan(table.WithSelectedFields(bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ReadTasks(ctx, tasks); err != nil {
 		return fmt.Errorf("scan bronze: %w", err)
 	}
 	return e.consume(ctx, recs, sinks)
