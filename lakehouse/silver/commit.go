@@ -114,7 +114,6 @@ func (e *engine) scanKeys(ctx context.Context, tbl *table.Table, filter iceberg.
 // winner's (a day-partition-pruned scan from min(event time) - Lookback); or anywhere in
 // Silver (a projected scan of the key columns).
 func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Table) error {
-	w := e.w
 	if e.keys != nil {
 		ks := e.keys
 		if len(ks.fresh) == 0 {
@@ -132,29 +131,32 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 		if err != nil {
 			return err
 		}
-		for slot, key := range w.keys {
-			if k := ks.slots[key]; !ks.fresh[k] || ks.pre[k] {
-				w.fate[slot] = fateSame
+		for _, w := range e.ws {
+			for slot := range w.len() {
+				if k := ks.slots[w.key(slot)]; !ks.fresh[k] || ks.pre[k] {
+					w.fate[slot] = fateSame
+				}
 			}
 		}
 		return nil
 	}
-	if len(w.keys) == 0 {
+	if e.winnerCount() == 0 {
 		return nil
 	}
-	filter := e.keyFilter(w.keys)
+	filter := e.keyFilter(e.winnerKeys())
 	if e.spec.Lookback <= 0 || e.etIdx < 0 {
 		return e.scanKeys(ctx, silverTbl, filter, nil, func(key string, _ []Value) {
-			if slot, ok := w.slots[key]; ok {
+			if w, slot, ok := e.lookupKey(key); ok {
 				w.fate[slot] = fateSame
 			}
 		})
 	}
-	et := &w.cols[e.etIdx]
 	lb := e.lookbackUnits()
 	lo := int64(math.MaxInt64)
-	for slot := range w.keys {
-		lo = min(lo, *et.i.at(slot))
+	for _, w := range e.ws {
+		for slot := range w.len() {
+			lo = min(lo, w.get(e.etIdx, slot).I)
+		}
 	}
 	ref := iceberg.Reference(e.cols[e.etIdx].Name)
 	var window iceberg.BooleanExpression
@@ -167,8 +169,8 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 		window = iceberg.NewAnd(window, filter)
 	}
 	return e.scanKeys(ctx, silverTbl, window, []int{e.etIdx}, func(key string, row []Value) {
-		slot, ok := w.slots[key]
-		if ok && !row[e.etIdx].Null && row[e.etIdx].I >= *et.i.at(int(slot))-lb {
+		w, slot, ok := e.lookupKey(key)
+		if ok && !row[e.etIdx].Null && row[e.etIdx].I >= w.get(e.etIdx, slot).I-lb {
 			w.fate[slot] = fateSame
 		}
 	})
@@ -185,8 +187,7 @@ func (e *engine) lookbackUnits() int64 {
 // resolveAgainstStored decides each winner's fate against the version stored in Silver:
 // insert (new key), update (newer), same (a re-delivery) or older (a late event).
 func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) error {
-	w := e.w
-	if len(w.keys) == 0 || tbl.CurrentSnapshot() == nil {
+	if e.winnerCount() == 0 || tbl.CurrentSnapshot() == nil {
 		return nil
 	}
 	fields := []string{ColCDCOp, ColVersion}
@@ -195,7 +196,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	}
 	fields = append(fields, e.cols[e.uaIdx].Name)
 	opts := []table.ScanOption{table.WithSelectedFields(fields...)}
-	if f := e.keyFilter(w.keys); f != nil {
+	if f := e.keyFilter(e.winnerKeys()); f != nil {
 		opts = append(opts, table.WithRowFilter(f))
 	}
 	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
@@ -220,12 +221,12 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			for i, k := range e.keyIdx {
 				row[k] = ValueAt(keyCols[i], r, e.cols[k].Type)
 			}
-			slot, ok := w.slots[e.key(row)]
+			w, slot, ok := e.lookupKey(e.key(row))
 			if !ok {
 				continue
 			}
 			stored := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
-			switch c := w.ver.at(int(slot)).cmp(stored); {
+			switch c := w.ver.at(slot).cmp(stored); {
 			case c > 0:
 				w.fate[slot] = fateUpdate
 			case c == 0:
@@ -268,43 +269,48 @@ func ValueAt(a arrow.Array, i int, t Type) Value {
 
 // finishCounts fills the accounting from the winners' fates and the payload hashes.
 func (e *engine) finishCounts() {
+	n := int64(e.winnerCount())
 	if e.append {
 		valid := e.counts.Read - e.counts.Quarantined
 		var stored int64
-		for _, f := range e.w.fate {
-			if f == fateSame {
-				stored++
+		for _, w := range e.ws {
+			for _, f := range w.fate {
+				if f == fateSame {
+					stored++
+				}
 			}
 		}
-		e.counts.Current = int64(len(e.w.keys)) - stored
+		e.counts.Current = n - stored
 		e.counts.Inserted = e.counts.Current
-		e.counts.Duplicates = valid - int64(len(e.w.keys)) + stored
+		e.counts.Duplicates = valid - n + stored
 		return
 	}
 	slices.Sort(e.hashes)
 	distinct := int64(len(slices.Compact(e.hashes)))
 	valid := e.counts.Read - e.counts.Quarantined
 	var same, older int64
-	for slot, f := range e.w.fate {
-		switch f {
-		case fateInsert:
-			e.counts.Inserted++
-		case fateUpdate:
-			e.counts.Updated++
-		case fateSame:
-			same++
-			continue
-		case fateOlder:
-			older++
-			continue
-		}
-		if e.w.op[slot] == 'd' {
-			e.counts.Deleted++
+	for _, w := range e.ws {
+		for slot, f := range w.fate {
+			switch f {
+			case fateInsert:
+				e.counts.Inserted++
+			case fateUpdate:
+				e.counts.Updated++
+			case fateSame:
+				same++
+				continue
+			case fateOlder:
+				older++
+				continue
+			}
+			if w.op[slot] == 'd' {
+				e.counts.Deleted++
+			}
 		}
 	}
 	e.counts.Current = e.counts.Inserted + e.counts.Updated
 	e.counts.Duplicates = valid - distinct + same
-	e.counts.Superseded = distinct - int64(len(e.w.keys)) + older
+	e.counts.Superseded = distinct - n + older
 }
 
 const batchRows = 65536
@@ -321,37 +327,32 @@ func (e *engine) winnerBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, e
 		nc := len(e.cols)
 		ts := arrow.Timestamp(e.now.UnixMicro())
 		var id []byte
-		for slot, f := range e.w.fate {
-			if f != fateInsert && f != fateUpdate {
-				continue
-			}
-			for i := range e.w.cols {
-				e.w.cols[i].appendTo(b.Field(i), slot)
-			}
-			if e.append {
-				id = e.w.appendEventID(id[:0], slot)
-				b.Field(nc).(*array.StringBuilder).BinaryBuilder.Append(id)
-				b.Field(nc + 1).(*array.StringBuilder).Append(e.runID)
-				b.Field(nc + 2).(*array.TimestampBuilder).Append(ts)
+		for _, w := range e.ws {
+			for slot, f := range w.fate {
+				if f != fateInsert && f != fateUpdate {
+					continue
+				}
+				for i := range w.cols {
+					w.appendTo(i, b.Field(i), slot)
+				}
+				id = w.appendEventID(id[:0], slot)
+				if e.append {
+					b.Field(nc).(*array.StringBuilder).BinaryBuilder.Append(id)
+					b.Field(nc + 1).(*array.StringBuilder).Append(e.runID)
+					b.Field(nc + 2).(*array.TimestampBuilder).Append(ts)
+				} else {
+					b.Field(nc).(*array.BooleanBuilder).Append(w.op[slot] == 'd')
+					b.Field(nc + 1).(*array.StringBuilder).Append(string(w.op[slot]))
+					b.Field(nc + 2).(*array.Int64Builder).Append(int64(w.ver.at(slot).hash))
+					b.Field(nc + 3).(*array.StringBuilder).BinaryBuilder.Append(id)
+					b.Field(nc + 4).(*array.StringBuilder).Append(e.runID)
+					b.Field(nc + 5).(*array.TimestampBuilder).Append(ts)
+				}
 				if n++; n == batchRows {
 					n = 0
 					if !yield(b.NewRecordBatch(), nil) {
 						return
 					}
-				}
-				continue
-			}
-			b.Field(nc).(*array.BooleanBuilder).Append(e.w.op[slot] == 'd')
-			b.Field(nc + 1).(*array.StringBuilder).Append(string(e.w.op[slot]))
-			b.Field(nc + 2).(*array.Int64Builder).Append(int64(e.w.ver.at(slot).hash))
-			id = e.w.appendEventID(id[:0], slot)
-			b.Field(nc + 3).(*array.StringBuilder).BinaryBuilder.Append(id)
-			b.Field(nc + 4).(*array.StringBuilder).Append(e.runID)
-			b.Field(nc + 5).(*array.TimestampBuilder).Append(ts)
-			if n++; n == batchRows {
-				n = 0
-				if !yield(b.NewRecordBatch(), nil) {
-					return
 				}
 			}
 		}
@@ -367,17 +368,19 @@ func (e *engine) deleteBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, e
 		b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
 		defer b.Release()
 		n := 0
-		for slot, f := range e.w.fate {
-			if f != fateUpdate {
-				continue
-			}
-			for i, k := range e.keyIdx {
-				e.w.cols[k].appendTo(b.Field(i), slot)
-			}
-			if n++; n == batchRows {
-				n = 0
-				if !yield(b.NewRecordBatch(), nil) {
-					return
+		for _, w := range e.ws {
+			for slot, f := range w.fate {
+				if f != fateUpdate {
+					continue
+				}
+				for i, k := range e.keyIdx {
+					w.appendTo(k, b.Field(i), slot)
+				}
+				if n++; n == batchRows {
+					n = 0
+					if !yield(b.NewRecordBatch(), nil) {
+						return
+					}
 				}
 			}
 		}

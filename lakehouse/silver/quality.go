@@ -118,29 +118,37 @@ func (e *engine) checkRows() {
 		}
 	}
 	row := make([]Value, len(e.cols))
-	for slot, f := range e.w.fate {
-		if f != fateInsert && f != fateUpdate {
-			continue
-		}
-		q.RowsChecked++
-		for i := range e.w.cols {
-			row[i] = e.w.cols[i].get(slot)
-		}
-		for _, i := range notNull {
-			if row[i].Null {
-				if q.NullViolations == nil {
-					q.NullViolations = map[string]int64{}
-				}
-				q.NullViolations[e.cols[i].Name]++
+	for _, w := range e.ws {
+		for slot, f := range w.fate {
+			if f != fateInsert && f != fateUpdate {
+				continue
 			}
+			q.RowsChecked++
+			for i := range w.cols {
+				row[i] = w.get(i, slot)
+			}
+			e.checkRow(row, notNull)
 		}
-		if e.rules != nil {
-			e.rules.violations(row, func(id string) {
-				if q.FilterViolations == nil {
-					q.FilterViolations = map[string]int64{}
-				}
-				q.FilterViolations[id]++
-			})
+	}
+}
+
+// checkRow counts the row-level violations of one written row.
+func (e *engine) checkRow(row []Value, notNull []int) {
+	q := &e.quality
+	for _, i := range notNull {
+		if row[i].Null {
+			if q.NullViolations == nil {
+				q.NullViolations = map[string]int64{}
+			}
+			q.NullViolations[e.cols[i].Name]++
 		}
+	}
+	if e.rules != nil {
+		e.rules.violations(row, func(id string) {
+			if q.FilterViolations == nil {
+				q.FilterViolations = map[string]int64{}
+			}
+			q.FilterViolations[id]++
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -309,7 +310,7 @@ type engine struct {
 	etIdx  int // append: event_time, or -1
 	rules  *ruleSet
 	opMap  map[string]byte
-	w      *winners
+	ws     []*winners // the winners, one shard per merge goroutine (see shardOf)
 	hashes []uint64
 	counts Counts
 	quar   *array.RecordBuilder
@@ -344,10 +345,14 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	}
 	e := &engine{
 		spec: spec, append: spec.Mode == ModeAppend, cols: cols, tcols: tableColumns(cols, spec.Mode), rules: rules,
-		w: newWinners(cols), uaIdx: -1, opIdx: -1, etIdx: -1,
+		uaIdx: -1, opIdx: -1, etIdx: -1,
 		now: time.Now().UTC(), quar: array.NewRecordBuilder(memory.DefaultAllocator, quarantineArrow),
 	}
-	e.w.firstWins = e.append
+	e.ws = make([]*winners, mergeShards())
+	for i := range e.ws {
+		e.ws[i] = newWinners(cols)
+		e.ws[i].firstWins = e.append
+	}
 	idx := func(name string) int {
 		return slices.IndexFunc(cols, func(c ColumnSpec) bool { return c.Name == name })
 	}
@@ -362,7 +367,9 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		return nil, errors.New("no key columns")
 	}
 	if len(e.keyIdx) == 1 && cols[e.keyIdx[0]].Type.Kind == String {
-		e.w.keyCol = e.keyIdx[0] // its rendered key is its value
+		for _, w := range e.ws {
+			w.keyCol = e.keyIdx[0] // its rendered key is its value
+		}
 	}
 	if e.append {
 		if spec.EventTime != "" {
@@ -433,13 +440,15 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 
 // consume types the rows of recs on parse workers (one per core, each with its own
 // parser and rule set) and merges them into the run's state in scan order, so the
-// result is the same as a sequential pass.
+// result is the same as a sequential pass: this goroutine does the accounting and the
+// quarantine, and each winners shard's goroutine offers the rows of its keys.
 func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, error], sinks sink) error {
 	nw := max(1, min(runtime.GOMAXPROCS(0), maxParseWorkers))
 	width := len(e.cols)
+	inFlight := 2*nw + 2 + 2*len(e.ws)
 	jobs := make(chan *chunk, nw)
-	ordered := make(chan *chunk, 2*nw+2)
-	free := make(chan *chunk, 2*nw+2)
+	ordered := make(chan *chunk, inFlight)
+	free := make(chan *chunk, inFlight)
 	for range cap(free) {
 		free <- &chunk{done: make(chan struct{}, 1)}
 	}
@@ -461,7 +470,30 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 			}
 		}()
 	}
-	// The merger runs here; a feeder goroutine reads Bronze and hands out chunks.
+	// A chunk goes back to free when the last shard is done with it.
+	release := func(c *chunk) {
+		if c.pending.Add(-1) == 0 {
+			c.b.rec.Release()
+			c.b = nil
+			free <- c
+		}
+	}
+	shardIn := make([]chan *chunk, len(e.ws))
+	var shardWG sync.WaitGroup
+	if sinks&sinkSilver != 0 {
+		for s, w := range e.ws {
+			shardIn[s] = make(chan *chunk, inFlight)
+			shardWG.Add(1)
+			go func() {
+				defer shardWG.Done()
+				for c := range shardIn[s] {
+					e.offerShard(w, s, c, width)
+					release(c)
+				}
+			}()
+		}
+	}
+	// The accounting runs here; a feeder goroutine reads Bronze and hands out chunks.
 	var scanErr error
 	stop := make(chan struct{})
 	go func() {
@@ -495,20 +527,72 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 		<-c.done
 		if ctxErr == nil {
 			e.merge(c, sinks, width)
-			ctxErr = ctx.Err()
-			if ctxErr != nil {
+			if ctxErr = ctx.Err(); ctxErr != nil {
 				close(stop)
 			}
 		}
-		c.b.rec.Release()
-		c.b = nil
-		free <- c
+		if ctxErr != nil || shardIn[0] == nil {
+			c.pending.Store(1)
+			release(c)
+			continue
+		}
+		c.pending.Store(int32(len(shardIn)))
+		for _, in := range shardIn {
+			in <- c
+		}
 	}
+	for _, in := range shardIn {
+		if in != nil {
+			close(in)
+		}
+	}
+	shardWG.Wait()
 	wg.Wait()
 	if ctxErr != nil {
 		return ctxErr
 	}
 	return scanErr
+}
+
+// mergeShards is the number of winners shards: one per core, up to maxMergeShards.
+func mergeShards() int { return max(1, min(runtime.GOMAXPROCS(0), maxMergeShards)) }
+
+const maxMergeShards = 4
+
+// shardOf returns the index of the winners shard that owns a key hash.
+func (e *engine) shardOf(h uint64) int { return int((h >> 32) % uint64(len(e.ws))) }
+
+// lookupKey finds a key among the winners.
+func (e *engine) lookupKey(key string) (*winners, int, bool) {
+	h := xxhash.Sum64String(key)
+	w := e.ws[e.shardOf(h)]
+	slot, ok := w.lookup(h, key)
+	return w, slot, ok
+}
+
+// winnerCount is the number of keys the run holds.
+func (e *engine) winnerCount() int {
+	n := 0
+	for _, w := range e.ws {
+		n += w.len()
+	}
+	return n
+}
+
+// winnerKeys lists the keys the run holds when they are few enough for an IN filter
+// (see keyFilter), else nil.
+func (e *engine) winnerKeys() []string {
+	n := e.winnerCount()
+	if n > lookupThreshold {
+		return nil
+	}
+	keys := make([]string, 0, n)
+	for _, w := range e.ws {
+		for slot := range w.len() {
+			keys = append(keys, w.key(slot))
+		}
+	}
+	return keys
 }
 
 // scanPoolIdle bounds the freed buffers the Bronze scan keeps for reuse.
@@ -540,15 +624,18 @@ func newBronzeBatch(rec arrow.RecordBatch) *bronzeBatch {
 // chunk is a run of rows of one Bronze batch, typed by a parse worker: per row the
 // typed cells (strings pointing into arena), or the quarantine reason.
 type chunk struct {
-	b      *bronzeBatch
-	lo, n  int
-	vals   []Value // n × len(cols)
-	reason []string
-	key    []string // the rendered business key (into arena)
-	ver    []version
-	op     []byte
-	arena  []byte
-	done   chan struct{}
+	b       *bronzeBatch
+	lo, n   int
+	vals    []Value // n × len(cols)
+	reason  []string
+	key     []string     // the rendered business key (into arena)
+	kh      []uint64     // its hash
+	shard   []uint8      // the winners shard that owns it
+	pending atomic.Int32 // shards still reading the chunk
+	ver     []version
+	op      []byte
+	arena   []byte
+	done    chan struct{}
 }
 
 // parseWorker types chunks; it owns a parser and a rule set (neither is safe for
@@ -576,6 +663,8 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 	c.vals = slices.Grow(c.vals[:0], c.n*width)[:c.n*width]
 	c.reason = slices.Grow(c.reason[:0], c.n)[:c.n]
 	c.key = slices.Grow(c.key[:0], c.n)[:c.n]
+	c.kh = slices.Grow(c.kh[:0], c.n)[:c.n]
+	c.shard = slices.Grow(c.shard[:0], c.n)[:c.n]
 	c.ver = slices.Grow(c.ver[:0], c.n)[:c.n]
 	c.op = slices.Grow(c.op[:0], c.n)[:c.n]
 	pw.parser.arena = c.arena[:0]
@@ -633,6 +722,8 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		n := len(pw.parser.arena)
 		pw.parser.arena = e.appendKey(pw.parser.arena, row)
 		c.key[j] = unsafeString(pw.parser.arena[n:])
+		c.kh[j] = xxhash.Sum64(pw.parser.arena[n:])
+		c.shard[j] = uint8(e.shardOf(c.kh[j]))
 		h := xxhash.Sum64(payload)
 		if e.append {
 			c.ver[j], c.op[j] = version{hash: h}, 0
@@ -645,7 +736,8 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 	pw.parser.arena = nil
 }
 
-// merge applies a typed chunk to the run's state, row by row in scan order.
+// merge does the accounting of a typed chunk, the quarantine and the keys table, row by
+// row in scan order; offerShard then merges the rows into the winners.
 func (e *engine) merge(c *chunk, sinks sink, width int) {
 	toSilver, toQuarantine, toKeys := sinks&sinkSilver != 0, sinks&sinkQuarantine != 0, sinks&sinkKeys != 0 && e.keys != nil
 	b := c.b
@@ -663,24 +755,28 @@ func (e *engine) merge(c *chunk, sinks sink, width int) {
 			}
 			continue
 		}
-		if !toSilver && !toKeys {
-			continue
-		}
-		row, key := c.vals[j*width:(j+1)*width], c.key[j]
 		if toKeys {
-			e.keys.add(key, row, e.keyIdx, !toSilver)
+			e.keys.add(c.key[j], c.vals[j*width:(j+1)*width], e.keyIdx, !toSilver)
 		}
-		if !toSilver {
+		if toSilver && !e.append {
+			e.hashes = append(e.hashes, c.ver[j].hash)
+		}
+	}
+}
+
+// offerShard offers the valid rows of a chunk whose keys shard s owns to its winners.
+func (e *engine) offerShard(w *winners, s int, c *chunk, width int) {
+	b := c.b
+	for j := range c.n {
+		if c.reason[j] != "" || int(c.shard[j]) != s {
 			continue
 		}
+		i := c.lo + j
 		var ts int64
 		if !b.ingest.IsNull(i) {
 			ts = int64(b.ingest.Value(i))
 		}
-		if !e.append {
-			e.hashes = append(e.hashes, c.ver[j].hash)
-		}
-		e.w.offer(key, row, c.ver[j], c.op[j], b.events.Value(i), ts)
+		w.offer(c.kh[j], c.key[j], c.vals[j*width:(j+1)*width], c.ver[j], c.op[j], b.events.Value(i), ts)
 	}
 }
 

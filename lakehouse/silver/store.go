@@ -2,6 +2,7 @@ package silver
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -9,55 +10,81 @@ import (
 )
 
 // column holds one typed column of the winners in compact per-kind slices (far smaller
-// than a []Value per row for millions of keys).
+// than a []Value per row for millions of keys, and free of pointers, so the garbage
+// collector never scans them).
 //
-// The string Values given to append and set may point into memory the caller reuses
-// (the parser's arena, an Arrow buffer): the column stores its own copy, shared by
-// equal values while the column has few distinct ones (country, status, op...).
+// A string column stores one uint64 per row: while the column has few distinct values
+// (country, status, op...) a code into its dictionary, afterwards a reference into its
+// byte arena. The string Values given to append and set may point into memory the
+// caller reuses (the parser's arena, an Arrow buffer): the column keeps its own copy.
 type column struct {
-	kind   Kind
-	nulls  seq[bool]
-	s      seq[string]
-	i      seq[int64]
-	f      seq[float64]
-	d      seq[decimal128.Num]
-	b      seq[bool]
-	intern map[string]string // nil: not (or no longer) interning
-	noInt  bool              // gave up interning: too many distinct values
+	kind  Kind
+	nulls seq[bool]
+	s     seq[uint64] // String: dictionary code or arena reference
+	i     seq[int64]
+	f     seq[float64]
+	d     seq[decimal128.Num]
+	b     seq[bool]
+
+	dict    []string          // coded: the distinct values
+	dictIdx map[string]uint32 // coded: value -> code
+	arena   arena             // after the dictionary outgrew internMax
+	spilled bool              // s holds arena references
 }
 
-// internMax is the number of distinct values up to which a string column shares one
-// copy per value; a column with more stops interning (its values are mostly distinct).
+// internMax is the number of distinct values up to which a string column stores codes;
+// a column with more stores its values in the arena (they are mostly distinct).
 const internMax = 4096
 
-// own returns a copy of s that the column may keep.
-func (c *column) own(s string) string {
-	if len(s) == 0 {
-		return ""
+// own returns the reference the column stores for s.
+func (c *column) own(s string) uint64 {
+	if c.spilled {
+		return c.arena.add(s)
 	}
-	if c.noInt {
-		return strings.Clone(s)
+	if code, ok := c.dictIdx[s]; ok {
+		return uint64(code)
 	}
-	if v, ok := c.intern[s]; ok {
-		return v
+	if len(c.dict) < internMax {
+		if c.dictIdx == nil {
+			c.dictIdx = make(map[string]uint32, 64)
+		}
+		v := strings.Clone(s)
+		c.dictIdx[v] = uint32(len(c.dict))
+		c.dict = append(c.dict, v)
+		return uint64(len(c.dict) - 1)
 	}
-	v := strings.Clone(s)
-	if c.intern == nil {
-		c.intern = make(map[string]string, 64)
+	// Too many distinct values: move every dictionary value into the arena once and
+	// turn the codes held into references.
+	refs := make([]uint64, len(c.dict))
+	for i, v := range c.dict {
+		refs[i] = c.arena.add(v)
 	}
-	if len(c.intern) >= internMax {
-		c.intern, c.noInt = nil, true
-		return v
+	for _, ch := range c.s.chunks {
+		for i := range ch {
+			ch[i] = refs[ch[i]]
+		}
 	}
-	c.intern[v] = v
-	return v
+	c.dict, c.dictIdx, c.spilled = nil, nil, true
+	return c.arena.add(s)
+}
+
+// str returns the string a reference stands for.
+func (c *column) str(ref uint64) string {
+	if c.spilled {
+		return c.arena.get(ref)
+	}
+	return c.dict[ref]
 }
 
 func (c *column) append(v Value) {
 	c.nulls.append(v.Null)
 	switch c.kind {
 	case String:
-		c.s.append(c.own(v.S))
+		var ref uint64
+		if !v.Null {
+			ref = c.own(v.S)
+		}
+		c.s.append(ref)
 	case Int32, Int64, Date, Timestamp:
 		c.i.append(v.I)
 	case Float64:
@@ -70,10 +97,15 @@ func (c *column) append(v Value) {
 }
 
 func (c *column) set(slot int, v Value) {
+	wasNull := *c.nulls.at(slot)
 	*c.nulls.at(slot) = v.Null
 	switch c.kind {
 	case String:
-		if p := c.s.at(slot); *p != v.S { // the same value (a typical update): keep the copy held
+		if v.Null {
+			return
+		}
+		// The same value (a typical update): keep the copy held.
+		if p := c.s.at(slot); wasNull || c.str(*p) != v.S {
 			*p = c.own(v.S)
 		}
 	case Int32, Int64, Date, Timestamp:
@@ -87,14 +119,14 @@ func (c *column) set(slot int, v Value) {
 	}
 }
 
-// get returns the value at slot.
+// get returns the value at slot; a string points into the column's storage.
 func (c *column) get(slot int) Value {
 	if *c.nulls.at(slot) {
 		return Value{Null: true}
 	}
 	switch c.kind {
 	case String:
-		return Value{S: *c.s.at(slot)}
+		return Value{S: c.str(*c.s.at(slot))}
 	case Int32, Int64, Date, Timestamp:
 		return Value{I: *c.i.at(slot)}
 	case Float64:
@@ -115,7 +147,7 @@ func (c *column) appendTo(b array.Builder, slot int) {
 	}
 	switch c.kind {
 	case String:
-		b.(*array.StringBuilder).Append(*c.s.at(slot))
+		b.(*array.StringBuilder).Append(c.str(*c.s.at(slot)))
 	case Int32:
 		b.(*array.Int32Builder).Append(int32(*c.i.at(slot)))
 	case Int64:
@@ -131,6 +163,51 @@ func (c *column) appendTo(b array.Builder, slot int) {
 	case Bool:
 		b.(*array.BooleanBuilder).Append(*c.b.at(slot))
 	}
+}
+
+// arena stores strings back to back in fixed chunks that never move, so a string read
+// from it stays valid for the arena's life. A reference packs chunk (24 bits), offset
+// (22 bits) and length (18 bits); longer strings go to a side list.
+type arena struct {
+	chunks [][]byte
+	long   []string
+}
+
+const (
+	arenaChunk   = 1 << 22
+	arenaLenBits = 18
+	arenaLong    = 1<<arenaLenBits - 1 // length field of a reference into long
+)
+
+func (a *arena) add(s string) uint64 {
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s) >= arenaLong {
+		a.long = append(a.long, strings.Clone(s))
+		return uint64(len(a.long)-1)<<arenaLenBits | arenaLong
+	}
+	n := len(a.chunks)
+	if n == 0 || len(a.chunks[n-1])+len(s) > arenaChunk {
+		a.chunks = append(a.chunks, make([]byte, 0, arenaChunk))
+		n++
+	}
+	ch := &a.chunks[n-1]
+	off := len(*ch)
+	*ch = append(*ch, s...)
+	return uint64(n-1)<<40 | uint64(off)<<arenaLenBits | uint64(len(s))
+}
+
+func (a *arena) get(ref uint64) string {
+	l := int(ref & arenaLong)
+	switch l {
+	case 0:
+		return ""
+	case arenaLong:
+		return a.long[ref>>arenaLenBits]
+	}
+	off := int(ref>>arenaLenBits) & (arenaChunk - 1)
+	return unsafe.String(&a.chunks[ref>>40][off], l)
 }
 
 // version orders the versions of one key: newer updated_at wins, then the op rank
@@ -203,11 +280,13 @@ func (a arrival) before(o arrival) bool {
 }
 
 // winners is the row kept per key in a run: in upsert mode the newest version (equal
-// versions: the earliest arrival), in append mode the earliest arrival.
+// versions: the earliest arrival), in append mode the earliest arrival. A run holds
+// several, each owning the keys of one hash shard, merged on their own goroutines.
 type winners struct {
 	cols      []column
-	slots     map[string]int32
-	keys      []string
+	index     keyIndex
+	keys      arena
+	keyRef    seq[uint64]
 	ver       seq[version]
 	op        []byte
 	eventID   seq[eventID]
@@ -230,26 +309,76 @@ const (
 // In append mode fateInsert means "append" and fateSame "already in Silver".
 
 func newWinners(cols []ColumnSpec) *winners {
-	w := &winners{cols: make([]column, len(cols)), slots: map[string]int32{}, keyCol: -1}
+	w := &winners{cols: make([]column, len(cols)), index: keyIndex{m: map[uint64]int32{}}, keyCol: -1}
 	for i, c := range cols {
 		w.cols[i].kind = c.Type.Kind
 	}
 	return w
 }
 
-// offer keeps row as the key's row if it beats the one held (see winners). key, the
-// row's strings and eventID are only read during the call: what is kept is copied.
-func (w *winners) offer(key string, row []Value, v version, op byte, eventID string, ts int64) {
-	slot, ok := w.slots[key]
+// len is the number of keys held.
+func (w *winners) len() int { return len(w.fate) }
+
+// key returns the rendered business key of slot (valid for the winners' life).
+func (w *winners) key(slot int) string { return w.keys.get(*w.keyRef.at(slot)) }
+
+// lookup returns the slot of key, whose hash is h.
+func (w *winners) lookup(h uint64, key string) (int, bool) {
+	s, ok := w.index.m[h]
 	if !ok {
-		key = strings.Clone(key)
-		w.slots[key] = int32(len(w.keys))
-		w.keys = append(w.keys, key)
+		return 0, false
+	}
+	if w.key(int(s)) == key {
+		return int(s), true
+	}
+	s, ok = w.index.coll[key]
+	return int(s), ok
+}
+
+// get returns column i of slot; strings point into the winners' storage.
+func (w *winners) get(i, slot int) Value {
+	if i == w.keyCol {
+		return Value{S: w.key(slot)}
+	}
+	return w.cols[i].get(slot)
+}
+
+// appendTo appends column i of slot to an Arrow builder of the column's type.
+func (w *winners) appendTo(i int, b array.Builder, slot int) {
+	if i == w.keyCol {
+		b.(*array.StringBuilder).Append(w.key(slot))
+		return
+	}
+	w.cols[i].appendTo(b, slot)
+}
+
+// keyIndex maps a key's 64-bit hash to its slot. Keys whose hash another key already
+// has (about one pair in 10^7 among millions of keys) are looked up by value in coll.
+type keyIndex struct {
+	m    map[uint64]int32
+	coll map[string]int32
+}
+
+// offer keeps row as the key's row if it beats the one held (see winners). key, whose
+// hash is h, the row's strings and eventID are only read during the call: what is
+// kept is copied.
+func (w *winners) offer(h uint64, key string, row []Value, v version, op byte, eventID string, ts int64) {
+	s, ok := w.lookup(h, key)
+	if !ok {
+		slot := int32(len(w.fate))
+		ref := w.keys.add(key)
+		if _, taken := w.index.m[h]; taken {
+			if w.index.coll == nil {
+				w.index.coll = map[string]int32{}
+			}
+			w.index.coll[w.keys.get(ref)] = slot
+		} else {
+			w.index.m[h] = slot
+		}
+		w.keyRef.append(ref)
 		for i := range w.cols {
 			if i == w.keyCol {
-				w.cols[i].nulls.append(false)
-				w.cols[i].s.append(key) // the key is the column's value: one copy
-				continue
+				continue // the key is the column's value: see get
 			}
 			w.cols[i].append(row[i])
 		}
@@ -260,7 +389,6 @@ func (w *winners) offer(key string, row []Value, v version, op byte, eventID str
 		w.fate = append(w.fate, fateInsert)
 		return
 	}
-	s := int(slot)
 	held := w.ver.at(s)
 	hts := *w.ts.at(s)
 	var (
@@ -279,9 +407,11 @@ func (w *winners) offer(key string, row []Value, v version, op byte, eventID str
 		return
 	}
 	for i := range w.cols {
-		w.cols[i].set(s, row[i])
+		if i != w.keyCol {
+			w.cols[i].set(s, row[i])
+		}
 	}
-	*held, w.op[slot], *w.eventID.at(s), *w.ts.at(s) = v, op, w.packID(eventID), ts
+	*held, w.op[s], *w.eventID.at(s), *w.ts.at(s) = v, op, w.packID(eventID), ts
 }
 
 // eventID holds a Bronze _event_id compactly: the 16 bytes of a canonical (lowercase,
