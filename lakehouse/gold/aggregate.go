@@ -2,7 +2,6 @@ package gold
 
 import (
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
@@ -19,58 +18,19 @@ type acc struct {
 	min   silver.Value
 	max   silver.Value
 	hasMM bool
-	keys  map[string]struct{}
-	vals  []float64 // quantiles: every non-NULL input
+	// count_distinct: the distinct values' ids (rank order after partial.finish; on the
+	// base groups only) and their number.
+	ids      []uint32
+	distinct int64
+	vals     []float64 // quantiles: every non-NULL input
 }
 
-// group is one output row being accumulated: grain, level, dimension values, measures.
+// group is one output row: grain, level (index into the sets), dimension values, measures.
 type group struct {
 	grain int64
 	set   int
 	dims  []silver.Value
 	accs  []acc
-}
-
-// add folds one row's measure inputs into the group.
-func (g *group) add(ms []MeasureSpec, vals []silver.Value) {
-	for i, m := range ms {
-		a := &g.accs[i]
-		if m.Agg == "count" {
-			a.n++
-			continue
-		}
-		v := vals[i]
-		if v.Null {
-			continue
-		}
-		a.n++
-		switch m.Agg {
-		case "sum", "avg":
-			switch m.InputType.Kind {
-			case silver.Decimal:
-				a.dsum = a.dsum.Add(v.D)
-			case silver.Float64:
-				a.fsum += v.F
-			default:
-				a.isum += v.I
-			}
-		case "min", "max":
-			if !a.hasMM || less(v, a.min, m.InputType) {
-				a.min = v
-			}
-			if !a.hasMM || less(a.max, v, m.InputType) {
-				a.max = v
-			}
-			a.hasMM = true
-		case "count_distinct":
-			if a.keys == nil {
-				a.keys = map[string]struct{}{}
-			}
-			a.keys[keyText(v, m.InputType)] = struct{}{}
-		case "quantiles":
-			a.vals = append(a.vals, floatOf(v, m.InputType))
-		}
-	}
 }
 
 func less(a, b silver.Value, t silver.Type) bool {
@@ -120,16 +80,6 @@ func avgDecimal(sum decimal128.Num, n int64) decimal128.Num {
 		q = q.Negate()
 	}
 	return q
-}
-
-// sortedKeys returns a group's distinct values in order (deterministic output).
-func sortedKeys(m map[string]struct{}) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // floatOf is a numeric input as float64 (quantiles are computed on doubles).

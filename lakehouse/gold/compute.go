@@ -2,14 +2,15 @@ package gold
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -18,8 +19,12 @@ import (
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
+	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/silver"
 )
+
+// scanPoolIdle bounds the freed scan buffers kept for reuse.
+const scanPoolIdle = 64 << 20
 
 const dayMicros = int64(86400e6)
 
@@ -103,6 +108,34 @@ type rowFilter struct {
 	vm    vm.VM
 	names []string
 	env   map[string]any
+
+	// memo caches the outcome by the values of the referenced columns: a filter is a
+	// pure function of them (filters calling now() are not cached), and most filters
+	// read few distinct values (not is_deleted, status == "paid").
+	memo   map[string]bool
+	memoOK bool
+	keyBuf []byte
+}
+
+// memoLimit bounds the memo; a filter over many distinct values runs the program.
+const memoLimit = 1 << 14
+
+// memoKey renders the referenced values (by slot) as the memo key.
+func (rf *rowFilter) memoKey(at func(int) silver.Value, slots []int, types []silver.Type) []byte {
+	b := rf.keyBuf[:0]
+	for i, s := range slots {
+		v := at(s)
+		if v.Null {
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, 1)
+		t := keyText(v, types[i])
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(t)))
+		b = append(b, t...)
+	}
+	rf.keyBuf = b
+	return b
 }
 
 func exprValue(v silver.Value, t silver.Type) any {
@@ -165,57 +198,19 @@ func compileFilter(src string, cols map[string]silver.Type) (*rowFilter, error) 
 	if err != nil {
 		return nil, fmt.Errorf("filter %q: %w", src, err)
 	}
-	return &rowFilter{prog: prog, names: names, env: env}, nil
-}
-
-// partial is the aggregation state of one run: groups by grain, level and dimensions.
-type partial struct {
-	m      MartSpec
-	sets   [][]int
-	groups map[string]*group
-	keyBuf []byte
-
-	joins      []*joined // loaded joins, in MartSpec.Joins order
-	fixedGrain int64     // snapshot mode: the grain of every row
-}
-
-func newPartial(m MartSpec) (*partial, error) {
-	sets, err := m.sets()
-	if err != nil {
-		return nil, err
-	}
-	return &partial{m: m, sets: sets, groups: map[string]*group{}}, nil
-}
-
-// add folds one Silver row (grain value, dimension values, measure inputs) into every level.
-func (p *partial) add(grain int64, dims, vals []silver.Value) {
-	for si, set := range p.sets {
-		b := strconv.AppendInt(p.keyBuf[:0], grain, 10)
-		b = append(b, '|')
-		b = strconv.AppendInt(b, int64(si), 10)
-		for _, d := range set {
-			b = append(b, 0x1f)
-			if dims[d].Null {
-				b = append(b, 0)
-			} else {
-				b = append(b, 1)
-				b = append(b, keyText(dims[d], p.m.Dims[d].Type)...)
+	pure := true
+	ast.Find(tree.Node, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.BuiltinNode:
+			pure = pure && n.Name != "now"
+		case *ast.CallNode:
+			if id, ok := n.Callee.(*ast.IdentifierNode); ok && id.Value == "now" {
+				pure = false
 			}
 		}
-		p.keyBuf = b
-		g, ok := p.groups[string(b)]
-		if !ok {
-			g = &group{grain: grain, set: si, dims: make([]silver.Value, len(p.m.Dims)), accs: make([]acc, len(p.m.Measures))}
-			for i := range g.dims {
-				g.dims[i] = silver.Value{Null: true}
-			}
-			for _, d := range set {
-				g.dims[d] = dims[d]
-			}
-			p.groups[string(b)] = g
-		}
-		g.add(p.m.Measures, vals)
-	}
+		return false
+	})
+	return &rowFilter{prog: prog, names: names, env: env, memo: map[string]bool{}, memoOK: pure}, nil
 }
 
 // scanSilver feeds the Silver rows of tbl matching filter to p: each row is enriched by
@@ -288,9 +283,11 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		valSlot[i] = slotOf(ms.Column)
 	}
 	var filterSlot []int
+	var filterTypes []silver.Type
 	if rf != nil {
 		for _, n := range rf.names {
 			filterSlot = append(filterSlot, slotOf(n))
+			filterTypes = append(filterTypes, types[n])
 		}
 	}
 	onSlot := make([][]int, len(p.joins))
@@ -304,6 +301,9 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	if snapshot != 0 {
 		opts = append(opts, table.WithSnapshotID(snapshot))
 	}
+	// The batches are decoded into recycled buffers: nothing of a batch outlives it
+	// uncopied (the interners and min/max copy their strings).
+	ctx = compute.WithAllocator(ctx, arrowmem.NewPool(scanPoolIdle))
 	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)
@@ -323,26 +323,45 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	// emit filters and aggregates the enriched row.
 	emit := func() {
 		if rf != nil {
+			var key []byte
+			if rf.memoOK {
+				key = rf.memoKey(at, filterSlot, filterTypes)
+				if keep, ok := rf.memo[string(key)]; ok {
+					if !keep {
+						return
+					}
+					goto pass
+				}
+			}
 			for i, n := range rf.names {
 				rf.env[n] = exprValue(at(filterSlot[i]), types[n])
 			}
 			out, err := rf.vm.Run(rf.prog, rf.env)
+			keep := false
 			if err != nil {
 				// An operator that cannot take a NULL input (segment != "x" with no
 				// segment, e.g. after a LEFT JOIN without a match): unknown, as in SQL,
 				// so the row is left out. Any other error stops the run.
 				for i := range rf.names {
 					if at(filterSlot[i]).Null {
-						return
+						err = nil
 					}
 				}
-				errFilter = err
-				return
+				if err != nil {
+					errFilter = err
+					return
+				}
+			} else {
+				keep, _ = out.(bool)
 			}
-			if ok, _ := out.(bool); !ok {
+			if rf.memoOK && len(rf.memo) < memoLimit {
+				rf.memo[string(key)] = keep
+			}
+			if !keep {
 				return
 			}
 		}
+	pass:
 		grain := p.fixedGrain
 		if !m.snapshot() {
 			gv := at(grainSlot)
@@ -423,29 +442,6 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	return rows, nil
 }
 
-// rows returns the groups sorted by grain, level and dimensions (deterministic output).
-func (p *partial) rows() []*group {
-	groups := make([]*group, 0, len(p.groups))
-	for _, g := range p.groups {
-		groups = append(groups, g)
-	}
-	slices.SortFunc(groups, func(a, b *group) int {
-		if a.grain != b.grain {
-			return cmpInt(a.grain, b.grain)
-		}
-		if a.set != b.set {
-			return a.set - b.set
-		}
-		for i, d := range a.dims {
-			if c := cmpValue(d, b.dims[i], p.m.Dims[i].Type); c != 0 {
-				return c
-			}
-		}
-		return 0
-	})
-	return groups
-}
-
 func cmpInt(a, b int64) int {
 	switch {
 	case a < b:
@@ -507,7 +503,7 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 			case "count":
 				next().(*array.Int64Builder).Append(a.n)
 			case "count_distinct":
-				next().(*array.Int64Builder).Append(int64(len(a.keys)))
+				next().(*array.Int64Builder).Append(a.distinct)
 			case "avg":
 				bl := next()
 				switch {
@@ -555,7 +551,9 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 				}
 				lb.Append(true)
 				vb := lb.ValueBuilder().(*array.StringBuilder)
-				for _, k := range sortedKeys(a.keys) {
+				// One by one: AppendValues reserves exactly, so repeated calls copy the
+				// whole data buffer every time.
+				for _, k := range p.distinctTexts(i, g.grain, a.ids) {
 					vb.Append(k)
 				}
 			case "avg":
