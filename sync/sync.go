@@ -21,7 +21,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	gosync "sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -41,7 +40,7 @@ const CircuitProperty = "goldbridge.circuit"
 // Options tune a sync.
 type Options struct {
 	Now         func() time.Time // clock (tests); default time.Now
-	Parallelism int              // partitions pushed at once (default 2)
+	Parallelism int              // parallel insert streams of a push (default 2)
 	BatchRows   int              // rows per insert block (default 100000)
 	Force       bool             // push every hot partition
 	Only        []string         // push these partition ids too (repair)
@@ -73,6 +72,9 @@ type Plan struct {
 	Hot  []push.Partition // every hot partition Gold has, oldest first
 	Push []Planned
 	Drop []string // ClickHouse partitions to drop (out of the window, or gone from Gold)
+	// Whole: every partition the table holds is pushed or dropped, so the pushed
+	// partitions can replace the whole table (push.Options.Whole).
+	Whole bool
 }
 
 // Result of a sync.
@@ -149,13 +151,14 @@ func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]p
 	for id, gps := range by {
 		sort.Slice(gps, func(i, j int) bool { return gps[i].t.Before(gps[j].t) })
 		h := xxhash.New()
-		var snap int64
+		var snap, n int64
 		for _, g := range gps {
 			fmt.Fprintf(h, "%d:%d:%d;", g.t.UnixMicro(), g.snap, g.n)
 			snap = max(snap, g.snap)
+			n += g.n
 		}
 		s, e := m.PartitionRange(gps[0].t)
-		out = append(out, push.Partition{ID: id, Start: s, End: e, SnapshotID: snap, Checksum: strconv.FormatUint(h.Sum64(), 16)})
+		out = append(out, push.Partition{ID: id, Start: s, End: e, SnapshotID: snap, Checksum: strconv.FormatUint(h.Sum64(), 16), Rows: n})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
 	return out, nil
@@ -235,6 +238,16 @@ func MakePlan(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table
 		}
 	}
 	sort.Strings(p.Drop)
+	p.Whole = len(p.Push) > 0
+	pushed := map[string]bool{}
+	for _, pp := range p.Push {
+		pushed[pp.ID] = true
+	}
+	for id := range live {
+		if !pushed[id] && !slices.Contains(p.Drop, id) {
+			p.Whole = false
+		}
+	}
 	return p, nil
 }
 
@@ -271,58 +284,65 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	}
 	res.Unchanged = len(plan.Hot) - len(plan.Push)
 
-	// Push in parallel, each partition retried as a whole on connection errors.
-	var (
-		mu   gosync.Mutex
-		wg   gosync.WaitGroup
-		errs []error
-		sem  = make(chan struct{}, opt.Parallelism)
-	)
-	for _, pp := range plan.Push {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			var fault func(string) error
-			if opt.Fault != nil {
-				fault = func(step string) error { return opt.Fault(pp.ID, step) }
-			}
-			var r push.Result
-			err := c.Retry(ctx, func(ctx context.Context) error {
-				var err error
-				r, err = push.Push(ctx, c, m, tbl, pp.Partition, push.Options{BatchRows: opt.BatchRows, Fault: fault, Now: opt.Now})
-				return err
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			opt.Log.Debug("pushed", "partition", pp.ID, "reason", pp.Reason, "rows", r.Rows,
-				"snapshot", pp.SnapshotID, "seconds", r.Elapsed.Seconds())
-			res.Pushed = append(res.Pushed, pp)
-			res.Rows += r.Rows
-		}()
-	}
-	wg.Wait()
-	sort.Slice(res.Pushed, func(i, j int) bool { return res.Pushed[i].ID < res.Pushed[j].ID })
-	if len(errs) > 0 {
-		res.Elapsed = time.Since(start)
-		return res, fmt.Errorf("sync %s: %d of %d partitions failed: %w", m.Name, len(errs), len(plan.Push), errs[0])
-	}
-	for _, id := range plan.Drop {
+	// One batch: every planned partition is staged, swapped in and recorded together,
+	// retried as a whole on connection errors.
+	exchanged := false
+	if len(plan.Push) > 0 {
+		parts := make([]push.Partition, len(plan.Push))
+		for i, pp := range plan.Push {
+			parts[i] = pp.Partition
+		}
+		var r push.Result
 		err := c.Retry(ctx, func(ctx context.Context) error {
-			if err := c.Conn().Exec(ctx, "ALTER TABLE "+ddl.Name(m, m.Table)+" DROP PARTITION ID "+serving.QS(id)); err != nil {
-				return err
-			}
-			return push.RecordState(ctx, c, m, push.State{Partition: id, Deleted: true, PushedAt: opt.Now()})
+			var err error
+			r, err = push.Push(ctx, c, m, tbl, parts, push.Options{BatchRows: opt.BatchRows, Streams: opt.Parallelism,
+				Whole: plan.Whole, Fault: opt.Fault, Now: opt.Now})
+			return err
 		})
 		if err != nil {
-			return res, fmt.Errorf("sync %s: drop partition %s: %w", m.Name, id, err)
+			res.Elapsed = time.Since(start)
+			return res, fmt.Errorf("sync %s: %d partitions not pushed: %w", m.Name, len(plan.Push), err)
 		}
-		opt.Log.Info("dropped partition (left the hot window)", "mart", m.Name, "partition", id)
-		res.Dropped = append(res.Dropped, id)
+		for _, pp := range plan.Push {
+			opt.Log.Debug("pushed", "partition", pp.ID, "reason", pp.Reason, "rows", r.ByID[pp.ID], "snapshot", pp.SnapshotID)
+		}
+		opt.Log.Debug("push", "partitions", len(plan.Push), "rows", r.Rows, "exchanged", r.Exchanged, "seconds", r.Elapsed.Seconds())
+		res.Pushed = slices.Clone(plan.Push)
+		sort.Slice(res.Pushed, func(i, j int) bool { return res.Pushed[i].ID < res.Pushed[j].ID })
+		res.Rows = r.Rows
+		exchanged = r.Exchanged
+	}
+	if len(plan.Push) == 0 {
+		// Leftovers of a push that failed after its swap (cheap when there are none).
+		if err := c.Retry(ctx, func(ctx context.Context) error { return push.Cleanup(ctx, c, m) }); err != nil {
+			return res, fmt.Errorf("sync %s: %w", m.Name, err)
+		}
+	}
+	if len(plan.Drop) > 0 {
+		err := c.Retry(ctx, func(ctx context.Context) error {
+			// After an exchange the table holds only the pushed partitions already.
+			if !exchanged {
+				for i := 0; i < len(plan.Drop); i += 100 {
+					var cmds []string
+					for _, id := range plan.Drop[i:min(i+100, len(plan.Drop))] {
+						cmds = append(cmds, "DROP PARTITION ID "+serving.QS(id))
+					}
+					if err := c.Conn().Exec(ctx, "ALTER TABLE "+ddl.Name(m, m.Table)+" "+strings.Join(cmds, ", ")); err != nil {
+						return err
+					}
+				}
+			}
+			states := make([]push.State, len(plan.Drop))
+			for i, id := range plan.Drop {
+				states[i] = push.State{Partition: id, Deleted: true, PushedAt: opt.Now()}
+			}
+			return push.RecordStates(ctx, c, m, states)
+		})
+		if err != nil {
+			return res, fmt.Errorf("sync %s: drop partitions %s: %w", m.Name, strings.Join(plan.Drop, " "), err)
+		}
+		opt.Log.Info("dropped partitions (left the hot window)", "mart", m.Name, "partitions", plan.Drop)
+		res.Dropped = plan.Drop
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil

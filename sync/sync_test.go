@@ -241,57 +241,86 @@ func TestSyncAcceptance(t *testing.T) {
 
 func head(s []string) []string { return s[:min(3, len(s))] }
 
-// TestFaultSweep injects a failure before every step of a push of every partition in
-// turn; after each failure ClickHouse holds old or new per partition (check the totals
-// of the old/new content), and the next sync converges with zero drift.
+// TestFaultSweep injects a failure before every step of a push, in a batch that is the
+// whole table (every day changed: the table is exchanged) and in one that is not (one
+// day changed: REPLACE PARTITION). After each failure ClickHouse holds old or new per
+// partition (the rows of each day are the old or the new ones), and the next sync
+// converges with zero drift and leaves no batch table behind.
 func TestFaultSweep(t *testing.T) {
-	ctx := context.Background()
-	db := chtest.Database(t)
-	c := client(t, db)
-	lh := lakehousetest.Open(t)
-	m := testMart(db, true)
-	days := daysFrom(day0, 3)
-	orders := genOrders(2, days, 100)
-	tbl := writeGold(t, lh, goldRows(orders), days)
-	now := day0.AddDate(0, 0, 3)
-	clock := func() time.Time { return now }
-	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
-		t.Fatal(err)
-	}
-	version := 0
-	for _, step := range push.Steps {
-		version++
-		// New Gold content for every day.
-		orders = genOrders(uint64(10+version), days, 100)
-		rows := goldRows(orders)
-		tbl = writeGold(t, lh, rows, days)
-		before := finalRows(t, c, m)
-		_, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Parallelism: 1, Fault: func(p, s string) error {
-			if p == "20260502" && s == step {
-				return push.ErrFault
+	for _, whole := range []bool{true, false} {
+		t.Run(map[bool]string{true: "whole", false: "partial"}[whole], func(t *testing.T) {
+			ctx := context.Background()
+			db := chtest.Database(t)
+			c := client(t, db)
+			lh := lakehousetest.Open(t)
+			m := testMart(db, true)
+			days := daysFrom(day0, 3)
+			gold := goldRows(genOrders(2, days, 100))
+			tbl := writeGold(t, lh, gold, days)
+			now := day0.AddDate(0, 0, 3)
+			clock := func() time.Time { return now }
+			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		}})
-		if !errors.Is(err, push.ErrFault) {
-			t.Fatalf("step %s: want the injected fault, got %v", step, err)
-		}
-		// Partition 20260502 is old or new, never a mix.
-		mid := finalRows(t, c, m)
-		newDay := filterDay(goldStrings(rows, m, day0), "2026-05-02")
-		oldDay := filterDay(before, "2026-05-02")
-		gotDay := filterDay(mid, "2026-05-02")
-		if !slices.Equal(gotDay, newDay) && !slices.Equal(gotDay, oldDay) {
-			t.Fatalf("step %s: partition is neither old nor new", step)
-		}
-		if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
-			t.Fatalf("step %s: converge: %v", step, err)
-		}
-		if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
-			t.Fatalf("step %s: drift after converge: %v %v", step, drifts, err)
-		}
-		if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
-			t.Fatalf("step %s: _final differs from Gold", step)
-		}
+			version := 0
+			for _, step := range push.Steps {
+				version++
+				// New Gold content for every day, or for 2026-05-02 only.
+				rows := goldRows(genOrders(uint64(10+version), days, 100))
+				if whole {
+					gold = rows
+					tbl = writeGold(t, lh, rows, days)
+				} else {
+					day := day0.AddDate(0, 0, 1)
+					var next, changed []goldRow
+					for _, r := range gold {
+						if !r.day.Equal(day) {
+							next = append(next, r)
+						}
+					}
+					for _, r := range rows {
+						if r.day.Equal(day) {
+							changed = append(changed, r)
+						}
+					}
+					gold = append(next, changed...)
+					tbl = writeGold(t, lh, changed, []time.Time{day})
+				}
+				before := finalRows(t, c, m)
+				_, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Parallelism: 1, Fault: func(p, s string) error {
+					if p == "20260502" && s == step {
+						return push.ErrFault
+					}
+					return nil
+				}})
+				if !errors.Is(err, push.ErrFault) {
+					t.Fatalf("step %s: want the injected fault, got %v", step, err)
+				}
+				// Every partition is old or new, never a mix.
+				mid := finalRows(t, c, m)
+				for _, d := range days {
+					day := d.Format("2006-01-02")
+					newDay := filterDay(goldStrings(gold, m, day0), day)
+					oldDay := filterDay(before, day)
+					gotDay := filterDay(mid, day)
+					if !slices.Equal(gotDay, newDay) && !slices.Equal(gotDay, oldDay) {
+						t.Fatalf("step %s: partition %s is neither old nor new", step, day)
+					}
+				}
+				if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+					t.Fatalf("step %s: converge: %v", step, err)
+				}
+				if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+					t.Fatalf("step %s: drift after converge: %v %v", step, drifts, err)
+				}
+				if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(gold, m, day0)) {
+					t.Fatalf("step %s: _final differs from Gold", step)
+				}
+				if n := scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM system.tables WHERE database = '%s' AND name LIKE '%%\\_\\_push%%'", db)); n != 0 {
+					t.Fatalf("step %s: %d batch tables left after a successful sync", step, n)
+				}
+			}
+		})
 	}
 }
 

@@ -279,10 +279,19 @@ func decimalScale(t string) (int, bool) {
 }
 
 // BuildStates returns the INSERT ... SELECT that fills partition id of <t>__staging from
-// <t>__detail for an AggregatingMergeTree mart: every grouping level is rebuilt from the
-// detail rows with GROUPING SETS (sums of sums, min of mins, the union of the distinct
-// keys as one state), so multi-day merges of the states stay exact.
+// <t>__detail for an AggregatingMergeTree mart (StatesInsert with those tables).
 func BuildStates(m *serving.Mart, partitionID string) string {
+	return StatesInsert(m, Name(m, m.Table+StagingSuffix), Name(m, m.Table+DetailSuffix),
+		"_partition_id = "+serving.QS(partitionID))
+}
+
+// StatesInsert returns the INSERT ... SELECT that fills table into (the target's
+// structure) from the detail rows in table from (WireColumns) for an AggregatingMergeTree
+// mart: every grouping level is rebuilt from the detail rows with GROUPING SETS (sums of
+// sums, min of mins, the union of the distinct keys as one state), so multi-day merges of
+// the states stay exact. where (optional) filters the detail rows; settings (name = value)
+// are added to group_by_use_nulls = 1.
+func StatesInsert(m *serving.Mart, into, from, where string, settings ...string) string {
 	q := serving.Q
 	var sel []string
 	sel = append(sel, q(m.Grain.As))
@@ -330,16 +339,19 @@ func BuildStates(m *serving.Mart, partitionID string) string {
 		}
 		sets = append(sets, "("+strings.Join(s, ", ")+")")
 	}
-	into := []Column{{Name: m.Grain.As}}
+	cols := []Column{{Name: m.Grain.As}}
 	for _, d := range m.Dimensions {
-		into = append(into, Column{Name: d.Name})
+		cols = append(cols, Column{Name: d.Name})
 	}
 	for _, d := range m.Dimensions {
-		into = append(into, Column{Name: "grouping_" + d.Name})
+		cols = append(cols, Column{Name: "grouping_" + d.Name})
 	}
-	into = append(into, Column{Name: "grouping_level"})
-	into = append(into, TargetColumns(m)[len(keyColumns(m)):]...)
-	return fmt.Sprintf("INSERT INTO %s (%s)\nSELECT\n    %s\nFROM %s\nWHERE _partition_id = %s\nGROUP BY GROUPING SETS (%s)\nSETTINGS group_by_use_nulls = 1",
-		Name(m, m.Table+StagingSuffix), names(into), strings.Join(sel, ",\n    "),
-		Name(m, m.Table+DetailSuffix), serving.QS(partitionID), strings.Join(sets, ", "))
+	cols = append(cols, Column{Name: "grouping_level"})
+	cols = append(cols, TargetColumns(m)[len(keyColumns(m)):]...)
+	if where != "" {
+		where = "\nWHERE " + where
+	}
+	return fmt.Sprintf("INSERT INTO %s (%s)\nSELECT\n    %s\nFROM %s%s\nGROUP BY GROUPING SETS (%s)\nSETTINGS %s",
+		into, names(cols), strings.Join(sel, ",\n    "), from, where, strings.Join(sets, ", "),
+		strings.Join(append([]string{"group_by_use_nulls = 1"}, settings...), ", "))
 }

@@ -1,20 +1,27 @@
-// Package push moves one ClickHouse partition of a mart from a Gold Iceberg table into
-// ClickHouse, atomically:
+// Package push moves a set of ClickHouse partitions of a mart from a Gold Iceberg table
+// into ClickHouse in one batch, each partition atomically:
 //
-//  1. clear the partition in <t>__staging (and <t>__detail): leftovers of a crashed push
-//  2. stream the Gold rows of the partition (Arrow batches) into the staging table in
-//     columnar blocks (ch-go over the native protocol, or Native format over HTTP)
-//  3. AggregatingMergeTree marts: build the states server-side from the detail rows
-//     (INSERT ... SELECT ... GROUP BY GROUPING SETS) into <t>__staging
-//  4. ALTER TABLE <t> REPLACE PARTITION p FROM <t>__staging — the one step readers see
-//  5. record (mart, partition, snapshot, rows, checksum) in _goldbridge_sync
-//  6. drop the staging partitions
+//  1. clear: drop leftovers of a crashed push, create the batch tables <t>__push (the
+//     target's structure) and, for AggregatingMergeTree marts, <t>__push_detail
+//     (ENGINE = Memory, the detail rows)
+//  2. stage: stream the Gold rows of every partition (Arrow batches) into them in
+//     columnar blocks (ch-go over the native protocol, or Native format over HTTP), in
+//     parallel streams of whole partitions
+//  3. states: AggregatingMergeTree marts build every level's states server-side with one
+//     INSERT ... SELECT ... GROUP BY GROUPING SETS from <t>__push_detail into <t>__push
+//  4. replace: ALTER TABLE <t> REPLACE PARTITION p FROM <t>__push for every partition
+//     (several per statement), or, when the batch is the whole table (Options.Whole),
+//     EXCHANGE TABLES <t> AND <t>__push — the one step readers see
+//  5. record: one insert of the (mart, partition, snapshot, rows, checksum) rows into
+//     _goldbridge_sync
+//  6. cleanup: drop the batch tables
 //
-// Promise: readers of <t> see the partition old or new, never a mix or a double. A
-// failure or crash at any step leaves <t> old (before 4) or new (from 4 on); the whole
-// push is safe to repeat and repeating it never changes totals, because step 4 replaces
-// instead of appending. If 4 succeeded but 5 did not, the next sync pushes the same
-// content again. One pusher per mart at a time (they share the staging tables).
+// Promise: readers of <t> see each partition old or new, never a mix or a double. A
+// failure or crash at any step leaves <t> old (before 4) or new (from 4 on) per
+// partition; the whole push is safe to repeat and repeating it never changes totals,
+// because step 4 replaces instead of appending. If 4 succeeded but 5 did not, the next
+// sync pushes the same content again. One pusher per mart at a time (they share the
+// batch tables).
 package push
 
 import (
@@ -22,10 +29,14 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sort"
+	"strings"
+	gosync "sync"
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
@@ -34,12 +45,28 @@ import (
 	"goldbridge/serving/ddl"
 )
 
+// Batch tables of a push (created per push, dropped after it).
+const (
+	PushSuffix       = "__push"        // the target's structure: the partitions being built
+	PushDetailSuffix = "__push_detail" // ENGINE = Memory: the detail rows of an AggregatingMergeTree mart
+)
+
+// maxPartitionsPerStream keeps one insert under ClickHouse's default
+// max_partitions_per_insert_block (100) when it goes into a partitioned table.
+const maxPartitionsPerStream = 100
+
+// maxStreamRows bounds the Gold rows of one stream; a push of more rows runs in waves
+// (AggregatingMergeTree marts build the states of each wave, which bounds the memory of
+// the Memory detail table and of the GROUP BY).
+const maxStreamRows = 2_000_000
+
 // Partition is one ClickHouse partition to push and the Gold state it is pushed from.
 type Partition struct {
 	ID         string    // ClickHouse partition id (20260501 or 202605)
 	Start, End time.Time // grain range [Start, End)
 	SnapshotID int64     // newest Gold snapshot that updated it
 	Checksum   string    // fingerprint of the Gold partitions it covers
+	Rows       int64     // Gold records in it, all levels (sizes the insert streams)
 }
 
 // Steps of a push, in order, as passed to Options.Fault.
@@ -58,33 +85,54 @@ var Steps = []string{StepClear, StepStage, StepStates, StepReplace, StepRecord, 
 // Options tune a push.
 type Options struct {
 	BatchRows int // rows per insert block (default 100000)
-	// Fault, if set, is called before each step; a non-nil error aborts the push there
-	// (fault injection in tests).
-	Fault func(step string) error
+	Streams   int // parallel insert streams (default 2)
+	// Whole says that after the push <t> is to hold exactly the pushed partitions (every
+	// partition it has now is pushed or to be dropped). The batch table then becomes the
+	// whole table: one EXCHANGE TABLES instead of a REPLACE PARTITION per partition, and
+	// the partitions not pushed are gone with the old table. Used when the mart has no
+	// cluster and its database is Atomic; otherwise the partitions are replaced.
+	Whole bool
+	// Fault, if set, is called before each step for every partition of the batch; a
+	// non-nil error aborts the push there (fault injection in tests).
+	Fault func(partition, step string) error
 	Now   func() time.Time
 }
 
-// Result of one partition push.
+// Result of a push.
 type Result struct {
-	Rows    int64 // Gold rows streamed
-	Elapsed time.Duration
+	Rows      int64            // Gold rows streamed
+	ByID      map[string]int64 // Gold rows streamed per partition
+	Exchanged bool             // <t> was swapped whole: partitions not pushed are gone
+	Elapsed   time.Duration
 }
 
-// Push copies partition p of the Gold table tbl into the mart's ClickHouse table (see
-// the package doc for the steps and the promise). It does not retry; callers retry the
-// whole push.
-func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, p Partition, opt Options) (Result, error) {
+// Push copies the partitions parts of the Gold table tbl into the mart's ClickHouse
+// table (see the package doc for the steps and the promise). It does not retry; callers
+// retry the whole push.
+func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, parts []Partition, opt Options) (Result, error) {
 	start := time.Now()
+	if len(parts) == 0 {
+		return Result{}, nil
+	}
 	if opt.BatchRows <= 0 {
 		opt.BatchRows = 100_000
+	}
+	if opt.Streams <= 0 {
+		opt.Streams = 2
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	parts = append([]Partition(nil), parts...)
+	sort.Slice(parts, func(i, j int) bool { return parts[i].Start.Before(parts[j].Start) })
+	what := fmt.Sprintf("push %s %s", m.Name, span(parts))
 	fault := func(step string) error {
-		if opt.Fault != nil {
-			if err := opt.Fault(step); err != nil {
-				return fmt.Errorf("push %s %s: %s: %w", m.Name, p.ID, step, err)
+		if opt.Fault == nil {
+			return nil
+		}
+		for _, p := range parts {
+			if err := opt.Fault(p.ID, step); err != nil {
+				return fmt.Errorf("%s: %s: %w", what, step, err)
 			}
 		}
 		return nil
@@ -92,47 +140,99 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	conn := c.Conn()
 	exec := func(step, q string) error {
 		if err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("push %s %s: %s: %w", m.Name, p.ID, step, err)
+			return fmt.Errorf("%s: %s: %w", what, step, err)
 		}
 		return nil
 	}
-	staging := ddl.Name(m, m.Table+ddl.StagingSuffix)
-	detail := ddl.Name(m, m.Table+ddl.DetailSuffix)
-	pid := serving.QS(p.ID)
-	dropStaging := func(step string) error {
-		if err := exec(step, "ALTER TABLE "+staging+" DROP PARTITION ID "+pid); err != nil {
-			return err
+	target := ddl.Name(m, m.Table)
+	batch := ddl.Name(m, m.Table+PushSuffix)
+	detail := ddl.Name(m, m.Table+PushDetailSuffix)
+	dropBatch := "DROP TABLE IF EXISTS " + batch + ", " + detail
+
+	exchange := false
+	if opt.Whole && m.Cluster == "" {
+		var engine string
+		if err := conn.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", m.Database).Scan(&engine); err != nil {
+			return Result{}, fmt.Errorf("%s: database engine: %w", what, err)
 		}
-		if m.Aggregating() {
-			return exec(step, "ALTER TABLE "+detail+" DROP PARTITION ID "+pid)
-		}
-		return nil
+		exchange = engine == "Atomic"
 	}
 
 	if err := fault(StepClear); err != nil {
 		return Result{}, err
 	}
-	if err := dropStaging(StepClear); err != nil {
+	// DROP TABLE without SYNC returns at once (an Atomic database removes the data in
+	// the background), unlike dropping or truncating partitions part by part.
+	if err := exec(StepClear, dropBatch); err != nil {
 		return Result{}, err
+	}
+	like := ddl.Name(m, m.Table+ddl.StagingSuffix) // never replicated, no TTL
+	if exchange {
+		like = target // the whole table: engine, TTL and settings of <t>
+	}
+	if err := exec(StepClear, "CREATE TABLE "+batch+" AS "+like); err != nil {
+		return Result{}, err
+	}
+	wire := batch
+	if m.Aggregating() {
+		if err := exec(StepClear, "CREATE TABLE "+detail+" AS "+ddl.Name(m, m.Table+ddl.DetailSuffix)+" ENGINE = Memory"); err != nil {
+			return Result{}, err
+		}
+		wire = detail
 	}
 
 	if err := fault(StepStage); err != nil {
 		return Result{}, err
 	}
-	wire := staging
-	if m.Aggregating() {
-		wire = detail
+	res := Result{ByID: map[string]int64{}}
+	streams := splitStreams(parts, opt.Streams)
+	for w := 0; w < len(streams); w += opt.Streams {
+		wave := streams[w:min(w+opt.Streams, len(streams))]
+		var (
+			mu   gosync.Mutex
+			wg   gosync.WaitGroup
+			errs []error
+		)
+		for _, st := range wave {
+			wg.Go(func() {
+				n, err := stage(ctx, c, m, tbl, st, wire, opt.BatchRows)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				for id, k := range n {
+					res.ByID[id] += k
+					res.Rows += k
+				}
+			})
+		}
+		wg.Wait()
+		if len(errs) > 0 {
+			return Result{}, fmt.Errorf("%s: stage: %w", what, errors.Join(errs...))
+		}
+		if !m.Aggregating() {
+			continue
+		}
+		if w == 0 {
+			if err := fault(StepStates); err != nil {
+				return Result{}, err
+			}
+		}
+		// One GROUP BY over the wave's detail rows: whole partitions, so one row per key.
+		if err := exec(StepStates, ddl.StatesInsert(m, batch, detail, "",
+			"max_partitions_per_insert_block = 0", "optimize_on_insert = 0")); err != nil {
+			return Result{}, err
+		}
+		if w+opt.Streams < len(streams) {
+			if err := exec(StepStates, "TRUNCATE TABLE "+detail); err != nil {
+				return Result{}, err
+			}
+		}
 	}
-	rows, err := stage(ctx, c, m, tbl, p, wire, opt.BatchRows)
-	if err != nil {
-		return Result{}, fmt.Errorf("push %s %s: stage: %w", m.Name, p.ID, err)
-	}
-
-	if err := fault(StepStates); err != nil {
-		return Result{}, err
-	}
-	if m.Aggregating() {
-		if err := exec(StepStates, ddl.BuildStates(m, p.ID)); err != nil {
+	if !m.Aggregating() {
+		if err := fault(StepStates); err != nil {
 			return Result{}, err
 		}
 	}
@@ -140,71 +240,179 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := fault(StepReplace); err != nil {
 		return Result{}, err
 	}
-	// Atomic: the target partition becomes the staged one (or empty if Gold has none).
-	if err := exec(StepReplace, "ALTER TABLE "+ddl.Name(m, m.Table)+" REPLACE PARTITION ID "+pid+" FROM "+staging); err != nil {
-		return Result{}, err
+	if exchange {
+		// Atomic for readers: every partition switches at once.
+		if err := exec(StepReplace, "EXCHANGE TABLES "+target+" AND "+batch); err != nil {
+			return Result{}, err
+		}
+		res.Exchanged = true
+	} else {
+		// Atomic per partition: each becomes the staged one (or empty if Gold has none).
+		for i := 0; i < len(parts); i += maxPartitionsPerStream {
+			var cmds []string
+			for _, p := range parts[i:min(i+maxPartitionsPerStream, len(parts))] {
+				cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(p.ID)+" FROM "+batch)
+			}
+			if err := exec(StepReplace, "ALTER TABLE "+target+" "+strings.Join(cmds, ", ")); err != nil {
+				return Result{}, err
+			}
+		}
 	}
 
 	if err := fault(StepRecord); err != nil {
 		return Result{}, err
 	}
-	if err := RecordState(ctx, c, m, State{Partition: p.ID, SnapshotID: p.SnapshotID, Rows: uint64(rows), Checksum: p.Checksum, PushedAt: opt.Now()}); err != nil {
-		return Result{}, fmt.Errorf("push %s %s: record: %w", m.Name, p.ID, err)
+	now := opt.Now()
+	states := make([]State, len(parts))
+	for i, p := range parts {
+		states[i] = State{Partition: p.ID, SnapshotID: p.SnapshotID, Rows: uint64(res.ByID[p.ID]), Checksum: p.Checksum, PushedAt: now}
+	}
+	if err := RecordStates(ctx, c, m, states); err != nil {
+		return Result{}, fmt.Errorf("%s: record: %w", what, err)
 	}
 
 	if err := fault(StepCleanup); err != nil {
 		return Result{}, err
 	}
-	if err := dropStaging(StepCleanup); err != nil {
+	if err := exec(StepCleanup, dropBatch); err != nil {
 		return Result{}, err
 	}
-	return Result{Rows: rows, Elapsed: time.Since(start)}, nil
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// Cleanup drops the batch tables a push that failed after its swap may have left (a
+// sync that has nothing to push calls it; a push drops them itself).
+func Cleanup(ctx context.Context, c *chconn.Client, m *serving.Mart) error {
+	q := "DROP TABLE IF EXISTS " + ddl.Name(m, m.Table+PushSuffix) + ", " + ddl.Name(m, m.Table+PushDetailSuffix)
+	if err := c.Conn().Exec(ctx, q); err != nil {
+		return fmt.Errorf("push %s: cleanup: %w", m.Name, err)
+	}
+	return nil
+}
+
+// span names a sorted batch of partitions for errors: "20260501" or "20260501..20260630 (61)".
+func span(parts []Partition) string {
+	if len(parts) == 1 {
+		return parts[0].ID
+	}
+	return fmt.Sprintf("%s..%s (%d)", parts[0].ID, parts[len(parts)-1].ID, len(parts))
+}
+
+// splitStreams cuts the sorted partitions into contiguous runs of whole partitions, one
+// insert stream each: at least n runs (when there are n partitions) balanced by rows,
+// each of at most maxPartitionsPerStream partitions and (unless one partition is larger)
+// maxStreamRows rows.
+func splitStreams(parts []Partition, n int) [][]Partition {
+	var total int64
+	for _, p := range parts {
+		total += max(p.Rows, 1)
+	}
+	k := max(min(n, len(parts)), (len(parts)+maxPartitionsPerStream-1)/maxPartitionsPerStream,
+		int((total+maxStreamRows-1)/maxStreamRows))
+	target := (total + int64(k) - 1) / int64(k)
+	var out [][]Partition
+	var cur []Partition
+	var acc int64
+	for i, p := range parts {
+		r := max(p.Rows, 1)
+		// Close the run before p when p would overfill it, or when the partitions left
+		// are just enough to give every remaining run one.
+		left := len(parts) - i
+		if len(cur) > 0 && (len(cur) >= maxPartitionsPerStream || acc+r > target || acc+r > maxStreamRows ||
+			left <= k-len(out)-1) {
+			out = append(out, cur)
+			cur, acc = nil, 0
+		}
+		cur = append(cur, p)
+		acc += r
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // GoldFilter selects the Gold rows of partition p that are streamed (all levels for a
 // SummingMergeTree mart, the detail level for an AggregatingMergeTree mart).
 func GoldFilter(m *serving.Mart, p Partition) iceberg.BooleanExpression {
+	return goldFilter(m, []Partition{p})
+}
+
+// goldFilter selects the Gold rows of the sorted partitions parts: their grain ranges,
+// adjacent ones merged, OR-ed.
+func goldFilter(m *serving.Mart, parts []Partition) iceberg.BooleanExpression {
 	g := iceberg.Reference(m.Grain.As)
-	var f iceberg.BooleanExpression
-	if m.Grain.Unit == "hour" {
-		f = iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Timestamp(p.Start.UnixMicro())),
-			iceberg.LessThan(g, iceberg.Timestamp(p.End.UnixMicro())))
-	} else {
-		f = iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Date(p.Start.Unix()/86400)),
-			iceberg.LessThan(g, iceberg.Date(p.End.Unix()/86400)))
+	rng := func(s, e time.Time) iceberg.BooleanExpression {
+		if m.Grain.Unit == "hour" {
+			return iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Timestamp(s.UnixMicro())),
+				iceberg.LessThan(g, iceberg.Timestamp(e.UnixMicro())))
+		}
+		return iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Date(s.Unix()/86400)),
+			iceberg.LessThan(g, iceberg.Date(e.Unix()/86400)))
 	}
+	var f iceberg.BooleanExpression
+	s, e := parts[0].Start, parts[0].End
+	for _, p := range parts[1:] {
+		if p.Start.Equal(e) {
+			e = p.End
+			continue
+		}
+		f = or(f, rng(s, e))
+		s, e = p.Start, p.End
+	}
+	f = or(f, rng(s, e))
 	if m.Aggregating() {
 		f = iceberg.NewAnd(f, iceberg.EqualTo(iceberg.Reference("grouping_level"), "detail"))
 	}
 	return f
 }
 
-// stage streams the partition's Gold rows into table and returns the row count.
-func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, p Partition, into string, batchRows int) (int64, error) {
+func or(a, b iceberg.BooleanExpression) iceberg.BooleanExpression {
+	if a == nil {
+		return b
+	}
+	return iceberg.NewOr(a, b)
+}
+
+// stage streams the Gold rows of the sorted partitions parts into table (one INSERT) and
+// returns the row count per partition.
+func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, parts []Partition, into string, batchRows int) (map[string]int64, error) {
 	wcols := ddl.WireColumns(m)
 	fields := make([]string, len(wcols))
 	cols := make([]*column, len(wcols))
 	input := make(proto.Input, len(wcols))
+	grain := -1
 	for i, wc := range wcols {
 		col, err := newColumn(wc)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		fields[i], cols[i] = wc.Name, col
 		input[i] = proto.InputColumn{Name: wc.Name, Data: col.col}
+		if wc.Name == m.Grain.As {
+			grain = i
+		}
 	}
-	_, recs, err := tbl.Scan(table.WithRowFilter(GoldFilter(m, p)), table.WithSelectedFields(fields...)).ToArrowRecords(ctx)
+	if grain < 0 {
+		return nil, fmt.Errorf("wire columns have no grain %s", m.Grain.As)
+	}
+	_, recs, err := tbl.Scan(table.WithRowFilter(goldFilter(m, parts)), table.WithSelectedFields(fields...)).ToArrowRecords(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("scan gold: %w", err)
+		return nil, fmt.Errorf("scan gold: %w", err)
 	}
 	next, stop := iter.Pull2(recs)
 	defer stop()
 
+	counts := make([]int64, len(parts))
+	ends := make([]int64, len(parts)) // partition i holds grains < ends[i] (micros)
+	for i, p := range parts {
+		ends[i] = p.End.UnixMicro()
+	}
 	var (
-		total int64
-		cur   arrow.RecordBatch
-		off   int
-		idx   []int
+		cur arrow.RecordBatch
+		off int
+		idx []int
 	)
 	release := func() {
 		if cur != nil {
@@ -245,16 +453,58 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 					return false, err
 				}
 			}
+			if err := count(cur.Column(idx[grain]), off, to, ends, counts); err != nil {
+				return false, err
+			}
 			n += to - off
 			off = to
 		}
-		total += int64(n)
 		return n > 0, nil
 	}
 	if err := c.Insert(ctx, into, input, fill); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return total, nil
+	out := make(map[string]int64, len(parts))
+	for i, p := range parts {
+		out[p.ID] = counts[i]
+	}
+	return out, nil
+}
+
+// count adds the rows [from, to) of the grain column a to the partition they fall in:
+// counts[i] for the first ends[i] above the grain (in microseconds).
+func count(a arrow.Array, from, to int, ends, counts []int64) error {
+	at := func(i int) (int64, error) {
+		switch v := a.(type) {
+		case *array.Date32:
+			return int64(v.Value(i)) * 86_400_000_000, nil
+		case *array.Timestamp:
+			t := int64(v.Value(i))
+			switch v.DataType().(*arrow.TimestampType).Unit {
+			case arrow.Second:
+				return t * 1e6, nil
+			case arrow.Millisecond:
+				return t * 1e3, nil
+			case arrow.Nanosecond:
+				return t / 1e3, nil
+			}
+			return t, nil
+		}
+		return 0, fmt.Errorf("grain column: unexpected Arrow type %s", a.DataType())
+	}
+	for i := from; i < to; i++ {
+		if a.IsNull(i) {
+			continue
+		}
+		t, err := at(i)
+		if err != nil {
+			return err
+		}
+		if k := sort.Search(len(ends), func(k int) bool { return ends[k] > t }); k < len(ends) {
+			counts[k]++
+		}
+	}
+	return nil
 }
 
 // State is one row of _goldbridge_sync.
@@ -269,14 +519,29 @@ type State struct {
 
 // RecordState writes a sync state row for mart m.
 func RecordState(ctx context.Context, c *chconn.Client, m *serving.Mart, s State) error {
-	del := uint8(0)
-	if s.Deleted {
-		del = 1
+	return RecordStates(ctx, c, m, []State{s})
+}
+
+// RecordStates writes sync state rows for mart m in one insert.
+func RecordStates(ctx context.Context, c *chconn.Client, m *serving.Mart, states []State) error {
+	if len(states) == 0 {
+		return nil
 	}
-	q := fmt.Sprintf("INSERT INTO %s.%s (mart, partition, gold_snapshot_id, rows, checksum, deleted, pushed_at) VALUES (%s, %s, %d, %d, %s, %d, fromUnixTimestamp64Micro(%d, 'UTC'))",
-		serving.Q(m.Database), serving.Q(ddl.SyncTable), serving.QS(m.Name), serving.QS(s.Partition), s.SnapshotID, s.Rows,
-		serving.QS(s.Checksum), del, s.PushedAt.UnixMicro())
-	return c.Conn().Exec(ctx, q)
+	var b strings.Builder
+	fmt.Fprintf(&b, "INSERT INTO %s.%s (mart, partition, gold_snapshot_id, rows, checksum, deleted, pushed_at) VALUES",
+		serving.Q(m.Database), serving.Q(ddl.SyncTable))
+	for i, s := range states {
+		del := 0
+		if s.Deleted {
+			del = 1
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " (%s, %s, %d, %d, %s, %d, fromUnixTimestamp64Micro(%d, 'UTC'))",
+			serving.QS(m.Name), serving.QS(s.Partition), s.SnapshotID, s.Rows, serving.QS(s.Checksum), del, s.PushedAt.UnixMicro())
+	}
+	return c.Conn().Exec(ctx, b.String())
 }
 
 // States reads the current sync state of mart m by partition (deleted ones omitted).
