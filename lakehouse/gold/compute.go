@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -19,12 +18,8 @@ import (
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
-	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/silver"
 )
-
-// scanPoolIdle bounds the freed scan buffers kept for reuse.
-const scanPoolIdle = 64 << 20
 
 const dayMicros = int64(86400e6)
 
@@ -216,7 +211,11 @@ func compileFilter(src string, cols map[string]silver.Type) (*rowFilter, error) 
 // scanSilver feeds the Silver rows of tbl matching filter to p: each row is enriched by
 // the joins first, then the mart filter applies, then the row is aggregated. In snapshot
 // mode every row goes to p.fixedGrain.
-func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int64, filter iceberg.BooleanExpression, rf *rowFilter) (int64, error) {
+//
+// keep, when set, selects the grain values to aggregate; rows of other grains are
+// skipped before anything else of them is read (a cheap stand-in for a residual filter
+// that cannot prune files).
+func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int64, filter iceberg.BooleanExpression, keep map[int64]bool, rf *rowFilter) (int64, error) {
 	m := p.m
 	// Slots: the source fields read, then each join's columns.
 	var fields []string
@@ -301,9 +300,6 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	if snapshot != 0 {
 		opts = append(opts, table.WithSnapshotID(snapshot))
 	}
-	// The batches are decoded into recycled buffers: nothing of a batch outlives it
-	// uncopied (the interners and min/max copy their strings).
-	ctx = compute.WithAllocator(ctx, arrowmem.NewPool(scanPoolIdle))
 	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)
@@ -428,6 +424,12 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 			srcA[i] = rec.Column(rec.Schema().FieldIndices(n)[0])
 		}
 		for r := range int(rec.NumRows()) {
+			if keep != nil {
+				gv := silver.ValueAt(srcA[grainSlot], r, grainT)
+				if gv.Null || !keep[m.grainOf(gv, grainT)] {
+					continue
+				}
+			}
 			for i, n := range fields {
 				row[i] = silver.ValueAt(srcA[i], r, m.SourceColumns[n])
 			}

@@ -121,6 +121,7 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 
 	var parts []int64
 	var filter iceberg.BooleanExpression = iceberg.AlwaysTrue{}
+	var keep map[int64]bool
 	switch {
 	case m.snapshot():
 		// Every (filtered) row, as of now, into this period's partition.
@@ -135,18 +136,29 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 				return fail(err)
 			}
 			res.Full = full
+			opt.Log.Debug("changed partitions", "mart", m.Name, "partitions", len(parts), "full", full, "elapsed", time.Since(start))
 		}
 		if !res.Full {
 			if len(parts) == 0 {
 				// Silver changed, but no row of this mart's partitions did: move the watermark.
 				return commitWatermark(ctx, lh, m, res, joinSnaps, start)
 			}
-			filter = m.partitionFilter(parts)
+			if partitionedByGrain(src, m) {
+				filter = m.partitionFilter(parts) // prunes Silver's files
+			} else {
+				// Nothing to prune (Silver is bucketed by key): a residual filter would
+				// only cost a filter kernel over every batch.
+				keep = make(map[int64]bool, len(parts))
+				for _, g := range parts {
+					keep[g] = true
+				}
+			}
 		}
 	}
-	if res.SilverRows, err = p.scanSilver(ctx, src, res.SilverTo, filter, rf); err != nil {
+	if res.SilverRows, err = p.scanSilver(ctx, src, res.SilverTo, filter, keep, rf); err != nil {
 		return fail(err)
 	}
+	opt.Log.Debug("silver scanned", "mart", m.Name, "rows", res.SilverRows, "base_groups", len(p.base), "elapsed", time.Since(start))
 	rows := p.rows()
 	if res.Full && !m.snapshot() {
 		parts = nil
@@ -177,6 +189,7 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		res.Elapsed = time.Since(start)
 		return res, fmt.Errorf("gold %s: %w", m.Name, ErrCircuitOpen)
 	}
+	opt.Log.Debug("computed and checked", "mart", m.Name, "rows", res.Rows, "elapsed", time.Since(start))
 	if opt.afterCompute != nil {
 		opt.afterCompute()
 	}
@@ -335,7 +348,8 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 	grainT := m.SourceColumns[m.GrainColumn]
 	seen := map[int64]bool{}
 	keys := map[string]bool{}
-	collect := func(snapshot int64, filter iceberg.BooleanExpression, wantKey func(string) bool) error {
+	var kb []byte
+	collect := func(snapshot int64, filter iceberg.BooleanExpression, wantKey func([]byte) bool) error {
 		fields := append([]string{m.GrainColumn}, m.SourceKey...)
 		_, recs, err := src.Scan(table.WithSnapshotID(snapshot), table.WithRowFilter(filter), table.WithSelectedFields(fields...)).ToArrowRecords(ctx)
 		if err != nil {
@@ -351,14 +365,14 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 				kcols[i] = rec.Column(rec.Schema().FieldIndices(k)[0])
 			}
 			for r := range int(rec.NumRows()) {
-				key := ""
+				kb = kb[:0]
 				for i, k := range m.SourceKey {
-					key += keyText(silver.ValueAt(kcols[i], r, m.SourceColumns[k]), m.SourceColumns[k]) + "\x1f"
+					kb = append(append(kb, keyText(silver.ValueAt(kcols[i], r, m.SourceColumns[k]), m.SourceColumns[k])...), 0x1f)
 				}
-				if !wantKey(key) {
+				if !wantKey(kb) {
 					continue
 				}
-				keys[key] = true
+				keys[string(kb)] = true
 				if v := silver.ValueAt(g, r, grainT); !v.Null {
 					seen[m.grainOf(v, grainT)] = true
 				}
@@ -367,19 +381,21 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 		}
 		return nil
 	}
-	if err := collect(to, iceberg.IsIn(iceberg.Reference(silver.ColRunID), runIDs...), func(string) bool { return true }); err != nil {
+	if err := collect(to, iceberg.IsIn(iceberg.Reference(silver.ColRunID), runIDs...), func([]byte) bool { return true }); err != nil {
 		return nil, false, fmt.Errorf("changed rows: %w", err)
 	}
-	// The previous versions of the changed keys, as of the last processed snapshot.
+	// The previous versions of the changed keys, as of the last processed snapshot. A
+	// few keys prune Silver's buckets; many keys hit every bucket, where an IN residual
+	// only adds a filter kernel to the key lookup done here anyway.
 	var oldFilter iceberg.BooleanExpression = iceberg.AlwaysTrue{}
-	if len(m.SourceKey) == 1 && m.SourceColumns[m.SourceKey[0]].Kind == silver.String && len(keys) <= 20_000 {
+	if len(m.SourceKey) == 1 && m.SourceColumns[m.SourceKey[0]].Kind == silver.String && len(keys) <= maxKeyFilter {
 		vals := make([]string, 0, len(keys))
 		for k := range keys {
 			vals = append(vals, k[:len(k)-1])
 		}
 		oldFilter = iceberg.IsIn(iceberg.Reference(m.SourceKey[0]), vals...)
 	}
-	if err := collect(from, oldFilter, func(k string) bool { return keys[k] }); err != nil {
+	if err := collect(from, oldFilter, func(k []byte) bool { return keys[string(k)] }); err != nil {
 		return nil, false, fmt.Errorf("previous versions: %w", err)
 	}
 	for g := range seen {
@@ -388,3 +404,24 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 	slices.Sort(parts)
 	return parts, false, nil
 }
+
+// partitionedByGrain reports whether Silver's current partition spec partitions on the
+// mart's grain column (day(event_time) in append mode), so that a grain filter prunes
+// files.
+func partitionedByGrain(src *table.Table, m MartSpec) bool {
+	f, ok := src.Schema().FindFieldByName(m.GrainColumn)
+	if !ok {
+		return false
+	}
+	spec := src.Spec()
+	for _, pf := range spec.Fields() {
+		if slices.Contains(pf.SourceIDs, f.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxKeyFilter is the most changed keys looked up with an IN filter on the key (a
+// variable for the tests).
+var maxKeyFilter = 256
