@@ -125,8 +125,8 @@ func BenchmarkSilverRun(b *testing.B) {
 }
 
 func TestEventIDPacking(t *testing.T) {
-	w := newWinners(nil)
-	for _, id := range []string{
+	w := newWinners([]ColumnSpec{{Name: "k", Type: Type{Kind: String}}})
+	for i, id := range []string{
 		"b9d1c1f2-3a4b-4c5d-8e6f-708192a3b4c5", // canonical: packed
 		"B9D1C1F2-3A4B-4C5D-8E6F-708192A3B4C5", // upper case: kept as is
 		"b9d1c1f2-3a4b-4c5d-8e6f-708192a3b4c",  // short
@@ -134,8 +134,9 @@ func TestEventIDPacking(t *testing.T) {
 		"kafka:orders:0:42",
 		"",
 	} {
-		w.eventID.append(w.packID(id))
-		got := string(w.appendEventID(nil, w.eventID.len()-1))
+		key := strconv.Itoa(i)
+		w.offer(uint64(i), key, []Value{{S: key}}, version{}, 'c', id, 0)
+		got := string(w.appendEventID(nil, w.len()-1))
 		if got != id {
 			t.Errorf("event id %q came back as %q", id, got)
 		}

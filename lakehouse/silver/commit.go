@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -226,7 +227,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 				continue
 			}
 			stored := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
-			switch c := w.ver.at(slot).cmp(stored); {
+			switch c := w.version(slot).cmp(stored); {
 			case c > 0:
 				w.fate[slot] = fateUpdate
 			case c == 0:
@@ -285,8 +286,16 @@ func (e *engine) finishCounts() {
 		e.counts.Duplicates = valid - n + stored
 		return
 	}
-	slices.Sort(e.hashes)
-	distinct := int64(len(slices.Compact(e.hashes)))
+	distinct := make([]int64, len(e.ws))
+	var wg sync.WaitGroup
+	for i, w := range e.ws {
+		wg.Go(func() { distinct[i] = w.distinctPayloads() })
+	}
+	wg.Wait()
+	var ndistinct int64
+	for _, d := range distinct {
+		ndistinct += d
+	}
 	valid := e.counts.Read - e.counts.Quarantined
 	var same, older int64
 	for _, w := range e.ws {
@@ -303,14 +312,14 @@ func (e *engine) finishCounts() {
 				older++
 				continue
 			}
-			if w.op[slot] == 'd' {
+			if w.op(slot) == 'd' {
 				e.counts.Deleted++
 			}
 		}
 	}
 	e.counts.Current = e.counts.Inserted + e.counts.Updated
-	e.counts.Duplicates = valid - distinct + same
-	e.counts.Superseded = distinct - n + older
+	e.counts.Duplicates = valid - ndistinct + same
+	e.counts.Superseded = ndistinct - n + older
 }
 
 const batchRows = 65536
@@ -318,47 +327,93 @@ const batchRows = 65536
 // writeQueue is the number of record batches queued per Parquet writer of a Silver write.
 const writeQueue = 2
 
-// winnerBatches yields the rows to write (inserts and updates) as Arrow batches.
+// winnerBatches yields the rows to write (inserts and updates) as Arrow batches, built
+// from the shards in parallel.
 func (e *engine) winnerBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, error) bool) {
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
-		defer b.Release()
-		n := 0
-		nc := len(e.cols)
-		ts := arrow.Timestamp(e.now.UnixMicro())
-		var id []byte
+		out := make(chan arrow.RecordBatch, len(e.ws))
+		done := make(chan struct{})
+		var wg sync.WaitGroup
 		for _, w := range e.ws {
-			for slot, f := range w.fate {
-				if f != fateInsert && f != fateUpdate {
-					continue
+			wg.Go(func() { e.shardBatches(w, sch, out, done) })
+		}
+		go func() {
+			wg.Wait()
+			close(out)
+		}()
+		for rec := range out {
+			if !yield(rec, nil) {
+				close(done)
+				for rec := range out {
+					rec.Release()
 				}
-				for i := range w.cols {
-					w.appendTo(i, b.Field(i), slot)
-				}
-				id = w.appendEventID(id[:0], slot)
-				if e.append {
-					b.Field(nc).(*array.StringBuilder).BinaryBuilder.Append(id)
-					b.Field(nc + 1).(*array.StringBuilder).Append(e.runID)
-					b.Field(nc + 2).(*array.TimestampBuilder).Append(ts)
-				} else {
-					b.Field(nc).(*array.BooleanBuilder).Append(w.op[slot] == 'd')
-					b.Field(nc + 1).(*array.StringBuilder).Append(string(w.op[slot]))
-					b.Field(nc + 2).(*array.Int64Builder).Append(int64(w.ver.at(slot).hash))
-					b.Field(nc + 3).(*array.StringBuilder).BinaryBuilder.Append(id)
-					b.Field(nc + 4).(*array.StringBuilder).Append(e.runID)
-					b.Field(nc + 5).(*array.TimestampBuilder).Append(ts)
-				}
-				if n++; n == batchRows {
-					n = 0
-					if !yield(b.NewRecordBatch(), nil) {
-						return
-					}
-				}
+				return
 			}
 		}
-		if n > 0 {
-			yield(b.NewRecordBatch(), nil)
+	}
+}
+
+// shardBatches sends the rows one shard writes as batches of batchRows to out, until
+// done is closed.
+func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.RecordBatch, done <-chan struct{}) {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
+	defer b.Release()
+	b.Reserve(batchRows)
+	dataLen := make([]int, len(b.Fields())) // string bytes of the last batch per column
+	send := func() bool {
+		for i, f := range b.Fields() {
+			if sb, ok := f.(*array.StringBuilder); ok {
+				dataLen[i] = sb.DataLen()
+			}
 		}
+		rec := b.NewRecordBatch()
+		b.Reserve(batchRows) // the next batch is about as large: no growing by doubling
+		for i, f := range b.Fields() {
+			if sb, ok := f.(*array.StringBuilder); ok {
+				sb.ReserveData(dataLen[i] + dataLen[i]/8)
+			}
+		}
+		select {
+		case out <- rec:
+			return true
+		case <-done:
+			rec.Release()
+			return false
+		}
+	}
+	n := 0
+	nc := len(e.cols)
+	ts := arrow.Timestamp(e.now.UnixMicro())
+	var id []byte
+	for slot, f := range w.fate {
+		if f != fateInsert && f != fateUpdate {
+			continue
+		}
+		for i := range w.kinds {
+			w.appendTo(i, b.Field(i), slot)
+		}
+		id = w.appendEventID(id[:0], slot)
+		if e.append {
+			b.Field(nc).(*array.StringBuilder).BinaryBuilder.Append(id)
+			b.Field(nc + 1).(*array.StringBuilder).Append(e.runID)
+			b.Field(nc + 2).(*array.TimestampBuilder).Append(ts)
+		} else {
+			b.Field(nc).(*array.BooleanBuilder).Append(w.op(slot) == 'd')
+			b.Field(nc + 1).(*array.StringBuilder).Append(string(w.op(slot)))
+			b.Field(nc + 2).(*array.Int64Builder).Append(int64(w.version(slot).hash))
+			b.Field(nc + 3).(*array.StringBuilder).BinaryBuilder.Append(id)
+			b.Field(nc + 4).(*array.StringBuilder).Append(e.runID)
+			b.Field(nc + 5).(*array.TimestampBuilder).Append(ts)
+		}
+		if n++; n == batchRows {
+			n = 0
+			if !send() {
+				return
+			}
+		}
+	}
+	if n > 0 {
+		send()
 	}
 }
 

@@ -124,7 +124,7 @@ func (e *engine) checkRows() {
 				continue
 			}
 			q.RowsChecked++
-			for i := range w.cols {
+			for i := range w.kinds {
 				row[i] = w.get(i, slot)
 			}
 			e.checkRow(row, notNull)

@@ -207,9 +207,11 @@ func run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIden
 		if i+1 < len(marks) {
 			to = marks[i+1].id
 		}
+		t0 := time.Now()
 		if err := e.scan(ctx, bronzeTbl, m.id, to, sinks); err != nil {
 			return fail(err)
 		}
+		opt.Log.Debug("silver scan", "from", m.id, "to", to, "keys", e.winnerCount(), "seconds", time.Since(t0).Seconds())
 	}
 	need := func(s sink) bool {
 		for _, m := range marks {
@@ -232,14 +234,18 @@ func run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIden
 		}
 	}
 	if !replay {
+		t0 := time.Now()
 		if err := e.resolve(ctx, silverTbl, keysTbl); err != nil {
 			return fail(err)
 		}
+		opt.Log.Debug("silver resolve", "seconds", time.Since(t0).Seconds())
 	}
 	if need(sinkSilver) {
+		t0 := time.Now()
 		if res.SnapshotID, err = e.commitSilver(ctx, lh, spec.Table, res, opt); err != nil {
 			return fail(err)
 		}
+		opt.Log.Debug("silver write and commit", "seconds", time.Since(t0).Seconds())
 		if err := hook(opt, spec.Table); err != nil {
 			return fail(err)
 		}
@@ -272,7 +278,7 @@ func (e *engine) openSilver(ctx context.Context, lh *catalog.Lakehouse) (*table.
 	if err != nil {
 		return nil, err
 	}
-	tbl, created, err := lh.LoadOrCreateTable(ctx, e.spec.Table, sch, pspec, tableProperties())
+	tbl, created, err := lh.LoadOrCreateTable(ctx, e.spec.Table, sch, pspec, silverProperties(e.spec))
 	if err != nil || created {
 		return tbl, err
 	}
@@ -311,7 +317,6 @@ type engine struct {
 	rules  *ruleSet
 	opMap  map[string]byte
 	ws     []*winners // the winners, one shard per merge goroutine (see shardOf)
-	hashes []uint64
 	counts Counts
 	quar   *array.RecordBuilder
 	runID  string
@@ -429,6 +434,17 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 	}
 	if err != nil {
 		return fmt.Errorf("plan bronze (%d, %d]: %w", from, to, err)
+	}
+	if !e.append && sinks&sinkSilver != 0 {
+		var rows int64
+		for _, t := range tasks {
+			if t.Start == 0 {
+				rows += t.File.Count()
+			}
+		}
+		for _, w := range e.ws { // room for the payload hashes of the shard's share, and some
+			w.hashes = slices.Grow(w.hashes, int(rows/int64(len(e.ws))*21/20))
+		}
 	}
 	if directReadable(tasks) {
 		recs = readBronzeFiles(ctx, bt, tasks, pool)
@@ -758,9 +774,6 @@ func (e *engine) merge(c *chunk, sinks sink, width int) {
 		if toKeys {
 			e.keys.add(c.key[j], c.vals[j*width:(j+1)*width], e.keyIdx, !toSilver)
 		}
-		if toSilver && !e.append {
-			e.hashes = append(e.hashes, c.ver[j].hash)
-		}
 	}
 }
 
@@ -775,6 +788,9 @@ func (e *engine) offerShard(w *winners, s int, c *chunk, width int) {
 		var ts int64
 		if !b.ingest.IsNull(i) {
 			ts = int64(b.ingest.Value(i))
+		}
+		if !e.append {
+			w.hashes = append(w.hashes, c.ver[j].hash)
 		}
 		w.offer(c.kh[j], c.key[j], c.vals[j*width:(j+1)*width], c.ver[j], c.op[j], b.events.Value(i), ts)
 	}

@@ -1,6 +1,9 @@
 package silver
 
 import (
+	"encoding/binary"
+	"math"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -9,71 +12,84 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 )
 
-// column holds one typed column of the winners in compact per-kind slices (far smaller
-// than a []Value per row for millions of keys, and free of pointers, so the garbage
-// collector never scans them).
-//
-// A string column stores one uint64 per row: while the column has few distinct values
-// (country, status, op...) a code into its dictionary, afterwards a reference into its
-// byte arena. The string Values given to append and set may point into memory the
-// caller reuses (the parser's arena, an Arrow buffer): the column keeps its own copy.
+// column holds one typed column of the keys table (append mode) in compact per-kind
+// slices, free of pointers, so the garbage collector never scans them.
 type column struct {
 	kind  Kind
 	nulls seq[bool]
-	s     seq[uint64] // String: dictionary code or arena reference
+	s     seq[uint64] // String: a strStore reference
 	i     seq[int64]
 	f     seq[float64]
 	d     seq[decimal128.Num]
 	b     seq[bool]
+	strs  strStore
+}
 
+// own returns the reference the column stores for s.
+func (c *column) own(s string) uint64 {
+	ref, remap := c.strs.own(s)
+	if remap != nil {
+		for _, ch := range c.s.chunks {
+			for i := range ch {
+				ch[i] = remap[ch[i]]
+			}
+		}
+	}
+	return ref
+}
+
+// str returns the string a reference stands for.
+func (c *column) str(ref uint64) string { return c.strs.str(ref) }
+
+// strStore keeps the strings of one column for millions of rows without pointers: while
+// the column has few distinct values (country, status, op...) a row holds a code into
+// a dictionary, afterwards a reference into a byte arena. The strings given to own may
+// point into memory the caller reuses (the parser's arena, an Arrow buffer): the store
+// keeps its own copy.
+type strStore struct {
 	dict    []string          // coded: the distinct values
 	dictIdx map[string]uint32 // coded: value -> code
 	arena   arena             // after the dictionary outgrew internMax
-	spilled bool              // s holds arena references
+	spilled bool              // references are arena references
 }
 
 // internMax is the number of distinct values up to which a string column stores codes;
 // a column with more stores its values in the arena (they are mostly distinct).
 const internMax = 4096
 
-// own returns the reference the column stores for s.
-func (c *column) own(s string) uint64 {
-	if c.spilled {
-		return c.arena.add(s)
+// own returns the reference to store for s. When the dictionary overflows, remap is
+// not nil: the caller must replace every code it holds by remap[code].
+func (st *strStore) own(s string) (ref uint64, remap []uint64) {
+	if st.spilled {
+		return st.arena.add(s), nil
 	}
-	if code, ok := c.dictIdx[s]; ok {
-		return uint64(code)
+	if code, ok := st.dictIdx[s]; ok {
+		return uint64(code), nil
 	}
-	if len(c.dict) < internMax {
-		if c.dictIdx == nil {
-			c.dictIdx = make(map[string]uint32, 64)
+	if len(st.dict) < internMax {
+		if st.dictIdx == nil {
+			st.dictIdx = make(map[string]uint32, 64)
 		}
 		v := strings.Clone(s)
-		c.dictIdx[v] = uint32(len(c.dict))
-		c.dict = append(c.dict, v)
-		return uint64(len(c.dict) - 1)
+		st.dictIdx[v] = uint32(len(st.dict))
+		st.dict = append(st.dict, v)
+		return uint64(len(st.dict) - 1), nil
 	}
-	// Too many distinct values: move every dictionary value into the arena once and
-	// turn the codes held into references.
-	refs := make([]uint64, len(c.dict))
-	for i, v := range c.dict {
-		refs[i] = c.arena.add(v)
+	// Too many distinct values: every dictionary value moves into the arena once.
+	remap = make([]uint64, len(st.dict))
+	for i, v := range st.dict {
+		remap[i] = st.arena.add(v)
 	}
-	for _, ch := range c.s.chunks {
-		for i := range ch {
-			ch[i] = refs[ch[i]]
-		}
-	}
-	c.dict, c.dictIdx, c.spilled = nil, nil, true
-	return c.arena.add(s)
+	st.dict, st.dictIdx, st.spilled = nil, nil, true
+	return st.arena.add(s), remap
 }
 
 // str returns the string a reference stands for.
-func (c *column) str(ref uint64) string {
-	if c.spilled {
-		return c.arena.get(ref)
+func (st *strStore) str(ref uint64) string {
+	if st.spilled {
+		return st.arena.get(ref)
 	}
-	return c.dict[ref]
+	return st.dict[ref]
 }
 
 func (c *column) append(v Value) {
@@ -282,20 +298,44 @@ func (a arrival) before(o arrival) bool {
 // winners is the row kept per key in a run: in upsert mode the newest version (equal
 // versions: the earliest arrival), in append mode the earliest arrival. A run holds
 // several, each owning the keys of one hash shard, merged on their own goroutines.
+//
+// Each key's row is one fixed-size record of 64-bit words (null bits, one word per
+// value, two per decimal, then the version, arrival and event id), so merging an update
+// touches a cache line or three rather than two per column. Strings are references
+// into per-column strStores. Nothing here holds a pointer per key.
 type winners struct {
-	cols      []column
-	index     keyIndex
-	keys      arena
-	keyRef    seq[uint64]
-	ver       seq[version]
-	op        []byte
-	eventID   seq[eventID]
-	otherIDs  []string   // event ids that are not canonical UUIDs (see eventID)
-	ts        seq[int64] // Bronze _ingest_ts (µs)
-	fate      []fate
+	kinds    []Kind
+	strs     []strStore // per column (String columns)
+	off      []int      // word of each column's value in a record
+	stride   int        // words per record
+	meta     int        // word of the first meta field (see the meta* offsets)
+	chunks   [][]uint64 // records, recordsPerChunk per chunk
+	index    keyIndex
+	keys     arena
+	otherIDs []string // event ids that are not canonical UUIDs (see packID)
+	fate     []fate
+	hashes   []uint64 // upsert: the payload hash of every row offered (for the duplicate count)
+
 	firstWins bool // append mode
 	keyCol    int  // the column that is the whole key when it is one string column, else -1
 }
+
+// Meta fields of a record, after the values.
+const (
+	metaUA   = iota // version: updated_at
+	metaHash        // version: payload hash; arrival: payload hash
+	metaTS          // arrival: Bronze _ingest_ts (µs)
+	metaID0         // event id: UUID bytes 0-7
+	metaID1         // event id: UUID bytes 8-15
+	metaMisc        // version rank (bits 0-7), op (8-15), 1 + index into otherIDs (32-63; 0: the UUID words hold the id)
+	metaKey         // the key's reference into keys
+	metaWords
+)
+
+const (
+	recordShift     = 12
+	recordsPerChunk = 1 << recordShift
+)
 
 type fate uint8
 
@@ -309,18 +349,49 @@ const (
 // In append mode fateInsert means "append" and fateSame "already in Silver".
 
 func newWinners(cols []ColumnSpec) *winners {
-	w := &winners{cols: make([]column, len(cols)), index: keyIndex{m: map[uint64]int32{}}, keyCol: -1}
-	for i, c := range cols {
-		w.cols[i].kind = c.Type.Kind
+	w := &winners{index: keyIndex{m: map[uint64]int32{}}, keyCol: -1, strs: make([]strStore, len(cols))}
+	nullWords := (len(cols) + 63) / 64
+	next := nullWords
+	for _, c := range cols {
+		w.kinds = append(w.kinds, c.Type.Kind)
+		w.off = append(w.off, next)
+		next++
+		if c.Type.Kind == Decimal {
+			next++
+		}
 	}
+	w.meta = next
+	w.stride = next + metaWords
 	return w
+}
+
+// record returns slot's record.
+func (w *winners) record(slot int) []uint64 {
+	i := (slot & (recordsPerChunk - 1)) * w.stride
+	return w.chunks[slot>>recordShift][i : i+w.stride : i+w.stride]
 }
 
 // len is the number of keys held.
 func (w *winners) len() int { return len(w.fate) }
 
 // key returns the rendered business key of slot (valid for the winners' life).
-func (w *winners) key(slot int) string { return w.keys.get(*w.keyRef.at(slot)) }
+func (w *winners) key(slot int) string { return w.keys.get(w.record(slot)[w.meta+metaKey]) }
+
+// version returns the version held for slot.
+func (w *winners) version(slot int) version {
+	m := w.record(slot)[w.meta:]
+	return version{ua: int64(m[metaUA]), rank: int8(m[metaMisc]), hash: m[metaHash]}
+}
+
+// op returns the canonical op held for slot.
+func (w *winners) op(slot int) byte { return byte(w.record(slot)[w.meta+metaMisc] >> 8) }
+
+// distinctPayloads sorts the payload hashes and returns how many differ. Equal payloads
+// have equal keys, so they are in the same shard.
+func (w *winners) distinctPayloads() int64 {
+	slices.Sort(w.hashes)
+	return int64(len(slices.Compact(w.hashes)))
+}
 
 // lookup returns the slot of key, whose hash is h.
 func (w *winners) lookup(h uint64, key string) (int, bool) {
@@ -340,23 +411,94 @@ func (w *winners) get(i, slot int) Value {
 	if i == w.keyCol {
 		return Value{S: w.key(slot)}
 	}
-	return w.cols[i].get(slot)
+	r := w.record(slot)
+	if r[i>>6]&(1<<(i&63)) != 0 {
+		return Value{Null: true}
+	}
+	x := r[w.off[i]]
+	switch w.kinds[i] {
+	case String:
+		return Value{S: w.strs[i].str(x)}
+	case Float64:
+		return Value{F: math.Float64frombits(x)}
+	case Decimal:
+		return Value{D: decimal128.New(int64(r[w.off[i]+1]), x)}
+	case Bool:
+		return Value{B: x != 0}
+	}
+	return Value{I: int64(x)}
+}
+
+// put stores v as column i of record r; update: r holds an older value (kept when equal).
+func (w *winners) put(r []uint64, i int, v Value, update bool) {
+	word, bit := i>>6, uint64(1)<<(i&63)
+	wasNull := r[word]&bit != 0
+	if v.Null {
+		r[word] |= bit
+		return
+	}
+	r[word] &^= bit
+	o := w.off[i]
+	switch w.kinds[i] {
+	case String:
+		st := &w.strs[i]
+		if update && !wasNull && st.str(r[o]) == v.S {
+			return // the same value (a typical update): keep the copy held
+		}
+		ref, remap := st.own(v.S)
+		if remap != nil {
+			w.remap(i, remap)
+		}
+		r[o] = ref
+	case Float64:
+		r[o] = math.Float64bits(v.F)
+	case Decimal:
+		r[o], r[o+1] = v.D.LowBits(), uint64(v.D.HighBits())
+	case Bool:
+		r[o] = 0
+		if v.B {
+			r[o] = 1
+		}
+	default:
+		r[o] = uint64(v.I)
+	}
+}
+
+// remap replaces the dictionary codes of string column i by arena references.
+func (w *winners) remap(i int, remap []uint64) {
+	word, bit, o := i>>6, uint64(1)<<(i&63), w.off[i]
+	for slot := range w.len() {
+		if r := w.record(slot); r[word]&bit == 0 {
+			r[o] = remap[r[o]]
+		}
+	}
 }
 
 // appendTo appends column i of slot to an Arrow builder of the column's type.
 func (w *winners) appendTo(i int, b array.Builder, slot int) {
-	if i == w.keyCol {
-		b.(*array.StringBuilder).Append(w.key(slot))
+	v := w.get(i, slot)
+	if v.Null {
+		b.AppendNull()
 		return
 	}
-	w.cols[i].appendTo(b, slot)
-}
-
-// keyIndex maps a key's 64-bit hash to its slot. Keys whose hash another key already
-// has (about one pair in 10^7 among millions of keys) are looked up by value in coll.
-type keyIndex struct {
-	m    map[uint64]int32
-	coll map[string]int32
+	switch w.kinds[i] {
+	case String:
+		b.(*array.StringBuilder).Append(v.S)
+	case Int32:
+		b.(*array.Int32Builder).Append(int32(v.I))
+	case Int64:
+		b.(*array.Int64Builder).Append(v.I)
+	case Date:
+		b.(*array.Date32Builder).Append(arrow.Date32(v.I))
+	case Timestamp:
+		b.(*array.TimestampBuilder).Append(arrow.Timestamp(v.I))
+	case Float64:
+		b.(*array.Float64Builder).Append(v.F)
+	case Decimal:
+		b.(*array.Decimal128Builder).Append(v.D)
+	case Bool:
+		b.(*array.BooleanBuilder).Append(v.B)
+	}
 }
 
 // offer keeps row as the key's row if it beats the one held (see winners). key, whose
@@ -365,32 +507,29 @@ type keyIndex struct {
 func (w *winners) offer(h uint64, key string, row []Value, v version, op byte, eventID string, ts int64) {
 	s, ok := w.lookup(h, key)
 	if !ok {
-		slot := int32(len(w.fate))
+		slot := len(w.fate)
+		if slot&(recordsPerChunk-1) == 0 {
+			w.chunks = append(w.chunks, make([]uint64, recordsPerChunk*w.stride))
+		}
 		ref := w.keys.add(key)
 		if _, taken := w.index.m[h]; taken {
 			if w.index.coll == nil {
 				w.index.coll = map[string]int32{}
 			}
-			w.index.coll[w.keys.get(ref)] = slot
+			w.index.coll[w.keys.get(ref)] = int32(slot)
 		} else {
-			w.index.m[h] = slot
+			w.index.m[h] = int32(slot)
 		}
-		w.keyRef.append(ref)
-		for i := range w.cols {
-			if i == w.keyCol {
-				continue // the key is the column's value: see get
-			}
-			w.cols[i].append(row[i])
-		}
-		w.ver.append(v)
-		w.op = append(w.op, op)
-		w.eventID.append(w.packID(eventID))
-		w.ts.append(ts)
 		w.fate = append(w.fate, fateInsert)
+		r := w.record(slot)
+		r[w.meta+metaKey] = ref
+		w.hold(r, row, v, op, eventID, ts, false)
 		return
 	}
-	held := w.ver.at(s)
-	hts := *w.ts.at(s)
+	r := w.record(s)
+	m := r[w.meta:]
+	held := version{ua: int64(m[metaUA]), rank: int8(m[metaMisc]), hash: m[metaHash]}
+	hts := int64(m[metaTS])
 	var (
 		buf    [36]byte
 		heldID string // only read on a tie of the rest
@@ -403,39 +542,50 @@ func (w *winners) offer(h uint64, key string, row []Value, v version, op byte, e
 		if !earlier {
 			return
 		}
-	} else if c := v.cmp(*held); c < 0 || c == 0 && !earlier {
+	} else if c := v.cmp(held); c < 0 || c == 0 && !earlier {
 		return
 	}
-	for i := range w.cols {
-		if i != w.keyCol {
-			w.cols[i].set(s, row[i])
+	w.hold(r, row, v, op, eventID, ts, true)
+}
+
+// hold stores a version in record r.
+func (w *winners) hold(r []uint64, row []Value, v version, op byte, eventID string, ts int64, update bool) {
+	for i := range w.kinds {
+		if i != w.keyCol { // the key is the column's value: see get
+			w.put(r, i, row[i], update)
 		}
 	}
-	*held, w.op[s], *w.eventID.at(s), *w.ts.at(s) = v, op, w.packID(eventID), ts
-}
-
-// eventID holds a Bronze _event_id compactly: the 16 bytes of a canonical (lowercase,
-// hyphenated) UUID, which is what Bronze writes, or else an index into otherIDs.
-type eventID struct {
-	uuid  [16]byte
-	other int32 // 1 + index into otherIDs; 0: uuid holds the id
-}
-
-func (w *winners) packID(id string) eventID {
-	if u, ok := parseCanonicalUUID(id); ok {
-		return eventID{uuid: u}
+	m := r[w.meta:]
+	m[metaUA], m[metaHash], m[metaTS] = uint64(v.ua), v.hash, uint64(ts)
+	misc := uint64(uint8(v.rank)) | uint64(op)<<8
+	if u, ok := parseCanonicalUUID(eventID); ok {
+		m[metaID0], m[metaID1] = binary.LittleEndian.Uint64(u[:8]), binary.LittleEndian.Uint64(u[8:])
+	} else {
+		w.otherIDs = append(w.otherIDs, strings.Clone(eventID))
+		misc |= uint64(len(w.otherIDs)) << 32
 	}
-	w.otherIDs = append(w.otherIDs, strings.Clone(id))
-	return eventID{other: int32(len(w.otherIDs))}
+	m[metaMisc] = misc
 }
 
-// appendEventID appends the _event_id of slot as it was read from Bronze.
+// keyIndex maps a key's 64-bit hash to its slot. Keys whose hash another key already
+// has (about one pair in 10^7 among millions of keys) are looked up by value in coll.
+type keyIndex struct {
+	m    map[uint64]int32
+	coll map[string]int32
+}
+
+// appendEventID appends the _event_id of slot as it was read from Bronze: the 16 bytes
+// of a canonical (lowercase, hyphenated) UUID, which is what Bronze writes, are held
+// packed, any other id as is.
 func (w *winners) appendEventID(b []byte, slot int) []byte {
-	id := w.eventID.at(slot)
-	if id.other > 0 {
-		return append(b, w.otherIDs[id.other-1]...)
+	m := w.record(slot)[w.meta:]
+	if other := m[metaMisc] >> 32; other > 0 {
+		return append(b, w.otherIDs[other-1]...)
 	}
-	for i, c := range id.uuid {
+	var u [16]byte
+	binary.LittleEndian.PutUint64(u[:8], m[metaID0])
+	binary.LittleEndian.PutUint64(u[8:], m[metaID1])
+	for i, c := range u {
 		if i == 4 || i == 6 || i == 8 || i == 10 {
 			b = append(b, '-')
 		}

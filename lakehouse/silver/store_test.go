@@ -6,43 +6,88 @@ import (
 	"testing"
 )
 
-// A string column keeps every value exactly through the switch from dictionary codes
-// to the arena (internMax distinct values), updates, nulls, empty and very long values.
-func TestStringColumnKeepsValues(t *testing.T) {
-	for _, n := range []int{10, internMax, 3 * internMax} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			c := column{kind: String}
-			want := make([]Value, 0, n+3)
-			add := func(v Value) {
-				c.append(v)
-				want = append(want, v)
-			}
-			add(Value{Null: true})
-			add(Value{S: ""})
-			add(Value{S: strings.Repeat("x", arenaLong+10)}) // a long value
-			for i := range n {
-				add(Value{S: fmt.Sprintf("value-%d", i%(n/2+1))})
-			}
-			// Updates: to another value, to null, from null, to a long value.
-			set := func(slot int, v Value) {
-				c.set(slot, v)
-				want[slot] = v
-			}
-			set(3, Value{S: "changed"})
-			set(4, Value{Null: true})
-			set(0, Value{S: "was null"})
-			set(5, Value{S: strings.Repeat("y", arenaLong)})
-			set(1, Value{S: ""})
-			for slot, w := range want {
-				got := c.get(slot)
-				if got.Null != w.Null || got.S != w.S {
-					t.Fatalf("slot %d: got %v %.20q, want %v %.20q", slot, got.Null, got.S, w.Null, w.S)
+// stringStore is what TestStringStorageKeepsValues exercises: a column of the keys
+// table, or a string column of the winners' records.
+type stringStore interface {
+	add(v Value)
+	set(slot int, v Value)
+	get(slot int) Value
+	spilled() bool
+}
+
+type columnStore struct{ c column }
+
+func (s *columnStore) add(v Value)           { s.c.append(v) }
+func (s *columnStore) set(slot int, v Value) { s.c.set(slot, v) }
+func (s *columnStore) get(slot int) Value    { return s.c.get(slot) }
+func (s *columnStore) spilled() bool         { return s.c.strs.spilled }
+
+// recordStore is column 1 of winners keyed by column 0.
+type recordStore struct {
+	w  *winners
+	ua int64
+}
+
+func (s *recordStore) add(v Value) {
+	k := fmt.Sprint(s.w.len())
+	s.w.offer(uint64(s.w.len()), k, []Value{{S: k}, v}, version{ua: 1}, 'c', "", 0)
+}
+
+func (s *recordStore) set(slot int, v Value) {
+	s.ua++
+	k := s.w.key(slot)
+	s.w.offer(uint64(slot), k, []Value{{S: k}, v}, version{ua: 1 + s.ua}, 'u', "", 0)
+}
+func (s *recordStore) get(slot int) Value { return s.w.get(1, slot) }
+func (s *recordStore) spilled() bool      { return s.w.strs[1].spilled }
+
+// String storage keeps every value exactly through the switch from dictionary codes to
+// the arena (internMax distinct values), updates, nulls, empty and very long values.
+func TestStringStorageKeepsValues(t *testing.T) {
+	stores := map[string]func() stringStore{
+		"column": func() stringStore { return &columnStore{c: column{kind: String}} },
+		"record": func() stringStore {
+			w := newWinners([]ColumnSpec{{Name: "k", Type: Type{Kind: String}}, {Name: "v", Type: Type{Kind: String}}})
+			w.keyCol = 0
+			return &recordStore{w: w}
+		},
+	}
+	for name, newStore := range stores {
+		for _, n := range []int{10, internMax, 3 * internMax} {
+			t.Run(fmt.Sprint(name, n), func(t *testing.T) {
+				c := newStore()
+				want := make([]Value, 0, n+3)
+				add := func(v Value) {
+					c.add(v)
+					want = append(want, v)
 				}
-			}
-			if spilled := n/2+1 > internMax; c.spilled != spilled { // distinct values
-				t.Errorf("spilled = %v, want %v", c.spilled, spilled)
-			}
-		})
+				add(Value{Null: true})
+				add(Value{S: ""})
+				add(Value{S: strings.Repeat("x", arenaLong+10)}) // a long value
+				for i := range n {
+					add(Value{S: fmt.Sprintf("value-%d", i%(n/2+1))})
+				}
+				// Updates: to another value, to null, from null, to a long value.
+				set := func(slot int, v Value) {
+					c.set(slot, v)
+					want[slot] = v
+				}
+				set(3, Value{S: "changed"})
+				set(4, Value{Null: true})
+				set(0, Value{S: "was null"})
+				set(5, Value{S: strings.Repeat("y", arenaLong)})
+				set(1, Value{S: ""})
+				for slot, w := range want {
+					got := c.get(slot)
+					if got.Null != w.Null || got.S != w.S {
+						t.Fatalf("slot %d: got %v %.20q, want %v %.20q", slot, got.Null, got.S, w.Null, w.S)
+					}
+				}
+				if spilled := n/2+1 > internMax; c.spilled() != spilled { // distinct values
+					t.Errorf("spilled = %v, want %v", c.spilled(), spilled)
+				}
+			})
+		}
 	}
 }
 
@@ -62,8 +107,8 @@ func TestWinnersHashCollision(t *testing.T) {
 			t.Fatalf("key %s: slot %d ok %v", k, slot, ok)
 		}
 	}
-	if slot, _ := w.lookup(7, "a"); w.ver.at(slot).ua != 2 {
-		t.Errorf("key a kept version %d, want 2", w.ver.at(slot).ua)
+	if slot, _ := w.lookup(7, "a"); w.version(slot).ua != 2 {
+		t.Errorf("key a kept version %d, want 2", w.version(slot).ua)
 	}
 	if _, ok := w.lookup(7, "c"); ok {
 		t.Error("absent key found")

@@ -165,10 +165,31 @@ func tableProperties() iceberg.Properties {
 	return iceberg.Properties{
 		"format-version":                  "2",
 		"write.parquet.compression-codec": "zstd",
+		// Level 1: files a few percent larger than level 3's for ~40% less compression
+		// CPU (a fifth of a full Silver build's write at level 3).
+		"write.parquet.compression-level": "1",
 		"write.parquet.row-group-limit":   "131072",
 		"write.delete.mode":               "merge-on-read",
 		"write.update.mode":               "merge-on-read",
 	}
+}
+
+// silverProperties are the Silver table's: no dictionary for the columns whose values
+// are (nearly) all distinct in a file (a single-column key, the event id and the
+// version hash), which Parquet would hash and then give up on.
+func silverProperties(spec EntitySpec) iceberg.Properties {
+	props := tableProperties()
+	unique := []string{ColEventID}
+	if spec.Mode != ModeAppend {
+		unique = append(unique, ColVersion)
+	}
+	if len(spec.Key) == 1 {
+		unique = append(unique, spec.Key[0])
+	}
+	for _, c := range unique {
+		props["write.parquet.dict-encoding-enabled.column."+c] = "false"
+	}
+	return props
 }
 
 var quarantineArrow = arrow.NewSchema([]arrow.Field{
