@@ -3,6 +3,7 @@ package sync_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving/chtest"
+	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
 )
 
@@ -54,19 +56,7 @@ func BenchmarkPush(b *testing.B) {
 	pushRate := total * float64(b.N) / pushSec
 
 	// Ceiling: the same rows as Native bodies, loaded by ClickHouse itself.
-	httpURL := chtest.Server(b).HTTPURL()
-	post := func(q string, body io.Reader) []byte {
-		resp, err := http.Post(httpURL+"/?"+url.Values{"query": {q}, "async_insert": {"0"}}.Encode(), "application/octet-stream", body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
-			b.Fatalf("%s: %s", q, out)
-		}
-		return out
-	}
+	post := poster(b)
 	post(fmt.Sprintf("CREATE TABLE `%s`.ceiling AS `%s`.daily_revenue_kpi__staging", db, db), nil)
 	var bodies [2][]byte
 	for i := range bodies {
@@ -89,4 +79,116 @@ func BenchmarkPush(b *testing.B) {
 		b.Fatalf("no-change sync: %v %v", res.Pushed, err)
 	}
 	b.ReportMetric(time.Since(start).Seconds()*1000, "nochange_sync_ms")
+}
+
+// BenchmarkPushDays pushes an AggregatingMergeTree mart shaped like the bench's orders
+// mart: 120 day partitions, each a few detail rows carrying ~2000 distinct-key lists
+// (forced sync, one batch). The ceiling is ClickHouse's own load of exactly the detail
+// rows the push streams (two Native bodies over HTTP, one per half of the days, into a
+// copy of <t>__detail), as bench/run.sh measures it.
+func BenchmarkPushDays(b *testing.B) {
+	const nDays, perDay = 120, 2000
+	ctx := context.Background()
+	db := chtest.Database(b)
+	c := client(b, db)
+	lh := lakehousetest.Open(b)
+	m := testMart(db, true)
+	m.HotWindow = nDays * 24 * time.Hour
+	days := daysFrom(day0, nDays)
+	tbl := writeGold(b, lh, goldRows(genOrders(9, days, perDay)), days)
+	now := day0.AddDate(0, 0, nDays)
+	clock := func() time.Time { return now }
+
+	var pushSec float64
+	var rows int64
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2})
+		if err != nil || len(res.Pushed) != nDays {
+			b.Fatalf("push: %v %d partitions", err, len(res.Pushed))
+		}
+		pushSec += time.Since(start).Seconds()
+		rows = res.Rows
+	}
+	b.StopTimer()
+	pushRate := float64(rows) * float64(b.N) / pushSec
+
+	// The detail rows as the push streams them: a push stopped before its states step
+	// leaves them in the Memory batch table.
+	_, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true, Fault: func(_, step string) error {
+		if step == push.StepStates {
+			return push.ErrFault
+		}
+		return nil
+	}})
+	if !errors.Is(err, push.ErrFault) {
+		b.Fatalf("stopped push: %v", err)
+	}
+	post := poster(b)
+	post(fmt.Sprintf("CREATE TABLE `%s`.ceiling AS `%s`.daily_revenue_kpi__detail", db, db), nil)
+	var bodies [2][]byte
+	for i := range bodies {
+		bodies[i] = post(fmt.Sprintf("SELECT * FROM `%s`.daily_revenue_kpi__push_detail WHERE toRelativeDayNum(report_date) %% 2 = %d ORDER BY report_date FORMAT Native", db, i), nil)
+	}
+	if err := push.Cleanup(ctx, c, m); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	var wg gosync.WaitGroup
+	for i := range bodies {
+		wg.Go(func() { post(fmt.Sprintf("INSERT INTO `%s`.ceiling FORMAT Native", db), bytes.NewReader(bodies[i])) })
+	}
+	wg.Wait()
+	ceil := float64(rows) / time.Since(start).Seconds()
+	if n := scalar[uint64](b, c, fmt.Sprintf("SELECT count() FROM `%s`.ceiling", db)); n != uint64(rows) {
+		b.Fatalf("ceiling loaded %d rows, the push streamed %d", n, rows)
+	}
+	b.ReportMetric(pushRate, "push_rows/s")
+	b.ReportMetric(ceil, "ch_bulk_rows/s")
+	b.ReportMetric(pushRate/ceil, "ratio")
+}
+
+// BenchmarkNoChangeSync times a sync that has nothing to do over 180 hot day partitions
+// (plan: Gold's partitions, the state rows and the live parts; ensure the DDL).
+func BenchmarkNoChangeSync(b *testing.B) {
+	const nDays = 180
+	ctx := context.Background()
+	db := chtest.Database(b)
+	c := client(b, db)
+	lh := lakehousetest.Open(b)
+	m := testMart(db, true)
+	m.HotWindow = nDays * 24 * time.Hour
+	days := daysFrom(day0, nDays)
+	tbl := writeGold(b, lh, goldRows(genOrders(11, days, 50)), days)
+	now := day0.AddDate(0, 0, nDays)
+	clock := func() time.Time { return now }
+	if res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != nDays {
+		b.Fatalf("first sync: %v %d", err, len(res.Pushed))
+	}
+	b.ResetTimer()
+	for range b.N {
+		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+		if err != nil || len(res.Pushed) != 0 || res.Unchanged != nDays {
+			b.Fatalf("no-change sync: %v %s", err, res.Summary(m.Name))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/sync")
+}
+
+// poster posts one statement (and its data) to the test server over HTTP.
+func poster(b *testing.B) func(q string, body io.Reader) []byte {
+	httpURL := chtest.Server(b).HTTPURL()
+	return func(q string, body io.Reader) []byte {
+		resp, err := http.Post(httpURL+"/?"+url.Values{"query": {q}, "async_insert": {"0"}}.Encode(), "application/octet-stream", body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: %s", q, out)
+		}
+		return out
+	}
 }
