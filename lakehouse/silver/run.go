@@ -17,7 +17,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
 	"github.com/cespare/xxhash/v2"
@@ -424,8 +423,10 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 	)
 	// Bronze batches are read into recycled buffers: nothing read here outlives its
 	// batch uncopied (the winners, the key set and the quarantine builder copy).
+	// The direct reader decodes into recycled buffers; the table scan (deletes: never
+	// written by goldbridge) keeps Go's allocator, as arrow's filter kernels were seen
+	// to fail on recycled buffers.
 	pool := arrowmem.NewPool(scanPoolIdle)
-	ctx = compute.WithAllocator(ctx, pool)
 	var tasks []table.FileScanTask
 	if from == 0 {
 		tasks, err = bt.Scan(table.WithSnapshotID(to)).PlanFiles(ctx)

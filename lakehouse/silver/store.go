@@ -349,7 +349,7 @@ const (
 // In append mode fateInsert means "append" and fateSame "already in Silver".
 
 func newWinners(cols []ColumnSpec) *winners {
-	w := &winners{index: keyIndex{m: map[uint64]int32{}}, keyCol: -1, strs: make([]strStore, len(cols))}
+	w := &winners{keyCol: -1, strs: make([]strStore, len(cols))}
 	nullWords := (len(cols) + 63) / 64
 	next := nullWords
 	for _, c := range cols {
@@ -395,15 +395,15 @@ func (w *winners) distinctPayloads() int64 {
 
 // lookup returns the slot of key, whose hash is h.
 func (w *winners) lookup(h uint64, key string) (int, bool) {
-	s, ok := w.index.m[h]
+	s, ok := w.index.get(h)
 	if !ok {
 		return 0, false
 	}
-	if w.key(int(s)) == key {
-		return int(s), true
+	if w.key(s) == key {
+		return s, true
 	}
-	s, ok = w.index.coll[key]
-	return int(s), ok
+	c, ok := w.index.coll[key]
+	return int(c), ok
 }
 
 // get returns column i of slot; strings point into the winners' storage.
@@ -512,13 +512,13 @@ func (w *winners) offer(h uint64, key string, row []Value, v version, op byte, e
 			w.chunks = append(w.chunks, make([]uint64, recordsPerChunk*w.stride))
 		}
 		ref := w.keys.add(key)
-		if _, taken := w.index.m[h]; taken {
+		if _, taken := w.index.get(h); taken {
 			if w.index.coll == nil {
 				w.index.coll = map[string]int32{}
 			}
 			w.index.coll[w.keys.get(ref)] = int32(slot)
 		} else {
-			w.index.m[h] = int32(slot)
+			w.index.put(h, slot)
 		}
 		w.fate = append(w.fate, fateInsert)
 		r := w.record(slot)
@@ -567,11 +567,55 @@ func (w *winners) hold(r []uint64, row []Value, v version, op byte, eventID stri
 	m[metaMisc] = misc
 }
 
-// keyIndex maps a key's 64-bit hash to its slot. Keys whose hash another key already
-// has (about one pair in 10^7 among millions of keys) are looked up by value in coll.
+// keyIndex maps a key's 64-bit hash to its slot: an open-addressing table (linear
+// probing, at most 3/4 full) of hash and slot+1 pairs, so a lookup mostly costs one
+// cache miss. Keys whose hash another key already has (about one pair in 10^7 among
+// millions of keys) are looked up by value in coll.
 type keyIndex struct {
-	m    map[uint64]int32
+	tab  [][2]uint64 // hash, slot+1 (0: empty)
+	n    int
 	coll map[string]int32
+}
+
+// get returns the slot of hash h.
+func (x *keyIndex) get(h uint64) (int, bool) {
+	if len(x.tab) == 0 {
+		return 0, false
+	}
+	mask := uint64(len(x.tab) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		e := &x.tab[i]
+		if e[1] == 0 {
+			return 0, false
+		}
+		if e[0] == h {
+			return int(e[1] - 1), true
+		}
+	}
+}
+
+// put records slot for hash h, which the table does not hold.
+func (x *keyIndex) put(h uint64, slot int) {
+	if 4*(x.n+1) > 3*len(x.tab) {
+		old := x.tab
+		x.tab = make([][2]uint64, max(1024, 2*len(old)))
+		for _, e := range old {
+			if e[1] != 0 {
+				x.insert(e[0], e[1])
+			}
+		}
+	}
+	x.insert(h, uint64(slot)+1)
+	x.n++
+}
+
+func (x *keyIndex) insert(h, v uint64) {
+	mask := uint64(len(x.tab) - 1)
+	i := h & mask
+	for x.tab[i][1] != 0 {
+		i = (i + 1) & mask
+	}
+	x.tab[i] = [2]uint64{h, v}
 }
 
 // appendEventID appends the _event_id of slot as it was read from Bronze: the 16 bytes
