@@ -728,4 +728,3 @@ func (q *seq[T]) append(v T) {
 // at returns the element i (< len).
 func (q *seq[T]) at(i int) *T { return &q.chunks[i>>seqShift][i&(seqChunk-1)] }
 
-func (q *seq[T]) len() int { return q.n }
