@@ -2,6 +2,7 @@ package push
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -186,6 +187,7 @@ func newColumn(c ddl.Column) (*column, error) {
 		arr := proto.NewArray[string](new(proto.ColStr))
 		out.col = arr
 		out.append = func(a arrow.Array, from, to int) error {
+			reserveStrings(arr.Data.(*proto.ColStr), a, from, to)
 			return appendList(c, arr, a, from, to, func(vals arrow.Array, s, e int) error {
 				switch sv := vals.(type) {
 				case *array.String:
@@ -266,6 +268,35 @@ func appendList[T any](c ddl.Column, arr *proto.ColArr[T], a arrow.Array, from, 
 		arr.Offsets = append(arr.Offsets, uint64(arr.Data.Rows()))
 	}
 	return nil
+}
+
+// reserveStrings makes room in c for the strings of the list rows [from, to) of a (a
+// list of strings): a block's key lists are millions of strings, and growing the
+// buffers value by value copied them over and over (1.25x steps for large slices),
+// which was most of the push's CPU.
+func reserveStrings(c *proto.ColStr, a arrow.Array, from, to int) {
+	l, ok := a.(*array.List)
+	if !ok || to <= from {
+		return
+	}
+	s, _ := l.ValueOffsets(from)
+	_, e := l.ValueOffsets(to - 1)
+	sv, ok := l.ListValues().(*array.String)
+	if !ok || e <= s {
+		return
+	}
+	offs := sv.ValueOffsets() // len+1 entries
+	c.Buf = grow(c.Buf, int(offs[e]-offs[s]))
+	c.Pos = grow(c.Pos, int(e-s))
+}
+
+// grow makes room for n more elements, at least doubling the capacity when it must
+// grow (append grows large slices by 1.25x).
+func grow[S ~[]E, E any](s S, n int) S {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	return slices.Grow(s, max(n, cap(s)))
 }
 
 func typeErr(c ddl.Column, a arrow.Array) error {

@@ -220,10 +220,23 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 				return Result{}, err
 			}
 		}
-		// One GROUP BY over the wave's detail rows: whole partitions, so one row per key.
-		if err := exec(StepStates, ddl.StatesInsert(m, batch, detail, "",
-			"max_partitions_per_insert_block = 0", "optimize_on_insert = 0")); err != nil {
-			return Result{}, err
+		// One GROUP BY per stream over its detail rows, the streams in parallel (a GROUP
+		// BY of distinct-count states over a Memory table runs on one thread): whole
+		// partitions, so one row per key.
+		for _, st := range wave {
+			wg.Go(func() {
+				err := exec(StepStates, ddl.StatesInsert(m, batch, detail, grainWhere(m, st),
+					"max_partitions_per_insert_block = 0", "optimize_on_insert = 0"))
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(errs) > 0 {
+			return Result{}, errors.Join(errs...)
 		}
 		if w+opt.Streams < len(streams) {
 			if err := exec(StepStates, "TRUNCATE TABLE "+detail); err != nil {
@@ -366,6 +379,28 @@ func goldFilter(m *serving.Mart, parts []Partition) iceberg.BooleanExpression {
 		f = iceberg.NewAnd(f, iceberg.EqualTo(iceberg.Reference("grouping_level"), "detail"))
 	}
 	return f
+}
+
+// grainWhere is the SQL condition selecting the grain ranges of the sorted partitions
+// parts, adjacent ones merged.
+func grainWhere(m *serving.Mart, parts []Partition) string {
+	g := serving.Q(m.Grain.As)
+	var conds []string
+	add := func(s, e time.Time) {
+		conds = append(conds, fmt.Sprintf("(%s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC'))",
+			g, s.UnixMicro(), g, e.UnixMicro()))
+	}
+	s, e := parts[0].Start, parts[0].End
+	for _, p := range parts[1:] {
+		if p.Start.Equal(e) {
+			e = p.End
+			continue
+		}
+		add(s, e)
+		s, e = p.Start, p.End
+	}
+	add(s, e)
+	return strings.Join(conds, " OR ")
 }
 
 func or(a, b iceberg.BooleanExpression) iceberg.BooleanExpression {
