@@ -87,7 +87,7 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 	spec := silver.EntitySpec{
 		Name: name, Table: sv.Table, QuarantineTable: sv.QuarantineTable, Mode: sv.Mode,
 		Key: sv.Key, UpdatedAt: sv.UpdatedAt, Op: sv.Op, OpValues: sv.OpValues,
-		EventTime: sv.EventTime, Lookback: sv.Lookback.D(), KeysTable: sv.KeysTable, Buckets: sv.Buckets,
+		EventTime: sv.EventTime, Lookback: sv.Lookback.D(), KeysTable: sv.KeysTable, Buckets: sv.Buckets, SortBy: sv.SortBy,
 		WarnQuarantinePct: *sv.Quality.WarnQuarantinePct, WarnDuplicatePct: *sv.Quality.WarnDuplicatePct,
 	}
 	for _, c := range sv.Columns {

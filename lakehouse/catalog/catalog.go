@@ -479,11 +479,12 @@ func (l *Lakehouse) LoadTable(ctx context.Context, ident string) (*table.Table, 
 }
 
 // LoadOrCreateTable loads "ns.table", or creates it (and its namespace) with
-// the given schema, partition spec and table properties. created reports
-// whether this call created it. Concurrent creators are tolerated: the loser
-// loads the winner's table. An existing table is returned as is; its schema
+// the given schema, partition spec, table properties and extra create options (a
+// sort order). created reports whether this call created it. Concurrent creators
+// are tolerated: the loser loads the winner's table. An existing table is returned as is; its schema
 // and spec are not compared with the arguments.
-func (l *Lakehouse) LoadOrCreateTable(ctx context.Context, ident string, sch *iceberg.Schema, spec iceberg.PartitionSpec, props iceberg.Properties) (*table.Table, bool, error) {
+func (l *Lakehouse) LoadOrCreateTable(ctx context.Context, ident string, sch *iceberg.Schema, spec iceberg.PartitionSpec, props iceberg.Properties,
+	extra ...icecat.CreateTableOpt) (*table.Table, bool, error) {
 	id, err := ParseIdent(ident)
 	if err != nil {
 		return nil, false, err
@@ -506,6 +507,7 @@ func (l *Lakehouse) LoadOrCreateTable(ctx context.Context, ident string, sch *ic
 	if len(props) > 0 {
 		opts = append(opts, icecat.WithProperties(props))
 	}
+	opts = append(opts, extra...)
 	tbl, err = l.cat.CreateTable(ctx, id, sch, opts...)
 	if errors.Is(err, icecat.ErrTableAlreadyExists) {
 		// Lost a race with another creator: use its table.

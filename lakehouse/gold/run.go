@@ -143,8 +143,10 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 				// Silver changed, but no row of this mart's partitions did: move the watermark.
 				return commitWatermark(ctx, lh, m, res, joinSnaps, start)
 			}
-			if partitionedByGrain(src, m) {
-				filter = m.partitionFilter(parts) // prunes Silver's files
+			if partitionedByGrain(src, m) || sortedByGrain(src, m) {
+				// Prunes Silver's files (partitioned), or row groups by their min/max
+				// (files sorted on the grain column, see silver sort_by).
+				filter = m.partitionFilter(parts)
 			} else {
 				// Nothing to prune (Silver is bucketed by key): a residual filter would
 				// only cost a filter kernel over every batch.
@@ -418,6 +420,18 @@ func partitionedByGrain(src *table.Table, m MartSpec) bool {
 		if slices.Contains(pf.SourceIDs, f.ID) {
 			return true
 		}
+	}
+	return false
+}
+
+// sortedByGrain reports whether src's sort order starts with the mart's grain column.
+func sortedByGrain(src *table.Table, m MartSpec) bool {
+	f, ok := src.Schema().FindFieldByName(m.GrainColumn)
+	if !ok {
+		return false
+	}
+	for _, sf := range src.SortOrder().Fields() {
+		return slices.Equal(sf.SourceIDs, []int{f.ID})
 	}
 	return false
 }

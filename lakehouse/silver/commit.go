@@ -1,12 +1,14 @@
 package silver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -385,10 +387,7 @@ func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.Re
 	nc := len(e.cols)
 	ts := arrow.Timestamp(e.now.UnixMicro())
 	var id []byte
-	for slot, f := range w.fate {
-		if f != fateInsert && f != fateUpdate {
-			continue
-		}
+	for _, slot := range e.writeOrder(w) {
 		for i := range w.kinds {
 			w.appendTo(i, b.Field(i), slot)
 		}
@@ -415,6 +414,72 @@ func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.Re
 	if n > 0 {
 		send()
 	}
+}
+
+// writeOrder returns the slots of w to write (inserts and updates), in the order of
+// the sort_by columns (nulls first) or else in slot order.
+func (e *engine) writeOrder(w *winners) []int {
+	var slots []int
+	for slot, f := range w.fate {
+		if f == fateInsert || f == fateUpdate {
+			slots = append(slots, slot)
+		}
+	}
+	if len(e.sortBy) == 0 {
+		return slots
+	}
+	if k := w.kinds[e.sortBy[0]]; len(e.sortBy) == 1 && k != String && k != Float64 && k != Decimal && k != Bool {
+		// One integer-like column: sort (value, slot) pairs.
+		type pair struct{ v, slot int64 }
+		pairs := make([]pair, len(slots))
+		for i, slot := range slots {
+			v := w.get(e.sortBy[0], slot)
+			pairs[i] = pair{v.I, int64(slot)}
+			if v.Null {
+				pairs[i].v = math.MinInt64
+			}
+		}
+		slices.SortFunc(pairs, func(a, b pair) int { return cmp.Or(cmp.Compare(a.v, b.v), cmp.Compare(a.slot, b.slot)) })
+		for i, p := range pairs {
+			slots[i] = int(p.slot)
+		}
+		return slots
+	}
+	slices.SortStableFunc(slots, func(a, b int) int {
+		for _, c := range e.sortBy {
+			if r := compareValues(w.get(c, a), w.get(c, b), w.kinds[c]); r != 0 {
+				return r
+			}
+		}
+		return 0
+	})
+	return slots
+}
+
+// compareValues orders two cells of a column of kind k, nulls first.
+func compareValues(a, b Value, k Kind) int {
+	switch {
+	case a.Null || b.Null:
+		return cmp.Compare(btoi(!a.Null), btoi(!b.Null))
+	}
+	switch k {
+	case String:
+		return strings.Compare(a.S, b.S)
+	case Float64:
+		return cmp.Compare(a.F, b.F)
+	case Decimal:
+		return a.D.Cmp(b.D)
+	case Bool:
+		return cmp.Compare(btoi(a.B), btoi(b.B))
+	}
+	return cmp.Compare(a.I, b.I)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // deleteBatches yields the keys of updated rows, for equality deletes of their old versions.

@@ -2,10 +2,12 @@ package silver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -18,9 +20,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	icecat "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
+	"github.com/twmb/murmur3"
 
 	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/bronze"
@@ -277,7 +281,11 @@ func (e *engine) openSilver(ctx context.Context, lh *catalog.Lakehouse) (*table.
 	if err != nil {
 		return nil, err
 	}
-	tbl, created, err := lh.LoadOrCreateTable(ctx, e.spec.Table, sch, pspec, silverProperties(e.spec))
+	order, err := sortOrder(sch, e.spec)
+	if err != nil {
+		return nil, err
+	}
+	tbl, created, err := lh.LoadOrCreateTable(ctx, e.spec.Table, sch, pspec, silverProperties(e.spec), icecat.WithSortOrder(order))
 	if err != nil || created {
 		return tbl, err
 	}
@@ -305,23 +313,25 @@ func Watermark(tbl *table.Table) int64 {
 
 // engine holds the compiled entity and the state of one run.
 type engine struct {
-	spec   EntitySpec
-	append bool         // append mode
-	cols   []ColumnSpec // entity columns + rule columns
-	tcols  []ColumnSpec // table columns
-	keyIdx []int
-	uaIdx  int // upsert: updated_at
-	opIdx  int // upsert: op, or -1
-	etIdx  int // append: event_time, or -1
-	rules  *ruleSet
-	opMap  map[string]byte
-	ws     []*winners // the winners, one shard per merge goroutine (see shardOf)
-	counts Counts
-	quar   *array.RecordBuilder
-	runID  string
-	now    time.Time
-	keyBuf []byte
-	keys   *keySet // append mode with a keys table
+	spec         EntitySpec
+	append       bool         // append mode
+	cols         []ColumnSpec // entity columns + rule columns
+	tcols        []ColumnSpec // table columns
+	keyIdx       []int
+	uaIdx        int // upsert: updated_at
+	opIdx        int // upsert: op, or -1
+	etIdx        int // append: event_time, or -1
+	rules        *ruleSet
+	opMap        map[string]byte
+	ws           []*winners // the winners, one shard per merge goroutine (see shardOfKey)
+	sortBy       []int      // columns the written rows are sorted by
+	bucketShards bool       // shard by the Iceberg bucket of the key (each data file from one shard)
+	counts       Counts
+	quar         *array.RecordBuilder
+	runID        string
+	now          time.Time
+	keyBuf       []byte
+	keys         *keySet // append mode with a keys table
 
 	quality Quality
 
@@ -369,6 +379,18 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	}
 	if len(e.keyIdx) == 0 {
 		return nil, errors.New("no key columns")
+	}
+	for _, c := range spec.SortBy {
+		i := idx(c)
+		if i < 0 {
+			return nil, fmt.Errorf("sort_by column %s is not declared", c)
+		}
+		e.sortBy = append(e.sortBy, i)
+	}
+	switch cols[e.keyIdx[0]].Type.Kind {
+	case String, Int32, Int64, Date, Timestamp:
+		// Bucket-partitioned on the first key column with at least two buckets per shard.
+		e.bucketShards = !(spec.Mode == ModeAppend && spec.EventTime != "") && spec.Buckets >= 2*len(e.ws)
 	}
 	if len(e.keyIdx) == 1 && cols[e.keyIdx[0]].Type.Kind == String {
 		for _, w := range e.ws {
@@ -576,13 +598,49 @@ func mergeShards() int { return max(1, min(runtime.GOMAXPROCS(0), maxMergeShards
 
 const maxMergeShards = 4
 
-// shardOf returns the index of the winners shard that owns a key hash.
-func (e *engine) shardOf(h uint64) int { return int((h >> 32) % uint64(len(e.ws))) }
+// shardOfKey returns the index of the winners shard that owns a rendered key, whose
+// xxhash is h. On a bucket-partitioned table a shard owns whole Iceberg buckets, so
+// every data file is written from one shard (in the shard's sort order).
+func (e *engine) shardOfKey(key string, h uint64) int {
+	n := len(e.ws)
+	if n == 1 {
+		return 0
+	}
+	if e.bucketShards {
+		first, _, _ := strings.Cut(key, "\x1f")
+		if b, ok := icebergBucket(first, e.cols[e.keyIdx[0]].Type.Kind, e.spec.Buckets); ok {
+			return b % n
+		}
+	}
+	return int((h >> 32) % uint64(n))
+}
+
+// icebergBucket is Iceberg's bucket transform of a key value rendered as text (see
+// appendKeyText): murmur3 of the UTF-8 bytes of a string, of the 8 little-endian bytes
+// of an integer, date or timestamp.
+func icebergBucket(v string, k Kind, buckets int) (int, bool) {
+	var h uint32
+	switch k {
+	case String:
+		h = murmur3.Sum32(unsafe.Slice(unsafe.StringData(v), len(v)))
+	case Int32, Int64, Date, Timestamp:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(n))
+		h = murmur3.Sum32(b[:])
+	default:
+		return 0, false
+	}
+	return int(h&math.MaxInt32) % buckets, true
+}
 
 // lookupKey finds a key among the winners.
 func (e *engine) lookupKey(key string) (*winners, int, bool) {
 	h := xxhash.Sum64String(key)
-	w := e.ws[e.shardOf(h)]
+	w := e.ws[e.shardOfKey(key, h)]
 	slot, ok := w.lookup(h, key)
 	return w, slot, ok
 }
@@ -740,7 +798,7 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		pw.parser.arena = e.appendKey(pw.parser.arena, row)
 		c.key[j] = unsafeString(pw.parser.arena[n:])
 		c.kh[j] = xxhash.Sum64(pw.parser.arena[n:])
-		c.shard[j] = uint8(e.shardOf(c.kh[j]))
+		c.shard[j] = uint8(e.shardOfKey(c.key[j], c.kh[j]))
 		h := xxhash.Sum64(payload)
 		if e.append {
 			c.ver[j], c.op[j] = version{hash: h}, 0

@@ -135,6 +135,7 @@ type EntitySpec struct {
 	Lookback        time.Duration       // append: anti-join window (0 = unbounded)
 	KeysTable       string              // append: compact keys table (key columns only) for unbounded lookback
 	Buckets         int
+	SortBy          []string // columns Silver's data files are sorted by (prunes scans on them, e.g. a mart's grain)
 	Columns         []ColumnSpec
 	Rules           []RuleSpec
 

@@ -727,4 +727,3 @@ func (q *seq[T]) append(v T) {
 
 // at returns the element i (< len).
 func (q *seq[T]) at(i int) *T { return &q.chunks[i>>seqShift][i&(seqChunk-1)] }
-

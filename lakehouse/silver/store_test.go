@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/apache/iceberg-go"
 )
 
 // stringStore is what TestStringStorageKeepsValues exercises: a column of the keys
@@ -112,5 +114,25 @@ func TestWinnersHashCollision(t *testing.T) {
 	}
 	if _, ok := w.lookup(7, "c"); ok {
 		t.Error("absent key found")
+	}
+}
+
+// icebergBucket computes Iceberg's bucket transform, so that each Silver data file is
+// written from one winners shard.
+func TestIcebergBucketMatchesTransform(t *testing.T) {
+	for _, buckets := range []int{4, 16, 1000} {
+		tr := iceberg.BucketTransform{NumBuckets: buckets}
+		for i := range 500 {
+			s := fmt.Sprintf("order-%d-%x", i, i*7919)
+			want := tr.Apply(iceberg.Optional[iceberg.Literal]{Valid: true, Val: iceberg.NewLiteral(s)})
+			if got, ok := icebergBucket(s, String, buckets); !ok || int32(got) != want.Val.(iceberg.Int32Literal).Value() {
+				t.Fatalf("string %q, %d buckets: got %d, want %v", s, buckets, got, want.Val)
+			}
+			n := int64(i*i*104729 - 250000)
+			want = tr.Apply(iceberg.Optional[iceberg.Literal]{Valid: true, Val: iceberg.NewLiteral(n)})
+			if got, ok := icebergBucket(fmt.Sprint(n), Int64, buckets); !ok || int32(got) != want.Val.(iceberg.Int32Literal).Value() {
+				t.Fatalf("int %d, %d buckets: got %d, want %v", n, buckets, got, want.Val)
+			}
+		}
 	}
 }

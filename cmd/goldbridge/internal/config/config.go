@@ -156,6 +156,7 @@ type Silver struct {
 	Lookback        Duration            `yaml:"lookback"`
 	KeysTable       string              `yaml:"keys_table"`
 	Buckets         int                 `yaml:"buckets"`
+	SortBy          []string            `yaml:"sort_by"` // columns the data files are sorted by (e.g. a mart's grain)
 	Columns         []Column            `yaml:"columns"`
 	Rules           []Rule              `yaml:"rules"`
 	Quality         Quality             `yaml:"quality"`

@@ -394,6 +394,11 @@ func (c *Config) validateEntity(v *validator, name string) {
 	if sv.Buckets < 1 || sv.Buckets > 1024 {
 		v.add(sp+".buckets", "must be between 1 and 1024")
 	}
+	for i, c := range sv.SortBy {
+		if _, ok := cols[c]; !ok {
+			v.add(fmt.Sprintf("%s.sort_by[%d]", sp, i), "unknown column %q", c)
+		}
+	}
 	for path, pct := range map[string]*float64{sp + ".quality.warn_quarantine_pct": sv.Quality.WarnQuarantinePct, sp + ".quality.warn_duplicate_pct": sv.Quality.WarnDuplicatePct} {
 		if pct != nil && (*pct < 0 || *pct > 100) {
 			v.add(path, "must be a percentage between 0 and 100")
