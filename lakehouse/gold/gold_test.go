@@ -403,7 +403,15 @@ func TestCircuitBreaker(t *testing.T) {
 	}
 }
 
+// For both Silver layouts: unsorted (the old versions are looked up) and sorted on the
+// grain (Silver lists the grains of the versions it replaced).
 func TestLateChangeRecomputesOneDay(t *testing.T) {
+	for _, sortBy := range [][]string{nil, {"created_at"}} {
+		t.Run(fmt.Sprint("sort_by", sortBy), func(t *testing.T) { lateChangeRecomputesOneDay(t, sortBy) })
+	}
+}
+
+func lateChangeRecomputesOneDay(t *testing.T, sortBy []string) {
 	ctx := context.Background()
 	lh := lakehousetest.Open(t)
 	landing := t.TempDir()
@@ -413,14 +421,14 @@ func TestLateChangeRecomputesOneDay(t *testing.T) {
 			d, d, time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC).Format(time.RFC3339), time.Date(2026, 1, d, 1, 0, 0, 0, time.UTC).Format(time.RFC3339)))
 	}
 	os.WriteFile(filepath.Join(landing, "1.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-	loadAndSilver(t, lh, landing)
+	loadAndSilver(t, lh, landing, sortBy...)
 	m := kpiMart("gold.kpi")
 	if _, err := Run(ctx, lh, m, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	// Order o20 (2026-01-20, 40 days before the newest) changes its amount.
 	os.WriteFile(filepath.Join(landing, "2.jsonl"), []byte(`{"order_id":"o20","user_id":"u20","amount":7.00,"country":"US","category":"x","created_at":"2026-01-20T00:00:00Z","updated_at":"2026-03-01T00:00:00Z","op":"u"}`+"\n"), 0o644)
-	loadAndSilver(t, lh, landing)
+	loadAndSilver(t, lh, landing, sortBy...)
 	res, err := Run(ctx, lh, m, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -430,7 +438,7 @@ func TestLateChangeRecomputesOneDay(t *testing.T) {
 	}
 	// Moving an order to another day recomputes both days.
 	os.WriteFile(filepath.Join(landing, "3.jsonl"), []byte(`{"order_id":"o5","user_id":"u5","amount":1.00,"country":"US","category":"x","created_at":"2026-01-07T00:00:00Z","updated_at":"2026-03-02T00:00:00Z","op":"u"}`+"\n"), 0o644)
-	loadAndSilver(t, lh, landing)
+	loadAndSilver(t, lh, landing, sortBy...)
 	res, err = Run(ctx, lh, m, Options{})
 	if err != nil {
 		t.Fatal(err)

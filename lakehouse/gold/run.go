@@ -329,7 +329,8 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 	if md.SnapshotByID(from) == nil {
 		return nil, true, nil
 	}
-	var runIDs []string
+	var runIDs, replaced []string
+	listed := true // every run listed the grains of the versions it replaced
 	for s := md.SnapshotByID(to); s != nil && s.SnapshotID != from; {
 		if s.Summary != nil {
 			if s.Summary.Properties["goldbridge.replay"] == "true" {
@@ -337,6 +338,9 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 			}
 			if id := s.Summary.Properties[silver.PropRunID]; id != "" {
 				runIDs = append(runIDs, id)
+				r, ok := s.Summary.Properties[silver.PropReplacedPrefix+m.GrainColumn]
+				listed = listed && ok
+				replaced = append(replaced, r)
 			}
 		}
 		if s.ParentSnapshotID == nil {
@@ -385,6 +389,32 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 	}
 	if err := collect(to, iceberg.IsIn(iceberg.Reference(silver.ColRunID), runIDs...), func([]byte) bool { return true }); err != nil {
 		return nil, false, fmt.Errorf("changed rows: %w", err)
+	}
+	// The grains of the versions replaced: listed by Silver in each commit (its sort_by
+	// columns), or else looked up below.
+	if listed && (grainT.Kind == silver.Timestamp || grainT.Kind == silver.Date) {
+		for _, r := range replaced {
+			ok, err := silver.DecodeReplaced(r, func(lo, hi int64) {
+				for v := lo; v <= hi; v++ {
+					x := v // days since the epoch
+					if grainT.Kind == silver.Timestamp {
+						x = v * 3600 * 1_000_000 // hours since the epoch
+					}
+					seen[m.grainOf(silver.Value{I: x}, grainT)] = true
+				}
+			})
+			if err != nil {
+				return nil, false, err
+			}
+			listed = listed && ok
+		}
+	}
+	if listed && (grainT.Kind == silver.Timestamp || grainT.Kind == silver.Date) {
+		for g := range seen {
+			parts = append(parts, g)
+		}
+		slices.Sort(parts)
+		return parts, false, nil
 	}
 	// The previous versions of the changed keys, as of the last processed snapshot. A
 	// few keys prune Silver's buckets; many keys hit every bucket, where an IN residual

@@ -198,6 +198,20 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		fields = append(fields, e.cols[k].Name)
 	}
 	fields = append(fields, e.cols[e.uaIdx].Name)
+	// The sort_by columns of the versions replaced are recorded in the summary.
+	var tracked []int
+	for _, c := range e.sortBy {
+		if _, ok := replacedKey(Value{}, e.cols[c].Type.Kind); ok {
+			tracked = append(tracked, c)
+			if !slices.Contains(fields, e.cols[c].Name) {
+				fields = append(fields, e.cols[c].Name)
+			}
+		}
+	}
+	e.replaced = make(map[int]map[int64]bool, len(tracked))
+	for _, c := range tracked {
+		e.replaced[c] = map[int64]bool{}
+	}
 	opts := []table.ScanOption{table.WithSelectedFields(fields...)}
 	if f := e.keyFilter(e.winnerKeys()); f != nil {
 		opts = append(opts, table.WithRowFilter(f))
@@ -218,6 +232,10 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			keyCols[i] = col(e.cols[k].Name)
 		}
 		ua := col(e.cols[e.uaIdx].Name)
+		trackedCols := make([]arrow.Array, len(tracked))
+		for i, c := range tracked {
+			trackedCols[i] = col(e.cols[c].Name)
+		}
 		ops := col(ColCDCOp).(*array.String)
 		hashes := col(ColVersion).(*array.Int64)
 		for r := range int(rec.NumRows()) {
@@ -232,6 +250,12 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			switch c := w.version(slot).cmp(stored); {
 			case c > 0:
 				w.fate[slot] = fateUpdate
+				for i, tc := range tracked {
+					if v := ValueAt(trackedCols[i], r, e.cols[tc].Type); !v.Null {
+						k, _ := replacedKey(v, e.cols[tc].Type.Kind)
+						e.replaced[tc][k] = true
+					}
+				}
 			case c == 0:
 				w.fate[slot] = fateSame
 			default:
@@ -527,6 +551,15 @@ func (e *engine) summary(res Result) (iceberg.Properties, error) {
 	}
 	if res.Replay {
 		props[PropReplay] = "true"
+	}
+	if !e.append && !res.Replay {
+		for _, c := range e.sortBy {
+			if _, ok := replacedKey(Value{}, e.cols[c].Type.Kind); !ok {
+				continue
+			}
+			// No stored table (first run): nothing was replaced.
+			props[PropReplacedPrefix+e.cols[c].Name] = encodeReplaced(e.replaced[c])
+		}
 	}
 	return props, nil
 }

@@ -323,9 +323,10 @@ type engine struct {
 	etIdx        int // append: event_time, or -1
 	rules        *ruleSet
 	opMap        map[string]byte
-	ws           []*winners // the winners, one shard per merge goroutine (see shardOfKey)
-	sortBy       []int      // columns the written rows are sorted by
-	bucketShards bool       // shard by the Iceberg bucket of the key (each data file from one shard)
+	ws           []*winners             // the winners, one shard per merge goroutine (see shardOfKey)
+	sortBy       []int                  // columns the written rows are sorted by
+	replaced     map[int]map[int64]bool // upsert: per sort_by column, the values of the versions replaced (see PropReplacedPrefix)
+	bucketShards bool                   // shard by the Iceberg bucket of the key (each data file from one shard)
 	counts       Counts
 	quar         *array.RecordBuilder
 	runID        string

@@ -136,3 +136,41 @@ func TestIcebergBucketMatchesTransform(t *testing.T) {
 		}
 	}
 }
+
+// The replaced-values property lists exactly the values recorded, as ranges.
+func TestReplacedRoundTrip(t *testing.T) {
+	for _, vals := range [][]int64{nil, {5}, {1, 2, 3, 7, 9, 10}, {-5, -4, -1, 0, 1}, {-3}} {
+		set := map[int64]bool{}
+		for _, v := range vals {
+			set[v] = true
+		}
+		enc := encodeReplaced(set)
+		got := map[int64]bool{}
+		ok, err := DecodeReplaced(enc, func(lo, hi int64) {
+			for v := lo; v <= hi; v++ {
+				got[v] = true
+			}
+		})
+		if err != nil || !ok || len(got) != len(set) {
+			t.Fatalf("%v -> %q -> %v (ok %v, err %v)", vals, enc, got, ok, err)
+		}
+		for v := range set {
+			if !got[v] {
+				t.Fatalf("%v -> %q: %d missing", vals, enc, v)
+			}
+		}
+	}
+	many := map[int64]bool{}
+	for i := range int64(2 * maxReplacedRanges) {
+		many[2*i] = true
+	}
+	if enc := encodeReplaced(many); enc != "*" {
+		t.Fatalf("too many ranges encoded as %.40q, want *", enc)
+	}
+	if ok, _ := DecodeReplaced("*", func(int64, int64) {}); ok {
+		t.Fatal(`"*" decoded as listed`)
+	}
+	if k, _ := replacedKey(Value{I: -1}, Timestamp); k != -1 {
+		t.Fatalf("timestamp -1µs in hour %d, want -1", k)
+	}
+}
