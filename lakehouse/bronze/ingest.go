@@ -10,8 +10,10 @@ import (
 	"iter"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -207,47 +209,95 @@ func (r *Run) BatchID() string { return r.batchID }
 func (r *Run) Rows() int64 { return r.rows }
 
 // Write calls produce with an Emit and writes what it emits as Parquet data files (not
-// yet committed). Memory stays bounded by one batch whatever the input size.
+// yet committed), on up to writeStreams Parquet writers at once (encoding and zstd
+// bound ingestion: one writer kept one core busy and left the other idle). Memory
+// stays bounded by a few batches whatever the input size.
 func (r *Run) Write(ctx context.Context, produce func(Emit) error) error {
 	if r.opt.BatchRows <= 0 {
 		r.opt.BatchRows = 16_384
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	streams := max(1, min(runtime.GOMAXPROCS(0), writeStreams))
+	queues := make([]chan arrow.RecordBatch, streams)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		werrs []error
+	)
+	for i := range queues {
+		queues[i] = make(chan arrow.RecordBatch, 1)
+		q := queues[i]
+		wg.Go(func() {
+			records := func(yield func(arrow.RecordBatch, error) bool) {
+				for rec := range q {
+					if !yield(rec, nil) {
+						return
+					}
+				}
+			}
+			var files []iceberg.DataFile
+			var err error
+			for df, werr := range table.WriteRecords(ctx, r.tbl, arrowSchema, iter.Seq2[arrow.RecordBatch, error](records),
+				table.WithRecordBatchBufferSize(2)) {
+				if werr != nil {
+					err = werr
+					break
+				}
+				files = append(files, df)
+			}
+			for rec := range q { // a failed writer still drains its queue
+				rec.Release()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				werrs = append(werrs, err)
+				cancel(err)
+				return
+			}
+			r.dataFiles = append(r.dataFiles, files...)
+		})
+	}
 	w := newBatchWriter(r.batchID, r.opt.BatchRows)
 	defer w.release()
-	var produceErr error
-	stopped := errors.New("consumer stopped")
-	records := func(yield func(arrow.RecordBatch, error) bool) {
-		err := produce(func(payload []byte, system, file string, sourceTS time.Time) error {
-			w.add(payload, system, file, sourceTS)
-			r.rows++
-			if w.n >= r.opt.BatchRows && !yield(w.flush(), nil) {
-				return stopped
-			}
+	next := 0
+	send := func(rec arrow.RecordBatch) error {
+		select {
+		case queues[next] <- rec:
+			next = (next + 1) % len(queues)
 			return nil
-		})
-		if err != nil {
-			if !errors.Is(err, stopped) {
-				produceErr = err
-				yield(nil, err)
-			}
-			return
-		}
-		if w.n > 0 {
-			yield(w.flush(), nil)
+		case <-ctx.Done():
+			rec.Release()
+			return context.Cause(ctx)
 		}
 	}
-	for df, err := range table.WriteRecords(ctx, r.tbl, arrowSchema, iter.Seq2[arrow.RecordBatch, error](records),
-		table.WithRecordBatchBufferSize(2)) {
-		if err != nil {
-			if produceErr != nil {
-				err = produceErr
-			}
-			return fmt.Errorf("bronze %s: write data files: %w", r.ident, err)
+	err := produce(func(payload []byte, system, file string, sourceTS time.Time) error {
+		w.add(payload, system, file, sourceTS)
+		r.rows++
+		if w.n >= r.opt.BatchRows {
+			return send(w.flush())
 		}
-		r.dataFiles = append(r.dataFiles, df)
+		return nil
+	})
+	if err == nil && w.n > 0 {
+		err = send(w.flush())
+	}
+	for _, q := range queues {
+		close(q)
+	}
+	wg.Wait()
+	if len(werrs) > 0 {
+		return fmt.Errorf("bronze %s: write data files: %w", r.ident, errors.Join(werrs...))
+	}
+	if err != nil {
+		return fmt.Errorf("bronze %s: %w", r.ident, err)
 	}
 	return nil
 }
+
+// writeStreams bounds the Parquet writers of one Bronze write.
+const writeStreams = 2
 
 // Commit adds the written data files in one snapshot whose summary holds props plus the
 // batch id and row count. precheck runs against the freshly loaded table before every
