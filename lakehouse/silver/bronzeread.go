@@ -41,24 +41,38 @@ func directReadable(tasks []table.FileScanTask) bool {
 // readBronzeFiles yields the Bronze columns of each task's file in batches of
 // bronzeReadBatch rows, in task order.
 func readBronzeFiles(ctx context.Context, bt *table.Table, tasks []table.FileScanTask, mem memory.Allocator) iter.Seq2[arrow.RecordBatch, error] {
+	check := func(f arrow.Field) error {
+		if !bronzeType(f.Name, f.Type) {
+			return fmt.Errorf("bronze column %s has type %s", f.Name, f.Type)
+		}
+		return nil
+	}
+	return readTaskFiles(ctx, bt, tasks, bronzeFields, check, mem)
+}
+
+// readTaskFiles yields the columns fields (top-level, by name) of each task's data file
+// as written, without applying delete files, in task order; check vets each column's
+// Arrow type.
+func readTaskFiles(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fields []string,
+	check func(arrow.Field) error, mem memory.Allocator) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		fs, err := bt.FS(ctx)
+		fs, err := tbl.FS(ctx)
 		if err != nil {
-			yield(nil, fmt.Errorf("bronze file system: %w", err))
+			yield(nil, fmt.Errorf("%s file system: %w", tbl.Identifier(), err))
 			return
 		}
 		for _, t := range tasks {
-			if !readBronzeFile(ctx, fs, t, mem, yield) {
+			if !readTaskFile(ctx, fs, t, fields, check, mem, yield) {
 				return
 			}
 		}
 	}
 }
 
-// readBronzeFile yields one file's batches; false means stop (the consumer said so, or
+// readTaskFile yields one file's batches; false means stop (the consumer said so, or
 // an error was yielded).
-func readBronzeFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, mem memory.Allocator,
-	yield func(arrow.RecordBatch, error) bool) bool {
+func readTaskFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields []string, check func(arrow.Field) error,
+	mem memory.Allocator, yield func(arrow.RecordBatch, error) bool) bool {
 	path := t.File.FilePath()
 	fail := func(err error) bool {
 		yield(nil, fmt.Errorf("read %s: %w", path, err))
@@ -74,11 +88,11 @@ func readBronzeFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, 
 		return fail(err)
 	}
 	defer pr.Close()
-	cols := make([]int, 0, len(bronzeFields))
-	for _, name := range bronzeFields {
+	cols := make([]int, 0, len(fields))
+	for _, name := range fields {
 		i := pr.MetaData().Schema.ColumnIndexByName(name)
 		if i < 0 {
-			return fail(fmt.Errorf("no bronze column %s", name))
+			return fail(fmt.Errorf("no column %s", name))
 		}
 		cols = append(cols, i)
 	}
@@ -96,8 +110,8 @@ func readBronzeFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, 
 	}
 	defer rr.Release()
 	for _, fld := range rr.Schema().Fields() {
-		if !bronzeType(fld.Name, fld.Type) {
-			return fail(fmt.Errorf("bronze column %s has type %s", fld.Name, fld.Type))
+		if err := check(fld); err != nil {
+			return fail(err)
 		}
 	}
 	for rr.Next() {

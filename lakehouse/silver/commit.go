@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/catalog"
 )
 
@@ -212,13 +214,24 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	for _, c := range tracked {
 		e.replaced[c] = map[int64]bool{}
 	}
-	opts := []table.ScanOption{table.WithSelectedFields(fields...)}
-	if f := e.keyFilter(e.winnerKeys()); f != nil {
-		opts = append(opts, table.WithRowFilter(f))
-	}
-	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	recs, err := e.storedRows(ctx, tbl, fields)
 	if err != nil {
-		return fmt.Errorf("scan stored versions: %w", err)
+		return err
+	}
+	// The stored version of a key is the newest of its rows read: the table scan applies
+	// the equality deletes (one row per key), the direct read does not, and a key's
+	// older rows are exactly the versions its deletes remove (Silver only ever writes a
+	// newer version, see storedRows).
+	type stored struct {
+		w       *winners
+		slot    int
+		v       version
+		tracked []Value
+	}
+	found := map[[2]int]*stored{}
+	shard := make(map[*winners]int, len(e.ws))
+	for i, w := range e.ws {
+		shard[w] = i
 	}
 	row := make([]Value, len(e.cols))
 	for rec, err := range recs {
@@ -246,25 +259,74 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			if !ok {
 				continue
 			}
-			stored := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
-			switch c := w.version(slot).cmp(stored); {
-			case c > 0:
-				w.fate[slot] = fateUpdate
-				for i, tc := range tracked {
-					if v := ValueAt(trackedCols[i], r, e.cols[tc].Type); !v.Null {
-						k, _ := replacedKey(v, e.cols[tc].Type.Kind)
-						e.replaced[tc][k] = true
-					}
-				}
-			case c == 0:
-				w.fate[slot] = fateSame
-			default:
-				w.fate[slot] = fateOlder
+			v := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
+			id := [2]int{shard[w], slot}
+			st := found[id]
+			if st == nil {
+				st = &stored{w: w, slot: slot, tracked: make([]Value, len(tracked))}
+				found[id] = st
+			} else if v.cmp(st.v) <= 0 {
+				continue
+			}
+			st.v = v
+			for i, tc := range tracked {
+				st.tracked[i] = ValueAt(trackedCols[i], r, e.cols[tc].Type)
 			}
 		}
 		rec.Release()
 	}
+	for _, st := range found {
+		switch c := st.w.version(st.slot).cmp(st.v); {
+		case c > 0:
+			st.w.fate[st.slot] = fateUpdate
+			for i, tc := range tracked {
+				if v := st.tracked[i]; !v.Null {
+					k, _ := replacedKey(v, e.cols[tc].Type.Kind)
+					e.replaced[tc][k] = true
+				}
+			}
+		case c == 0:
+			st.w.fate[st.slot] = fateSame
+		default:
+			st.w.fate[st.slot] = fateOlder
+		}
+	}
 	return nil
+}
+
+// storedRows reads the columns fields of the rows stored in Silver that may hold the
+// winners' keys. When the table's schema never changed, its data files are read
+// directly, without applying the equality deletes (iceberg-go's scan of a deleted-from
+// file costs a filter kernel per batch and regrows every string buffer): that is
+// correct for the lookup of stored versions because a run only writes a version newer
+// than the stored one, deleting the stored one, so the newest row of a key is its
+// current version. Otherwise (columns added or renamed since some files were written)
+// the table scan reads them.
+func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []string) (iter.Seq2[arrow.RecordBatch, error], error) {
+	filter := e.keyFilter(e.winnerKeys())
+	if len(tbl.Metadata().Schemas()) == 1 {
+		opts := []table.ScanOption{}
+		if filter != nil {
+			opts = append(opts, table.WithRowFilter(filter)) // prunes buckets and files
+		}
+		tasks, err := tbl.Scan(opts...).PlanFiles(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("plan stored versions: %w", err)
+		}
+		for i := range tasks {
+			tasks[i].DeleteFiles, tasks[i].EqualityDeleteFiles, tasks[i].DeletionVectorFiles = nil, nil, nil
+		}
+		return readTaskFiles(ctx, tbl, tasks, fields, func(arrow.Field) error { return nil }, arrowmem.NewPool(scanPoolIdle)), nil
+	}
+	opts := []table.ScanOption{table.WithSelectedFields(fields...)}
+	if filter != nil {
+		opts = append(opts, table.WithRowFilter(filter))
+	}
+	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scan stored versions: %w", err)
+	}
+	return recs, nil
 }
 
 // ValueAt reads one cell of an Arrow column of a Silver (or Gold) table as a Value;
