@@ -60,6 +60,30 @@ const maxPartitionsPerStream = 100
 // the Memory detail table and of the GROUP BY).
 const maxStreamRows = 2_000_000
 
+// maxBlockElems ends an insert block early when its list columns (the distinct keys and
+// quantile values of an AggregatingMergeTree mart's detail rows) hold this many values:
+// a day's detail rows carry tens of thousands of keys, so batch_rows rows would make one
+// block of millions of strings per stream, built and encoded in buffers grown from
+// scratch (most of the stage's CPU) and sent only when complete. Bounded blocks reuse
+// their buffers and reach the server while the next one is read.
+const maxBlockElems = 1 << 18
+
+// statesSettings run the states INSERT ... SELECT so that every grouping set reaches
+// the table as one block, inserted as it is. By default the aggregation of large
+// distinct-count states goes two-level (256 blocks per grouping set) and the insert
+// squashes those blocks into larger ones: squashing a column of aggregate states that
+// it does not own copies every state (for uniqExact: every hash set, element by
+// element), which cost more than building the states. So: no two-level aggregation,
+// output blocks as large as a stream (maxStreamRows), no squashing. Each grouping set
+// is then one part per partition (3 parts for a rollup of two dimensions), merged in
+// the background.
+var statesSettings = []string{
+	"max_partitions_per_insert_block = 0", "optimize_on_insert = 0",
+	"group_by_two_level_threshold = 0", "group_by_two_level_threshold_bytes = 0",
+	fmt.Sprintf("max_block_size = %d", maxStreamRows),
+	"min_insert_block_size_rows = 0", "min_insert_block_size_bytes = 0",
+}
+
 // Partition is one ClickHouse partition to push and the Gold state it is pushed from.
 type Partition struct {
 	ID         string    // ClickHouse partition id (20260501 or 202605)
@@ -225,8 +249,7 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		// partitions, so one row per key.
 		for _, st := range wave {
 			wg.Go(func() {
-				err := exec(StepStates, ddl.StatesInsert(m, batch, detail, grainWhere(m, st),
-					"max_partitions_per_insert_block = 0", "optimize_on_insert = 0"))
+				err := exec(StepStates, ddl.StatesInsert(m, batch, detail, grainWhere(m, st), statesSettings...))
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -432,6 +455,12 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 	if grain < 0 {
 		return nil, fmt.Errorf("wire columns have no grain %s", m.Grain.As)
 	}
+	var lists []int // the list columns: a block also ends at maxBlockElems list values
+	for i, wc := range wcols {
+		if strings.HasPrefix(wc.Type, "Array(") {
+			lists = append(lists, i)
+		}
+	}
 	_, recs, err := tbl.Scan(table.WithRowFilter(goldFilter(m, parts)), table.WithSelectedFields(fields...)).ToArrowRecords(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("scan gold: %w", err)
@@ -460,8 +489,8 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 		for _, col := range cols {
 			col.col.Reset()
 		}
-		n := 0
-		for n < batchRows {
+		n, elems := 0, 0
+		for n < batchRows && elems < maxBlockElems {
 			if cur == nil || off >= int(cur.NumRows()) {
 				release()
 				rec, err, ok := next()
@@ -483,6 +512,12 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 				continue
 			}
 			to := min(int(cur.NumRows()), off+batchRows-n)
+			for _, li := range lists {
+				to = listRows(cur.Column(idx[li]), off, to, maxBlockElems-elems)
+			}
+			for _, li := range lists {
+				elems += listLen(cur.Column(idx[li]), off, to)
+			}
 			for i, col := range cols {
 				if err := col.append(cur.Column(idx[i]), off, to); err != nil {
 					return false, err
@@ -504,6 +539,35 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 		out[p.ID] = counts[i]
 	}
 	return out, nil
+}
+
+// listRows returns the end e in (from, to] of the list rows [from, e) of a (a list
+// array) holding at most budget values, but at least one row.
+func listRows(a arrow.Array, from, to, budget int) int {
+	if listLen(a, from, to) <= budget {
+		return to
+	}
+	// The largest e with listLen(from, e) <= budget; one row even if it holds more.
+	e := from + sort.Search(to-from, func(k int) bool { return listLen(a, from, from+k+1) > budget })
+	return max(e, from+1)
+}
+
+// listLen is the number of values in the list rows [from, to) of a (0 if a is not a list).
+func listLen(a arrow.Array, from, to int) int {
+	if to <= from {
+		return 0
+	}
+	switch l := a.(type) {
+	case *array.List:
+		s, _ := l.ValueOffsets(from)
+		_, e := l.ValueOffsets(to - 1)
+		return int(e - s)
+	case *array.LargeList:
+		s, _ := l.ValueOffsets(from)
+		_, e := l.ValueOffsets(to - 1)
+		return int(e - s)
+	}
+	return 0
 }
 
 // count adds the rows [from, to) of the grain column a to the partition they fall in:
