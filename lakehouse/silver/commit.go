@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -214,66 +216,90 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	for _, c := range tracked {
 		e.replaced[c] = map[int64]bool{}
 	}
-	recs, err := e.storedRows(ctx, tbl, fields)
+	streams, err := e.storedRows(ctx, tbl, fields)
 	if err != nil {
 		return err
 	}
 	// The stored version of a key is the newest of its rows read: the table scan applies
 	// the equality deletes (one row per key), the direct read does not, and a key's
 	// older rows are exactly the versions its deletes remove (Silver only ever writes a
-	// newer version, see storedRows).
+	// newer version, see storedRows). Each stream is read on its own goroutine (the
+	// winners are only read), into its own map; the maps are merged after.
 	type stored struct {
 		w       *winners
 		slot    int
 		v       version
 		tracked []Value
 	}
-	found := map[[2]int]*stored{}
 	shard := make(map[*winners]int, len(e.ws))
 	for i, w := range e.ws {
 		shard[w] = i
 	}
-	row := make([]Value, len(e.cols))
-	for rec, err := range recs {
-		if err != nil {
-			return fmt.Errorf("scan stored versions: %w", err)
-		}
-		sch := rec.Schema()
-		col := func(name string) arrow.Array { return rec.Column(sch.FieldIndices(name)[0]) }
-		keyCols := make([]arrow.Array, len(e.keyIdx))
-		for i, k := range e.keyIdx {
-			keyCols[i] = col(e.cols[k].Name)
-		}
-		ua := col(e.cols[e.uaIdx].Name)
-		trackedCols := make([]arrow.Array, len(tracked))
-		for i, c := range tracked {
-			trackedCols[i] = col(e.cols[c].Name)
-		}
-		ops := col(ColCDCOp).(*array.String)
-		hashes := col(ColVersion).(*array.Int64)
-		for r := range int(rec.NumRows()) {
+	read := func(recs iter.Seq2[arrow.RecordBatch, error]) (map[[2]int]*stored, error) {
+		found := map[[2]int]*stored{}
+		row := make([]Value, len(e.cols))
+		var keyBuf []byte
+		for rec, err := range recs {
+			if err != nil {
+				return nil, fmt.Errorf("scan stored versions: %w", err)
+			}
+			sch := rec.Schema()
+			col := func(name string) arrow.Array { return rec.Column(sch.FieldIndices(name)[0]) }
+			keyCols := make([]arrow.Array, len(e.keyIdx))
 			for i, k := range e.keyIdx {
-				row[k] = ValueAt(keyCols[i], r, e.cols[k].Type)
+				keyCols[i] = col(e.cols[k].Name)
 			}
-			w, slot, ok := e.lookupKey(e.key(row))
-			if !ok {
-				continue
+			ua := col(e.cols[e.uaIdx].Name)
+			trackedCols := make([]arrow.Array, len(tracked))
+			for i, c := range tracked {
+				trackedCols[i] = col(e.cols[c].Name)
 			}
-			v := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
-			id := [2]int{shard[w], slot}
-			st := found[id]
-			if st == nil {
-				st = &stored{w: w, slot: slot, tracked: make([]Value, len(tracked))}
+			ops := col(ColCDCOp).(*array.String)
+			hashes := col(ColVersion).(*array.Int64)
+			for r := range int(rec.NumRows()) {
+				for i, k := range e.keyIdx {
+					row[k] = ValueAt(keyCols[i], r, e.cols[k].Type)
+				}
+				keyBuf = e.appendKey(keyBuf[:0], row)
+				w, slot, ok := e.lookupKey(unsafeString(keyBuf))
+				if !ok {
+					continue
+				}
+				v := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
+				id := [2]int{shard[w], slot}
+				st := found[id]
+				if st == nil {
+					st = &stored{w: w, slot: slot, tracked: make([]Value, len(tracked))}
+					found[id] = st
+				} else if v.cmp(st.v) <= 0 {
+					continue
+				}
+				st.v = v
+				for i, tc := range tracked {
+					st.tracked[i] = ValueAt(trackedCols[i], r, e.cols[tc].Type)
+				}
+			}
+			rec.Release()
+		}
+		return found, nil
+	}
+	results := make([]map[[2]int]*stored, len(streams))
+	errs := make([]error, len(streams))
+	var wg sync.WaitGroup
+	for i, recs := range streams {
+		wg.Go(func() { results[i], errs[i] = read(recs) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	found := results[0]
+	for _, more := range results[1:] {
+		for id, st := range more {
+			if cur := found[id]; cur == nil || st.v.cmp(cur.v) > 0 {
 				found[id] = st
-			} else if v.cmp(st.v) <= 0 {
-				continue
-			}
-			st.v = v
-			for i, tc := range tracked {
-				st.tracked[i] = ValueAt(trackedCols[i], r, e.cols[tc].Type)
 			}
 		}
-		rec.Release()
 	}
 	for _, st := range found {
 		switch c := st.w.version(st.slot).cmp(st.v); {
@@ -302,7 +328,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 // than the stored one, deleting the stored one, so the newest row of a key is its
 // current version. Otherwise (columns added or renamed since some files were written)
 // the table scan reads them.
-func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []string) (iter.Seq2[arrow.RecordBatch, error], error) {
+func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []string) ([]iter.Seq2[arrow.RecordBatch, error], error) {
 	filter := e.keyFilter(e.winnerKeys())
 	if len(tbl.Metadata().Schemas()) == 1 {
 		opts := []table.ScanOption{}
@@ -316,7 +342,19 @@ func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []stri
 		for i := range tasks {
 			tasks[i].DeleteFiles, tasks[i].EqualityDeleteFiles, tasks[i].DeletionVectorFiles = nil, nil, nil
 		}
-		return readTaskFiles(ctx, tbl, tasks, fields, func(arrow.Field) error { return nil }, arrowmem.NewPool(scanPoolIdle)), nil
+		// One stream per core, the tasks dealt out largest first.
+		slices.SortFunc(tasks, func(a, b table.FileScanTask) int { return cmp.Compare(b.Length, a.Length) })
+		n := max(1, min(runtime.GOMAXPROCS(0), len(tasks)))
+		parts := make([][]table.FileScanTask, n)
+		for i, t := range tasks {
+			parts[i%n] = append(parts[i%n], t)
+		}
+		pool := arrowmem.NewPool(scanPoolIdle)
+		streams := make([]iter.Seq2[arrow.RecordBatch, error], n)
+		for i, part := range parts {
+			streams[i] = readTaskFiles(ctx, tbl, part, fields, func(arrow.Field) error { return nil }, pool)
+		}
+		return streams, nil
 	}
 	opts := []table.ScanOption{table.WithSelectedFields(fields...)}
 	if filter != nil {
@@ -326,7 +364,7 @@ func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []stri
 	if err != nil {
 		return nil, fmt.Errorf("scan stored versions: %w", err)
 	}
-	return recs, nil
+	return []iter.Seq2[arrow.RecordBatch, error]{recs}, nil
 }
 
 // ValueAt reads one cell of an Arrow column of a Silver (or Gold) table as a Value;
