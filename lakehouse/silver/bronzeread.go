@@ -19,12 +19,13 @@ import (
 	"goldbridge/lakehouse/bronze"
 )
 
-// Bronze data files are read here with the Parquet reader directly rather than through
-// the table scan: iceberg-go's reader grows the payload column of every batch by
-// doubling (copy + zeroing, ~25% of Silver's CPU at 10M events), while the Parquet
-// reader can size it once from the row group's metadata (PreAllocBinaryData). Bronze
-// is append-only and `forget` rewrites files (copy-on-write), so its tasks carry no
-// delete files; a task that does is read through the table scan instead.
+// Data files are read here with the Parquet reader directly rather than through the
+// table scan: iceberg-go's reader grows each string column of every batch by doubling
+// (copy + zeroing, ~25% of Silver's CPU at 10M events), while the Parquet reader can
+// size it once from the row group's metadata (PreAllocBinaryData). Delete files are not
+// applied. Bronze is append-only and `forget` rewrites files (copy-on-write), so its
+// tasks carry none (a task that does is read through the table scan instead); the
+// lookup of stored Silver versions does not need them (see storedRows).
 
 // directReadable reports whether every task is a Parquet data file (or a split of one)
 // without deletes.

@@ -444,11 +444,10 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 		recs iter.Seq2[arrow.RecordBatch, error]
 		err  error
 	)
-	// Bronze batches are read into recycled buffers: nothing read here outlives its
-	// batch uncopied (the winners, the key set and the quarantine builder copy).
-	// The direct reader decodes into recycled buffers; the table scan (deletes: never
-	// written by goldbridge) keeps Go's allocator, as arrow's filter kernels were seen
-	// to fail on recycled buffers.
+	// The direct reader decodes into recycled buffers: nothing read here outlives its
+	// batch uncopied (the winners, the key set and the quarantine builder copy). The
+	// table scan (tasks with deletes, never written by goldbridge) keeps Go's allocator:
+	// arrow's filter kernels were seen to fail on recycled buffers.
 	pool := arrowmem.NewPool(scanPoolIdle)
 	var tasks []table.FileScanTask
 	if from == 0 {
