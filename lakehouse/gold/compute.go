@@ -454,22 +454,6 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-func cmpValue(a, b silver.Value, t silver.Type) int {
-	switch {
-	case a.Null && b.Null:
-		return 0
-	case a.Null:
-		return -1
-	case b.Null:
-		return 1
-	case less(a, b, t):
-		return -1
-	case less(b, a, t):
-		return 1
-	}
-	return 0
-}
-
 // build writes the rows as one Arrow batch in the Gold schema.
 func (p *partial) build(rows []*group, runID string, now time.Time) arrow.RecordBatch {
 	m := p.m

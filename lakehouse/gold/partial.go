@@ -246,7 +246,7 @@ func (p *partial) rows() []*group {
 			return a.set - b.set
 		}
 		for i, d := range a.dims {
-			if c := cmpValue(d, b.dims[i], p.m.Dims[i].Type); c != 0 {
+			if c := silver.CompareValues(d, b.dims[i], p.m.Dims[i].Type.Kind); c != 0 {
 				return c
 			}
 		}

@@ -392,24 +392,22 @@ func changedPartitions(ctx context.Context, src *table.Table, m MartSpec, from, 
 	}
 	// The grains of the versions replaced: listed by Silver in each commit (its sort_by
 	// columns), or else looked up below.
-	if listed && (grainT.Kind == silver.Timestamp || grainT.Kind == silver.Date) {
-		for _, r := range replaced {
-			ok, err := silver.DecodeReplaced(r, func(lo, hi int64) {
-				for v := lo; v <= hi; v++ {
-					x := v // days since the epoch
-					if grainT.Kind == silver.Timestamp {
-						x = v * 3600 * 1_000_000 // hours since the epoch
-					}
-					seen[m.grainOf(silver.Value{I: x}, grainT)] = true
-				}
-			})
-			if err != nil {
-				return nil, false, err
-			}
-			listed = listed && ok
+	listed = listed && (grainT.Kind == silver.Timestamp || grainT.Kind == silver.Date)
+	for _, r := range replaced {
+		if !listed {
+			break // looked up below
 		}
+		ok, err := silver.DecodeReplaced(r, func(lo, hi int64) {
+			for v := lo; v <= hi; v++ {
+				seen[m.grainOf(silver.ReplacedValue(v, grainT.Kind), grainT)] = true
+			}
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		listed = listed && ok
 	}
-	if listed && (grainT.Kind == silver.Timestamp || grainT.Kind == silver.Date) {
+	if listed {
 		for g := range seen {
 			parts = append(parts, g)
 		}

@@ -226,17 +226,15 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	// newer version, see storedRows). Each stream is read on its own goroutine (the
 	// winners are only read), into its own map; the maps are merged after.
 	type stored struct {
-		w       *winners
-		slot    int
 		v       version
-		tracked []Value
+		tracked []Value // the sort_by columns of that row
 	}
-	shard := make(map[*winners]int, len(e.ws))
-	for i, w := range e.ws {
-		shard[w] = i
+	type slotID struct {
+		w    *winners
+		slot int
 	}
-	read := func(recs iter.Seq2[arrow.RecordBatch, error]) (map[[2]int]*stored, error) {
-		found := map[[2]int]*stored{}
+	read := func(recs iter.Seq2[arrow.RecordBatch, error]) (map[slotID]*stored, error) {
+		found := map[slotID]*stored{}
 		row := make([]Value, len(e.cols))
 		var keyBuf []byte
 		for rec, err := range recs {
@@ -266,10 +264,10 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 					continue
 				}
 				v := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
-				id := [2]int{shard[w], slot}
+				id := slotID{w, slot}
 				st := found[id]
 				if st == nil {
-					st = &stored{w: w, slot: slot, tracked: make([]Value, len(tracked))}
+					st = &stored{tracked: make([]Value, len(tracked))}
 					found[id] = st
 				} else if v.cmp(st.v) <= 0 {
 					continue
@@ -283,7 +281,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		}
 		return found, nil
 	}
-	results := make([]map[[2]int]*stored, len(streams))
+	results := make([]map[slotID]*stored, len(streams))
 	errs := make([]error, len(streams))
 	var wg sync.WaitGroup
 	for i, recs := range streams {
@@ -301,10 +299,11 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			}
 		}
 	}
-	for _, st := range found {
-		switch c := st.w.version(st.slot).cmp(st.v); {
+	for id, st := range found {
+		w, slot := id.w, id.slot
+		switch c := w.version(slot).cmp(st.v); {
 		case c > 0:
-			st.w.fate[st.slot] = fateUpdate
+			w.fate[slot] = fateUpdate
 			for i, tc := range tracked {
 				if v := st.tracked[i]; !v.Null {
 					k, _ := replacedKey(v, e.cols[tc].Type.Kind)
@@ -312,9 +311,9 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 				}
 			}
 		case c == 0:
-			st.w.fate[st.slot] = fateSame
+			w.fate[slot] = fateSame
 		default:
-			st.w.fate[st.slot] = fateOlder
+			w.fate[slot] = fateOlder
 		}
 	}
 	return nil
@@ -571,7 +570,7 @@ func (e *engine) writeOrder(w *winners) []int {
 	}
 	slices.SortStableFunc(slots, func(a, b int) int {
 		for _, c := range e.sortBy {
-			if r := compareValues(w.get(c, a), w.get(c, b), w.kinds[c]); r != 0 {
+			if r := CompareValues(w.get(c, a), w.get(c, b), w.kinds[c]); r != 0 {
 				return r
 			}
 		}
@@ -580,8 +579,9 @@ func (e *engine) writeOrder(w *winners) []int {
 	return slots
 }
 
-// compareValues orders two cells of a column of kind k, nulls first.
-func compareValues(a, b Value, k Kind) int {
+// CompareValues orders two cells of a column of kind k: NULL first, then by value
+// (floats by <, so a NaN ties with everything).
+func CompareValues(a, b Value, k Kind) int {
 	switch {
 	case a.Null || b.Null:
 		return cmp.Compare(btoi(!a.Null), btoi(!b.Null))
@@ -590,7 +590,13 @@ func compareValues(a, b Value, k Kind) int {
 	case String:
 		return strings.Compare(a.S, b.S)
 	case Float64:
-		return cmp.Compare(a.F, b.F)
+		switch {
+		case a.F < b.F:
+			return -1
+		case b.F < a.F:
+			return 1
+		}
+		return 0
 	case Decimal:
 		return a.D.Cmp(b.D)
 	case Bool:

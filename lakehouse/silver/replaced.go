@@ -38,6 +38,15 @@ func replacedKey(v Value, k Kind) (int64, bool) {
 	return 0, false
 }
 
+// ReplacedValue is the column value a listed value v stands for: the start of the hour
+// for a timestamp column, v itself for a date or an integer.
+func ReplacedValue(v int64, k Kind) Value {
+	if k == Timestamp {
+		return Value{I: v * microsPerHour}
+	}
+	return Value{I: v}
+}
+
 // encodeReplaced renders a set of values as sorted ranges.
 func encodeReplaced(set map[int64]bool) string {
 	vals := make([]int64, 0, len(set))
