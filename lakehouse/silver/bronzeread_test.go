@@ -12,6 +12,7 @@ import (
 
 	"goldbridge/demo"
 	"goldbridge/lakehouse/bronze"
+	"goldbridge/lakehouse/filescan"
 	"goldbridge/lakehouse/lakehousetest"
 )
 
@@ -46,7 +47,7 @@ func TestDirectBronzeReadEqualsScan(t *testing.T) {
 			split++
 		}
 	}
-	if split == 0 || !directReadable(tasks) {
+	if split == 0 || !filescan.Direct(tasks) {
 		t.Fatalf("want split tasks that are directly readable: %d tasks, %d split", len(tasks), split)
 	}
 	collect := func(recs func(func(arrow.RecordBatch, error) bool)) map[string]string {

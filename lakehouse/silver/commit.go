@@ -23,6 +23,7 @@ import (
 
 	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/filescan"
 )
 
 // lookupThreshold is the number of winners up to which stored versions are looked up
@@ -329,7 +330,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 // the table scan reads them.
 func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []string) ([]iter.Seq2[arrow.RecordBatch, error], error) {
 	filter := e.keyFilter(e.winnerKeys())
-	if len(tbl.Metadata().Schemas()) == 1 {
+	if !filescan.Evolved(tbl) {
 		opts := []table.ScanOption{}
 		if filter != nil {
 			opts = append(opts, table.WithRowFilter(filter)) // prunes buckets and files
@@ -351,7 +352,7 @@ func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []stri
 		pool := arrowmem.NewPool(scanPoolIdle)
 		streams := make([]iter.Seq2[arrow.RecordBatch, error], n)
 		for i, part := range parts {
-			streams[i] = readTaskFiles(ctx, tbl, part, fields, func(arrow.Field) error { return nil }, pool)
+			streams[i] = filescan.Read(ctx, tbl, part, fields, bronzeReadBatch, func(arrow.Field) error { return nil }, pool)
 		}
 		return streams, nil
 	}

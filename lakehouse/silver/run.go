@@ -29,6 +29,7 @@ import (
 	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/filescan"
 )
 
 // Options tune one Silver run.
@@ -469,7 +470,7 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 			w.hashes = slices.Grow(w.hashes, int(rows/int64(len(e.ws))*21/20))
 		}
 	}
-	if directReadable(tasks) {
+	if filescan.Direct(tasks) {
 		recs = readBronzeFiles(ctx, bt, tasks, pool)
 	} else if _, recs, err = bt.Scan(table.WithSelectedFields(bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ReadTasks(ctx, tasks); err != nil {
 		return fmt.Errorf("scan bronze: %w", err)

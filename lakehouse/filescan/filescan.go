@@ -1,0 +1,175 @@
+// Package filescan reads the data files of planned Iceberg scan tasks with the Parquet
+// reader directly, for the hot paths where iceberg-go's table scan costs too much: its
+// reader grows each string column of every batch by doubling (copy + zeroing), and a
+// row filter or delete file costs an Arrow filter kernel per batch, while the Parquet
+// reader can size each column once from the row group's metadata (PreAllocBinaryData).
+//
+// Delete files are not applied and columns are found by their written name: callers
+// use it only where that is correct (Direct, Evolved) and keep the table scan otherwise.
+package filescan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+)
+
+// Direct reports whether every task is a Parquet data file (or a split of one)
+// without deletes, so reading its file as written yields the task's rows.
+func Direct(tasks []table.FileScanTask) bool {
+	for _, t := range tasks {
+		if len(t.DeleteFiles) > 0 || len(t.EqualityDeleteFiles) > 0 || len(t.DeletionVectorFiles) > 0 ||
+			t.File.FileFormat() != iceberg.ParquetFile {
+			return false
+		}
+	}
+	return true
+}
+
+// Evolved reports whether the table's schema ever changed: then older files may lack
+// or name differently a column the current schema has, and only the table scan
+// resolves columns by field id.
+func Evolved(tbl *table.Table) bool { return len(tbl.Metadata().Schemas()) > 1 }
+
+// Read yields the columns fields (top-level, by name) of each task's data file as
+// written, without applying delete files, in task order and in batches of batchRows;
+// check vets each column's Arrow type. mem decodes the batches (the consumer releases
+// each batch it is given).
+func Read(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fields []string, batchRows int,
+	check func(arrow.Field) error, mem memory.Allocator) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		fs, err := tbl.FS(ctx)
+		if err != nil {
+			yield(nil, fmt.Errorf("%s file system: %w", tbl.Identifier(), err))
+			return
+		}
+		for _, t := range tasks {
+			if !readFile(ctx, fs, t, fields, batchRows, check, mem, yield) {
+				return
+			}
+		}
+	}
+}
+
+// readFile yields one task's batches; false means stop (the consumer said so, or an
+// error was yielded).
+func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields []string, batchRows int,
+	check func(arrow.Field) error, mem memory.Allocator, yield func(arrow.RecordBatch, error) bool) bool {
+	path := t.File.FilePath()
+	fail := func(err error) bool {
+		yield(nil, fmt.Errorf("read %s: %w", path, err))
+		return false
+	}
+	f, err := fs.Open(path)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	pr, err := file.NewParquetReader(f)
+	if err != nil {
+		return fail(err)
+	}
+	defer pr.Close()
+	cols := make([]int, 0, len(fields))
+	for _, name := range fields {
+		i := pr.MetaData().Schema.ColumnIndexByName(name)
+		if i < 0 {
+			// A list column's leaf is <name>.list.element: read the whole field.
+			i = fieldLeaves(pr, name)
+		}
+		if i < 0 {
+			return fail(fmt.Errorf("no column %s", name))
+		}
+		cols = append(cols, i)
+	}
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: int64(batchRows), PreAllocBinaryData: true}, mem)
+	if err != nil {
+		return fail(err)
+	}
+	rgs := taskRowGroups(pr, t)
+	if rgs != nil && len(rgs) == 0 { // no row group of the file starts in the task's split
+		return true
+	}
+	rr, err := fr.GetRecordReader(ctx, cols, rgs)
+	if err != nil {
+		return fail(err)
+	}
+	defer rr.Release()
+	for _, fld := range rr.Schema().Fields() {
+		if err := check(fld); err != nil {
+			return fail(err)
+		}
+	}
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		rec.Retain()
+		if !yield(rec, nil) {
+			return false
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fail(err)
+	}
+	return true
+}
+
+// fieldLeaves returns the first leaf column of the nested top-level field name (a list
+// is read whole from any of its leaves), or -1.
+func fieldLeaves(pr *file.Reader, name string) int {
+	sch := pr.MetaData().Schema
+	for i := range sch.NumColumns() {
+		if p := sch.Column(i).ColumnPath(); len(p) > 1 && p[0] == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// taskRowGroups returns the row groups of a split task: those starting in
+// [Start, Start+Length), like iceberg-go's reader; nil (all) for a whole-file task.
+func taskRowGroups(pr *file.Reader, t table.FileScanTask) []int {
+	if t.Start == 0 && (t.Length == 0 || t.Length == t.File.FileSizeBytes()) {
+		return nil
+	}
+	md := pr.MetaData()
+	planned := t.File.SplitOffsets()
+	rgs := []int{}
+	for i := range pr.NumRowGroups() {
+		off := rowGroupOffset(md.RowGroup(i))
+		if len(planned) == pr.NumRowGroups() {
+			off = planned[i]
+		}
+		if off >= t.Start && off < t.Start+t.Length {
+			rgs = append(rgs, i)
+		}
+	}
+	return rgs
+}
+
+// rowGroupOffset is where a row group starts in its file: its first column chunk's
+// dictionary or first data page (a copy of iceberg-go's unexported helper).
+func rowGroupOffset(rg *metadata.RowGroupMetaData) int64 {
+	if rg.NumColumns() > 0 {
+		if cc, err := rg.ColumnChunk(0); err == nil {
+			off := cc.DataPageOffset()
+			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() >= 0 && (off < 0 || cc.DictionaryPageOffset() < off) {
+				off = cc.DictionaryPageOffset()
+			}
+			if off >= 0 {
+				return off
+			}
+		}
+	}
+	return rg.FileOffset()
+}
