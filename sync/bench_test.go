@@ -3,18 +3,18 @@ package sync_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	gosync "sync"
 	"testing"
 	"time"
 
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving/chtest"
-	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
 )
 
@@ -46,7 +46,7 @@ func BenchmarkPush(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2})
+		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2, Log: benchLog(b)})
 		if err != nil || res.Rows != int64(total) {
 			b.Fatalf("push: %v rows %d", err, res.Rows)
 		}
@@ -83,9 +83,9 @@ func BenchmarkPush(b *testing.B) {
 
 // BenchmarkPushDays pushes an AggregatingMergeTree mart shaped like the bench's orders
 // mart: 120 day partitions, each a few detail rows carrying ~2000 distinct-key lists
-// (forced sync, one batch). The ceiling is ClickHouse's own load of exactly the detail
-// rows the push streams (two Native bodies over HTTP, one per half of the days, into a
-// copy of <t>__detail), as bench/run.sh measures it.
+// (forced sync, one batch; goldbridge builds the uniqExact states). The ceiling is
+// ClickHouse's own load of exactly the rows the push wrote (two Native bodies over
+// HTTP, one per half of the days, into a copy of <t>), as bench/run.sh measures it.
 func BenchmarkPushDays(b *testing.B) {
 	const nDays, perDay = 120, 2000
 	ctx := context.Background()
@@ -104,7 +104,7 @@ func BenchmarkPushDays(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2})
+		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2, Log: benchLog(b)})
 		if err != nil || len(res.Pushed) != nDays {
 			b.Fatalf("push: %v %d partitions", err, len(res.Pushed))
 		}
@@ -114,25 +114,11 @@ func BenchmarkPushDays(b *testing.B) {
 	b.StopTimer()
 	pushRate := float64(rows) * float64(b.N) / pushSec
 
-	// The detail rows as the push streams them: a push stopped before its states step
-	// leaves them in the Memory batch table.
-	_, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true, Fault: func(_, step string) error {
-		if step == push.StepStates {
-			return push.ErrFault
-		}
-		return nil
-	}})
-	if !errors.Is(err, push.ErrFault) {
-		b.Fatalf("stopped push: %v", err)
-	}
 	post := poster(b)
-	post(fmt.Sprintf("CREATE TABLE `%s`.ceiling AS `%s`.daily_revenue_kpi__detail", db, db), nil)
+	post(fmt.Sprintf("CREATE TABLE `%s`.ceiling AS `%s`.daily_revenue_kpi__staging", db, db), nil)
 	var bodies [2][]byte
 	for i := range bodies {
-		bodies[i] = post(fmt.Sprintf("SELECT * FROM `%s`.daily_revenue_kpi__push_detail WHERE toRelativeDayNum(report_date) %% 2 = %d ORDER BY report_date FORMAT Native", db, i), nil)
-	}
-	if err := push.Cleanup(ctx, c, m); err != nil {
-		b.Fatal(err)
+		bodies[i] = post(fmt.Sprintf("SELECT * FROM `%s`.daily_revenue_kpi WHERE toRelativeDayNum(report_date) %% 2 = %d ORDER BY report_date FORMAT Native", db, i), nil)
 	}
 	start := time.Now()
 	var wg gosync.WaitGroup
@@ -191,4 +177,12 @@ func poster(b *testing.B) func(q string, body io.Reader) []byte {
 		}
 		return out
 	}
+}
+
+// benchLog logs the push's step timings to stderr when BENCH_VERBOSE is set.
+func benchLog(b *testing.B) *slog.Logger {
+	if os.Getenv("BENCH_VERBOSE") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -47,6 +47,8 @@ type Options struct {
 	Rebuild     bool             // drop and recreate the ClickHouse tables first
 	Fault       func(partition, step string) error
 	Log         *slog.Logger
+	// ServerStates: ClickHouse builds the aggregate states (push.Options.ServerStates).
+	ServerStates bool
 }
 
 func (o *Options) defaults() {
@@ -296,7 +298,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		err := c.Retry(ctx, func(ctx context.Context) error {
 			var err error
 			r, err = push.Push(ctx, c, m, tbl, parts, push.Options{BatchRows: opt.BatchRows, Streams: opt.Parallelism,
-				Whole: plan.Whole, Fault: opt.Fault, Now: opt.Now})
+				Whole: plan.Whole, Fault: opt.Fault, Now: opt.Now, ServerStates: opt.ServerStates})
 			return err
 		})
 		if err != nil {
@@ -306,7 +308,11 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		for _, pp := range plan.Push {
 			opt.Log.Debug("pushed", "partition", pp.ID, "reason", pp.Reason, "rows", r.ByID[pp.ID], "snapshot", pp.SnapshotID)
 		}
-		opt.Log.Debug("push", "partitions", len(plan.Push), "rows", r.Rows, "exchanged", r.Exchanged, "seconds", r.Elapsed.Seconds())
+		attrs := []any{"partitions", len(plan.Push), "rows", r.Rows, "exchanged", r.Exchanged, "seconds", r.Elapsed.Seconds()}
+		for _, s := range push.Steps {
+			attrs = append(attrs, s+"_s", r.Steps[s].Seconds())
+		}
+		opt.Log.Debug("push", attrs...)
 		res.Pushed = slices.Clone(plan.Push)
 		sort.Slice(res.Pushed, func(i, j int) bool { return res.Pushed[i].ID < res.Pushed[j].ID })
 		res.Rows = r.Rows

@@ -63,7 +63,9 @@ func keyColumns(m *serving.Mart) []Column {
 
 func avgCountName(ms serving.Measure) string { return ms.Name + "__count" }
 func avgSumName(ms serving.Measure) string   { return ms.Name + "__sum" }
-func stateName(ms serving.Measure) string    { return ms.Name + "__state" }
+
+// StateColumn names the AggregateFunction column of a count_distinct or quantiles measure.
+func StateColumn(ms serving.Measure) string { return ms.Name + "__state" }
 
 func quantileArgs(q []float64) string {
 	s := make([]string, len(q))
@@ -92,9 +94,9 @@ func TargetColumns(m *serving.Mart) []Column {
 		case serving.AggAvg:
 			cols = append(cols, Column{avgSumName(ms), simple("sum", ms.Type)}, Column{avgCountName(ms), simple("sum", "Int64")})
 		case serving.AggCountDistinct:
-			cols = append(cols, Column{stateName(ms), "AggregateFunction(" + m.Distinct + ", String)"})
+			cols = append(cols, Column{StateColumn(ms), "AggregateFunction(" + m.Distinct + ", String)"})
 		case serving.AggQuantiles:
-			cols = append(cols, Column{stateName(ms), "AggregateFunction(groupArray, Float64)"})
+			cols = append(cols, Column{StateColumn(ms), "AggregateFunction(groupArray, Float64)"})
 		}
 	}
 	return cols
@@ -251,11 +253,11 @@ func FinalExpr(m *serving.Mart, ms serving.Measure) string {
 	case serving.AggMin, serving.AggMax:
 		return ms.Agg + "(" + q(ms.Name) + ")"
 	case serving.AggCountDistinct:
-		return "toInt64(" + m.Distinct + "Merge(" + q(stateName(ms)) + "))"
+		return "toInt64(" + m.Distinct + "Merge(" + q(StateColumn(ms)) + "))"
 	case serving.AggQuantiles:
 		// Nearest rank on the merged values: element ceil(p*n) of the sorted array, as Gold.
 		return fmt.Sprintf("arrayMap(p -> arraySort(groupArrayMerge(%s))[greatest(1, toUInt64(ceil(p * length(groupArrayMerge(%s)))))], [%s])",
-			q(stateName(ms)), q(stateName(ms)), quantileArgs(ms.Quantiles))
+			q(StateColumn(ms)), q(StateColumn(ms)), quantileArgs(ms.Quantiles))
 	case serving.AggAvg:
 		s, c := "sum("+q(avgSumName(ms))+")", "sum("+q(avgCountName(ms))+")"
 		if scale, ok := decimalScale(ms.Type); ok {
@@ -325,10 +327,10 @@ func StatesInsert(m *serving.Mart, into, from, where string, settings ...string)
 			sel = append(sel, "sum("+q(avgSumName(ms))+") AS "+q(avgSumName(ms)), "sum("+q(avgCountName(ms))+") AS "+q(avgCountName(ms)))
 		case serving.AggCountDistinct:
 			sel = append(sel, fmt.Sprintf("CAST(%sArrayState(%s), 'AggregateFunction(%s, String)') AS %s",
-				m.Distinct, q(ms.Name+"__keys"), m.Distinct, q(stateName(ms))))
+				m.Distinct, q(ms.Name+"__keys"), m.Distinct, q(StateColumn(ms))))
 		case serving.AggQuantiles:
 			sel = append(sel, fmt.Sprintf("CAST(groupArrayArrayState(%s), 'AggregateFunction(groupArray, Float64)') AS %s",
-				q(ms.Name+"__values"), q(stateName(ms))))
+				q(ms.Name+"__values"), q(StateColumn(ms))))
 		}
 	}
 	var sets []string

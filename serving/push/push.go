@@ -1,14 +1,18 @@
 // Package push moves a set of ClickHouse partitions of a mart from a Gold Iceberg table
 // into ClickHouse in one batch, each partition atomically:
 //
-//  1. clear: drop leftovers of a crashed push, create the batch tables <t>__push (the
-//     target's structure) and, for AggregatingMergeTree marts, <t>__push_detail
-//     (ENGINE = Memory, the detail rows)
-//  2. stage: stream the Gold rows of every partition (Arrow batches) into them in
-//     columnar blocks (ch-go over the native protocol, or Native format over HTTP), in
-//     parallel streams of whole partitions
-//  3. states: AggregatingMergeTree marts build every level's states server-side with one
-//     INSERT ... SELECT ... GROUP BY GROUPING SETS from <t>__push_detail into <t>__push
+//  1. clear: drop leftovers of a crashed push and create the batch table <t>__push (the
+//     target's structure)
+//  2. stage: stream the Gold rows of every partition into it in columnar blocks (ch-go
+//     over the native protocol, or Native format over HTTP), in parallel streams of
+//     whole partitions. Gold is read grain by grain (its partitions), and for an
+//     AggregatingMergeTree mart goldbridge builds every row's uniqExact and groupArray
+//     states itself from the detail rows' lists (ClientStates), so the server only
+//     stores rows, as in its own bulk load of them
+//  3. states: only for marts whose states ClickHouse must build (`uniq`, or
+//     Options.ServerStates): the detail rows were staged into <t>__push_detail
+//     (ENGINE = Memory) and one INSERT ... SELECT ... GROUP BY GROUPING SETS per stream
+//     builds every level's states into <t>__push
 //  4. replace: ALTER TABLE <t> REPLACE PARTITION p FROM <t>__push for every partition
 //     (several per statement), or, when the batch is the whole table (Options.Whole),
 //     EXCHANGE TABLES <t> AND <t>__push — the one step readers see
@@ -120,6 +124,9 @@ type Options struct {
 	// non-nil error aborts the push there (fault injection in tests).
 	Fault func(partition, step string) error
 	Now   func() time.Time
+	// ServerStates builds an AggregatingMergeTree mart's states on the server from the
+	// detail rows even where goldbridge builds them itself (ClientStates).
+	ServerStates bool
 }
 
 // Result of a push.
@@ -128,6 +135,7 @@ type Result struct {
 	ByID      map[string]int64 // Gold rows streamed per partition
 	Exchanged bool             // <t> was swapped whole: partitions not pushed are gone
 	Elapsed   time.Duration
+	Steps     map[string]time.Duration // wall time per step (Steps names)
 }
 
 // Push copies the partitions parts of the Gold table tbl into the mart's ClickHouse
@@ -150,7 +158,14 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	parts = append([]Partition(nil), parts...)
 	sort.Slice(parts, func(i, j int) bool { return parts[i].Start.Before(parts[j].Start) })
 	what := fmt.Sprintf("push %s %s", m.Name, span(parts))
+	steps := map[string]time.Duration{}
+	mark := time.Now()
 	fault := func(step string) error {
+		now := time.Now()
+		if prev := prevStep(step); prev != "" {
+			steps[prev] += now.Sub(mark)
+		}
+		mark = now
 		if opt.Fault == nil {
 			return nil
 		}
@@ -197,8 +212,13 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := exec(StepClear, "CREATE TABLE "+batch+" AS "+like); err != nil {
 		return Result{}, err
 	}
+	// The batch table is filled from Gold grain by grain (SummingMergeTree marts, and
+	// AggregatingMergeTree marts whose states goldbridge builds), or else the detail rows
+	// go into a Memory table and the server builds the states.
+	grouped := (!m.Aggregating() || (ClientStates(m) && !opt.ServerStates)) && grainField(m, tbl) >= 0
+	serverStates := m.Aggregating() && !grouped
 	wire := batch
-	if m.Aggregating() {
+	if serverStates {
 		if err := exec(StepClear, "CREATE TABLE "+detail+" AS "+ddl.Name(m, m.Table+ddl.DetailSuffix)+" ENGINE = Memory"); err != nil {
 			return Result{}, err
 		}
@@ -219,7 +239,13 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		)
 		for _, st := range wave {
 			wg.Go(func() {
-				n, err := stage(ctx, c, m, tbl, st, wire, opt.BatchRows)
+				var n map[string]int64
+				var err error
+				if grouped {
+					n, err = stageGroups(ctx, c, m, tbl, st, batch, opt.BatchRows)
+				} else {
+					n, err = stage(ctx, c, m, tbl, st, wire, opt.BatchRows)
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -236,7 +262,7 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		if len(errs) > 0 {
 			return Result{}, fmt.Errorf("%s: stage: %w", what, errors.Join(errs...))
 		}
-		if !m.Aggregating() {
+		if !serverStates {
 			continue
 		}
 		if w == 0 {
@@ -267,7 +293,7 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 			}
 		}
 	}
-	if !m.Aggregating() {
+	if !serverStates {
 		if err := fault(StepStates); err != nil {
 			return Result{}, err
 		}
@@ -313,8 +339,20 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := exec(StepCleanup, dropBatch); err != nil {
 		return Result{}, err
 	}
+	steps[StepCleanup] = time.Since(mark)
 	res.Elapsed = time.Since(start)
+	res.Steps = steps
 	return res, nil
+}
+
+// prevStep is the step before step ("" for the first).
+func prevStep(step string) string {
+	for i, s := range Steps {
+		if s == step && i > 0 {
+			return Steps[i-1]
+		}
+	}
+	return ""
 }
 
 // Cleanup drops the batch tables a push that failed after its swap may have left (a
@@ -375,9 +413,19 @@ func GoldFilter(m *serving.Mart, p Partition) iceberg.BooleanExpression {
 	return goldFilter(m, []Partition{p})
 }
 
-// goldFilter selects the Gold rows of the sorted partitions parts: their grain ranges,
-// adjacent ones merged, OR-ed.
+// goldFilter selects the Gold rows of the sorted partitions parts that the server-side
+// path streams: grainFilter, and for an AggregatingMergeTree mart the detail level.
 func goldFilter(m *serving.Mart, parts []Partition) iceberg.BooleanExpression {
+	f := grainFilter(m, parts)
+	if m.Aggregating() {
+		f = iceberg.NewAnd(f, iceberg.EqualTo(iceberg.Reference("grouping_level"), "detail"))
+	}
+	return f
+}
+
+// grainFilter selects the Gold rows of the sorted partitions parts: their grain ranges,
+// adjacent ones merged, OR-ed.
+func grainFilter(m *serving.Mart, parts []Partition) iceberg.BooleanExpression {
 	g := iceberg.Reference(m.Grain.As)
 	rng := func(s, e time.Time) iceberg.BooleanExpression {
 		if m.Grain.Unit == "hour" {
@@ -397,11 +445,7 @@ func goldFilter(m *serving.Mart, parts []Partition) iceberg.BooleanExpression {
 		f = or(f, rng(s, e))
 		s, e = p.Start, p.End
 	}
-	f = or(f, rng(s, e))
-	if m.Aggregating() {
-		f = iceberg.NewAnd(f, iceberg.EqualTo(iceberg.Reference("grouping_level"), "detail"))
-	}
-	return f
+	return or(f, rng(s, e))
 }
 
 // grainWhere is the SQL condition selecting the grain ranges of the sorted partitions
@@ -469,9 +513,9 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 	defer stop()
 
 	counts := make([]int64, len(parts))
-	ends := make([]int64, len(parts)) // partition i holds grains < ends[i] (micros)
+	starts, ends := make([]int64, len(parts)), make([]int64, len(parts))
 	for i, p := range parts {
-		ends[i] = p.End.UnixMicro()
+		starts[i], ends[i] = p.Start.UnixMicro(), p.End.UnixMicro()
 	}
 	var (
 		cur arrow.RecordBatch
@@ -523,7 +567,7 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 					return false, err
 				}
 			}
-			if err := count(cur.Column(idx[grain]), off, to, ends, counts); err != nil {
+			if err := countIn(cur.Column(idx[grain]), off, to, starts, ends, counts); err != nil {
 				return false, err
 			}
 			n += to - off
@@ -570,9 +614,11 @@ func listLen(a arrow.Array, from, to int) int {
 	return 0
 }
 
-// count adds the rows [from, to) of the grain column a to the partition they fall in:
-// counts[i] for the first ends[i] above the grain (in microseconds).
-func count(a arrow.Array, from, to int, ends, counts []int64) error {
+// countIn adds the rows [from, to) of the grain column a to the partition they fall in:
+// counts[i] for the range [starts[i], ends[i]) holding the grain (in microseconds). A
+// grain outside every range is an error: it would be pushed into a partition that is
+// not replaced.
+func countIn(a arrow.Array, from, to int, starts, ends, counts []int64) error {
 	at := func(i int) (int64, error) {
 		switch v := a.(type) {
 		case *array.Date32:
@@ -593,15 +639,17 @@ func count(a arrow.Array, from, to int, ends, counts []int64) error {
 	}
 	for i := from; i < to; i++ {
 		if a.IsNull(i) {
-			continue
+			return fmt.Errorf("gold row with a NULL grain")
 		}
 		t, err := at(i)
 		if err != nil {
 			return err
 		}
-		if k := sort.Search(len(ends), func(k int) bool { return ends[k] > t }); k < len(ends) {
-			counts[k]++
+		k := sort.Search(len(ends), func(k int) bool { return ends[k] > t })
+		if k == len(ends) || t < starts[k] {
+			return fmt.Errorf("gold row with grain %s outside the pushed partitions", time.UnixMicro(t).UTC().Format(time.RFC3339))
 		}
+		counts[k]++
 	}
 	return nil
 }
