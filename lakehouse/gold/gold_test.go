@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/iceberg-go/table"
 
 	"goldbridge/demo"
@@ -143,6 +144,7 @@ func TestGoldEqualsClickHouseRollup(t *testing.T) {
 	if !res.Full || res.Rows == 0 || len(res.Partitions) < 15 {
 		t.Fatalf("result = %+v", res)
 	}
+	checkKeysNotDictEncoded(t, lh, m)
 
 	// Oracle: ClickHouse GROUP BY GROUPING SETS over the live Silver rows.
 	conn := chtest.Conn(t)
@@ -445,5 +447,36 @@ func lateChangeRecomputesOneDay(t *testing.T, sortBy []string) {
 	}
 	if !slices.Equal(res.Partitions, []string{"2026-01-05", "2026-01-07"}) {
 		t.Fatalf("replaced %v, want both days", res.Partitions)
+	}
+}
+
+// checkKeysNotDictEncoded: the distinct-key lists of Gold's data files are written
+// without a dictionary (the table property), the dimensions with one.
+func checkKeysNotDictEncoded(t *testing.T, lh *catalog.Lakehouse, m MartSpec) {
+	t.Helper()
+	tbl, err := lh.LoadTable(context.Background(), m.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("plan gold: %d tasks, %v", len(tasks), err)
+	}
+	pr, err := file.OpenParquetFile(strings.TrimPrefix(tasks[0].File.FilePath(), "file://"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	dict := map[string]bool{}
+	for i := range pr.MetaData().Schema.NumColumns() {
+		cc, err := pr.MetaData().RowGroup(0).ColumnChunk(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dict[pr.MetaData().Schema.Column(i).Path()] = cc.HasDictionaryPage()
+	}
+	keys := KeysCol("unique_customers") + ".list.element"
+	if d, ok := dict[keys]; !ok || d || !dict["country"] {
+		t.Fatalf("dictionary pages by column: %v (want none for %s, one for country)", dict, keys)
 	}
 }

@@ -82,7 +82,7 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if err != nil {
 		return fail(err)
 	}
-	gt, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), tableProperties())
+	gt, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), m.tableProperties())
 	if err != nil {
 		return fail(err)
 	}

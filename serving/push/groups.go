@@ -20,9 +20,10 @@ import (
 	"goldbridge/serving/ddl"
 )
 
-// maxBlockStateBytes ends an insert block early when its aggregate states reach this
-// size: the server decodes a block while the next one is built and sent.
-const maxBlockStateBytes = 16 << 20
+// maxBlockStateBytes ends an insert block early, before a grain whose states would
+// take it past this size: the server decodes a block while the next one is built and
+// sent, and the state buffers of a sent block are reused.
+const maxBlockStateBytes = 8 << 20
 
 // goldReadBatch is the Arrow batch size of the direct Gold reads.
 const goldReadBatch = 16384
@@ -218,6 +219,8 @@ func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 	// the next block is ready while the server decodes the current one.
 	pctx, cancel := context.WithCancel(ctx)
 	ready := make(chan builtGrain, 2)
+	// State buffers come back once the block holding their last chunk was sent.
+	free := make(chan []byte, 8*max(1, len(specs)))
 	go func() {
 		defer close(ready)
 		for recs, err := range groups {
@@ -226,7 +229,7 @@ func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 				if err := gs.compute(recs); err != nil {
 					gr.err = fmt.Errorf("states: %w", err)
 				} else {
-					gr.states = gs.take()
+					gr.states = gs.take(free)
 				}
 			}
 			if gr.err == nil {
@@ -264,6 +267,7 @@ func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 		cur      builtGrain
 		ri, off  int
 		rowIndex int
+		inBlock  []rowStates // the grains with states in the block being built
 	)
 	defer func() { cur.release() }()
 	fill := func() (bool, error) {
@@ -275,6 +279,13 @@ func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 		for _, sp := range specs {
 			sp.col.Reset()
 		}
+		// The previous block is sent: the states of the grains it finished are free.
+		for _, st := range inBlock {
+			if !st.same(cur.states) {
+				st.recycle(free)
+			}
+		}
+		inBlock = inBlock[:0]
 		n, bytes := 0, 0
 		for n < batchRows && bytes < maxBlockStateBytes {
 			if ri >= len(cur.recs) {
@@ -290,6 +301,9 @@ func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 				continue
 			}
 			rec := cur.recs[ri]
+			if gs != nil && n > 0 && bytes+cur.states.size(rowIndex, cur.states.rows()) > maxBlockStateBytes {
+				break // the rest of the grain goes into the next block: one part per partition
+			}
 			to := min(int(rec.NumRows()), off+batchRows-n)
 			if gs != nil { // at most the block's state budget, but at least one row
 				for to > off+1 && bytes+cur.states.size(rowIndex, rowIndex+to-off) > maxBlockStateBytes {
@@ -306,6 +320,9 @@ func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 			}
 			if gs != nil {
 				bytes += cur.states.appendTo(specs, rowIndex, rowIndex+to-off)
+				if len(inBlock) == 0 || !inBlock[len(inBlock)-1].same(cur.states) {
+					inBlock = append(inBlock, cur.states)
+				}
 			}
 			if err := countIn(rec.Column(grain), off, to, starts, ends, counts); err != nil {
 				return false, err

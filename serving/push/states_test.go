@@ -89,7 +89,7 @@ func TestGrainStatesLoadIntoClickHouse(t *testing.T) {
 	if err := g.compute([]arrow.RecordBatch{rec}); err != nil {
 		t.Fatal(err)
 	}
-	g.take().appendTo(specs, 0, int(rec.NumRows()))
+	g.take(nil).appendTo(specs, 0, int(rec.NumRows()))
 
 	// What each row must hold: the keys and values of the detail rows it covers.
 	want := []struct {
