@@ -285,8 +285,14 @@ func checkConsistency(rec arrow.RecordBatch, cols map[string]int, m MartSpec, fl
 // checkRowCounts compares each recomputed partition's row count with the mean of the
 // trailing partitions already in Gold.
 func checkRowCounts(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.RecordBatch, cols map[string]int, parts []int64, ck CheckSpec, f *Failure) error {
-	existing := map[int64]int64{}
-	if gt.CurrentSnapshot() != nil {
+	existing, ok, err := grainCounts(ctx, gt, m.GrainAs)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		existing = map[int64]int64{}
+	}
+	if !ok && gt.CurrentSnapshot() != nil {
 		_, recs, err := gt.Scan(table.WithSelectedFields(m.GrainAs)).ToArrowRecords(ctx)
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
 	"goldbridge/lakehouse/catalog"
@@ -19,7 +20,8 @@ type Freshness struct {
 	CircuitReason  string
 }
 
-// ReadFreshness reads a Gold table's last calculation time, newest grain and circuit.
+// ReadFreshness reads a Gold table's last calculation time, newest grain (from the
+// manifests when they suffice) and circuit.
 func ReadFreshness(ctx context.Context, lh *catalog.Lakehouse, ident string) (Freshness, error) {
 	var f Freshness
 	tbl, err := lh.LoadTable(ctx, ident)
@@ -34,6 +36,25 @@ func ReadFreshness(ctx context.Context, lh *catalog.Lakehouse, ident string) (Fr
 	}
 	f.LastCalculated = time.UnixMilli(snap.TimestampMs).UTC()
 	grain := tbl.Schema().Field(0).Name
+	if counts, ok, err := grainCounts(ctx, tbl, grain); err != nil {
+		return f, fmt.Errorf("freshness %s: %w", ident, err)
+	} else if ok {
+		found := false
+		var newest int64
+		for g, n := range counts {
+			if n > 0 && (!found || g > newest) {
+				newest, found = g, true
+			}
+		}
+		if found {
+			if _, isDate := tbl.Schema().Field(0).Type.(iceberg.DateType); isDate {
+				f.NewestGrain = time.Unix(newest*86400, 0).UTC().Format(time.DateOnly)
+			} else {
+				f.NewestGrain = time.UnixMicro(newest).UTC().Format(time.RFC3339)
+			}
+		}
+		return f, nil
+	}
 	_, recs, err := tbl.Scan(table.WithSelectedFields(grain)).ToArrowRecords(ctx)
 	if err != nil {
 		return f, fmt.Errorf("freshness %s: %w", ident, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -145,6 +146,7 @@ func TestGoldEqualsClickHouseRollup(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	checkKeysNotDictEncoded(t, lh, m)
+	checkGrainCounts(t, lh, m)
 
 	// Oracle: ClickHouse GROUP BY GROUPING SETS over the live Silver rows.
 	conn := chtest.Conn(t)
@@ -478,5 +480,41 @@ func checkKeysNotDictEncoded(t *testing.T, lh *catalog.Lakehouse, m MartSpec) {
 	keys := KeysCol("unique_customers") + ".list.element"
 	if d, ok := dict[keys]; !ok || d || !dict["country"] {
 		t.Fatalf("dictionary pages by column: %v (want none for %s, one for country)", dict, keys)
+	}
+}
+
+// checkGrainCounts: the rows per grain read from the manifests equal a scan's.
+func checkGrainCounts(t *testing.T, lh *catalog.Lakehouse, m MartSpec) {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := lh.LoadTable(ctx, m.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := grainCounts(ctx, tbl, m.GrainAs)
+	if err != nil || !ok {
+		t.Fatalf("grainCounts: ok %v, %v", ok, err)
+	}
+	want := map[int64]int64{}
+	_, recs, err := tbl.Scan(table.WithSelectedFields(m.GrainAs)).ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range int(rec.NumRows()) {
+			want[grainValue(rec.Column(0), i)]++
+		}
+		rec.Release()
+	}
+	if len(want) < 15 || !maps.Equal(got, want) {
+		t.Fatalf("rows per grain from the manifests %v, from a scan %v", got, want)
+	}
+	newest := slices.Max(slices.Collect(maps.Keys(want)))
+	fresh, err := ReadFreshness(ctx, lh, m.Table)
+	if wantNewest := time.Unix(newest*86400, 0).UTC().Format(time.DateOnly); err != nil || fresh.NewestGrain != wantNewest {
+		t.Fatalf("freshness: %+v %v, want newest grain %s", fresh, err, wantNewest)
 	}
 }
