@@ -64,6 +64,14 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 		return err
 	}
 	defer p.close()
+	if contains(stages, "sync") || contains(stages, "check") {
+		for _, name := range marts {
+			if cfg.Marts[name].Serving.IsEnabled() {
+				p.openClickHouseAhead(ctx) // connected while the lakehouse stages run
+				break
+			}
+		}
+	}
 	start := time.Now()
 	var circuit error
 	for _, st := range []string{"ingest", "silver", "gold", "sync", "check"} {

@@ -13,6 +13,7 @@ import (
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
+	"goldbridge/serving/chconn"
 )
 
 // pipeline runs stages for one command invocation or one scheduled job.
@@ -24,6 +25,37 @@ type pipeline struct {
 
 	reingest bool
 	full     bool
+	ch       *chOpening // ClickHouse connection opened ahead (run), or nil
+}
+
+// chOpening is a ClickHouse connection being opened while earlier stages run.
+type chOpening struct {
+	done  chan struct{}
+	c     *chconn.Client
+	stop  func()
+	err   error
+	taken bool
+}
+
+// openClickHouseAhead starts connecting to ClickHouse (and starting the embedded server
+// if needed) in the background; the sync stage takes the connection.
+func (p *pipeline) openClickHouseAhead(ctx context.Context) {
+	o := &chOpening{done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		o.c, o.stop, o.err = p.a.openClickHouse(ctx, p.cfg)
+	}()
+	p.ch = o
+}
+
+// clickhouse returns the connection opened ahead, or opens one.
+func (p *pipeline) clickhouse(ctx context.Context) (*chconn.Client, func(), error) {
+	if o := p.ch; o != nil && !o.taken {
+		<-o.done
+		o.taken = true
+		return o.c, o.stop, o.err
+	}
+	return p.a.openClickHouse(ctx, p.cfg)
 }
 
 // newPipeline opens the lakehouse of cfg; close it with p.close.
@@ -38,7 +70,17 @@ func (a *app) newPipeline(ctx context.Context, cfg *config.Config) (*pipeline, e
 	return &pipeline{a: a, cfg: cfg, lh: lh, m: a.metrics}, nil
 }
 
-func (p *pipeline) close() { p.lh.Close() }
+func (p *pipeline) close() {
+	if o := p.ch; o != nil && !o.taken { // a run that ended before its sync stage
+		<-o.done
+		o.taken = true
+		if o.err == nil {
+			o.c.Close()
+			o.stop()
+		}
+	}
+	p.lh.Close()
+}
 
 // observe records a stage run's duration and outcome.
 func (p *pipeline) observe(stage string, start time.Time, err error) {

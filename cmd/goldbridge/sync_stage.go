@@ -23,7 +23,7 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 	if len(served) == 0 {
 		return nil
 	}
-	c, stop, err := a.openClickHouse(ctx, p.cfg)
+	c, stop, err := p.clickhouse(ctx)
 	if err != nil {
 		return err
 	}
