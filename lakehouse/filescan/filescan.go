@@ -42,12 +42,28 @@ func Direct(tasks []table.FileScanTask) bool {
 // resolves columns by field id.
 func Evolved(tbl *table.Table) bool { return len(tbl.Metadata().Schemas()) > 1 }
 
+// Options tune Read.
+type Options struct {
+	BatchRows int                     // rows per batch (default 16384)
+	Check     func(arrow.Field) error // vets each column's Arrow type (nil: any)
+	Mem       memory.Allocator        // decodes the batches (nil: Go's allocator)
+	// KeepRowGroup, if set, skips the row groups it rejects (from their statistics).
+	KeepRowGroup func(*metadata.RowGroupMetaData) bool
+}
+
 // Read yields the columns fields (top-level, by name) of each task's data file as
-// written, without applying delete files, in task order and in batches of batchRows;
-// check vets each column's Arrow type. mem decodes the batches (the consumer releases
-// each batch it is given).
-func Read(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fields []string, batchRows int,
-	check func(arrow.Field) error, mem memory.Allocator) iter.Seq2[arrow.RecordBatch, error] {
+// written, without applying delete files, in task order; the consumer releases each
+// batch it is given.
+func Read(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fields []string, opt Options) iter.Seq2[arrow.RecordBatch, error] {
+	if opt.BatchRows <= 0 {
+		opt.BatchRows = 16384
+	}
+	if opt.Check == nil {
+		opt.Check = func(arrow.Field) error { return nil }
+	}
+	if opt.Mem == nil {
+		opt.Mem = memory.DefaultAllocator
+	}
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		fs, err := tbl.FS(ctx)
 		if err != nil {
@@ -55,7 +71,7 @@ func Read(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fie
 			return
 		}
 		for _, t := range tasks {
-			if !readFile(ctx, fs, t, fields, batchRows, check, mem, yield) {
+			if !readFile(ctx, fs, t, fields, opt, yield) {
 				return
 			}
 		}
@@ -64,8 +80,8 @@ func Read(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fie
 
 // readFile yields one task's batches; false means stop (the consumer said so, or an
 // error was yielded).
-func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields []string, batchRows int,
-	check func(arrow.Field) error, mem memory.Allocator, yield func(arrow.RecordBatch, error) bool) bool {
+func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields []string, opt Options,
+	yield func(arrow.RecordBatch, error) bool) bool {
 	path := t.File.FilePath()
 	fail := func(err error) bool {
 		yield(nil, fmt.Errorf("read %s: %w", path, err))
@@ -93,12 +109,27 @@ func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields
 		}
 		cols = append(cols, i)
 	}
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: int64(batchRows), PreAllocBinaryData: true}, mem)
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: int64(opt.BatchRows), PreAllocBinaryData: true}, opt.Mem)
 	if err != nil {
 		return fail(err)
 	}
 	rgs := taskRowGroups(pr, t)
-	if rgs != nil && len(rgs) == 0 { // no row group of the file starts in the task's split
+	if opt.KeepRowGroup != nil {
+		if rgs == nil {
+			rgs = make([]int, pr.NumRowGroups())
+			for i := range rgs {
+				rgs[i] = i
+			}
+		}
+		kept := rgs[:0:0]
+		for _, i := range rgs {
+			if opt.KeepRowGroup(pr.MetaData().RowGroup(i)) {
+				kept = append(kept, i)
+			}
+		}
+		rgs = kept
+	}
+	if rgs != nil && len(rgs) == 0 { // no row group of the file is wanted (or starts in the task's split)
 		return true
 	}
 	rr, err := fr.GetRecordReader(ctx, cols, rgs)
@@ -107,7 +138,7 @@ func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields
 	}
 	defer rr.Release()
 	for _, fld := range rr.Schema().Fields() {
-		if err := check(fld); err != nil {
+		if err := opt.Check(fld); err != nil {
 			return fail(err)
 		}
 	}

@@ -300,9 +300,24 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	if snapshot != 0 {
 		opts = append(opts, table.WithSnapshotID(snapshot))
 	}
-	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	scan := tbl.Scan(opts...)
+	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)
+		return 0, fmt.Errorf("plan %s: %w", m.SourceTable, err)
+	}
+	// The grain ranges kept prune row groups by their statistics in the direct read.
+	var ranges [][2]int64
+	if keep != nil && !m.snapshot() {
+		for g := range keep {
+			lo, hi := m.grainRange(g, grainT)
+			ranges = append(ranges, [2]int64{lo, hi})
+		}
+	}
+	recs, direct := readSilverDirect(ctx, tbl, tasks, fields, m.GrainColumn, ranges)
+	if !direct {
+		if _, recs, err = scan.ReadTasks(ctx, tasks); err != nil {
+			return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)
+		}
 	}
 	row := make([]silver.Value, nslots)
 	dims := make([]silver.Value, len(m.Dims))

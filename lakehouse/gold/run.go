@@ -143,17 +143,16 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 				// Silver changed, but no row of this mart's partitions did: move the watermark.
 				return commitWatermark(ctx, lh, m, res, joinSnaps, start)
 			}
+			// keep skips the rows of other grains as they are read. With Silver
+			// partitioned by the grain, or its files sorted on it (silver sort_by), the
+			// filter also prunes files, and row groups by their min/max; otherwise
+			// (bucketed by key) there is nothing to prune.
+			keep = make(map[int64]bool, len(parts))
+			for _, g := range parts {
+				keep[g] = true
+			}
 			if partitionedByGrain(src, m) || sortedByGrain(src, m) {
-				// Prunes Silver's files (partitioned), or row groups by their min/max
-				// (files sorted on the grain column, see silver sort_by).
 				filter = m.partitionFilter(parts)
-			} else {
-				// Nothing to prune (Silver is bucketed by key): a residual filter would
-				// only cost a filter kernel over every batch.
-				keep = make(map[int64]bool, len(parts))
-				for _, g := range parts {
-					keep[g] = true
-				}
 			}
 		}
 	}

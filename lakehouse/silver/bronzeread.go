@@ -27,7 +27,7 @@ func readBronzeFiles(ctx context.Context, bt *table.Table, tasks []table.FileSca
 		}
 		return nil
 	}
-	return filescan.Read(ctx, bt, tasks, bronzeFields, bronzeReadBatch, check, mem)
+	return filescan.Read(ctx, bt, tasks, bronzeFields, filescan.Options{BatchRows: bronzeReadBatch, Check: check, Mem: mem})
 }
 
 // bronzeType reports whether a Bronze column was read with the Arrow type Silver expects.

@@ -352,7 +352,7 @@ func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []stri
 		pool := arrowmem.NewPool(scanPoolIdle)
 		streams := make([]iter.Seq2[arrow.RecordBatch, error], n)
 		for i, part := range parts {
-			streams[i] = filescan.Read(ctx, tbl, part, fields, bronzeReadBatch, func(arrow.Field) error { return nil }, pool)
+			streams[i] = filescan.Read(ctx, tbl, part, fields, filescan.Options{BatchRows: bronzeReadBatch, Mem: pool})
 		}
 		return streams, nil
 	}

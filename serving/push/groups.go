@@ -10,7 +10,6 @@ import (
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
@@ -64,12 +63,11 @@ func goldGroups(ctx context.Context, m *serving.Mart, tbl *table.Table, parts []
 	}
 	slices.SortFunc(groups, func(a, b group) int { return cmp.Compare(a.grain, b.grain) })
 	direct := filescan.Direct(tasks) && !filescan.Evolved(tbl)
-	none := func(arrow.Field) error { return nil }
 	return func(yield func([]arrow.RecordBatch, error) bool) {
 		for _, g := range groups {
 			var recs iter.Seq2[arrow.RecordBatch, error]
 			if direct {
-				recs = filescan.Read(ctx, tbl, g.tasks, fields, goldReadBatch, none, memory.DefaultAllocator)
+				recs = filescan.Read(ctx, tbl, g.tasks, fields, filescan.Options{BatchRows: goldReadBatch})
 			} else {
 				var err error
 				if _, recs, err = scan.ReadTasks(ctx, g.tasks); err != nil {
