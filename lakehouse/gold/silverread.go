@@ -23,7 +23,8 @@ import (
 // runs a filter kernel over every batch it applies deletes to (~1.5 µs a row: most of an
 // incremental Gold run at 10M events). Row groups whose statistics of column grain
 // miss every range [lo, hi) are skipped (Silver sorted on the grain, see silver
-// sort_by), and so are the rows outside the ranges. The equality deletes
+// sort_by), and so are the rows outside the ranges in a sorted file (in an unsorted one
+// the caller skips them). The equality deletes
 // attached to each task are applied: a row whose key is in one of them is dropped.
 //
 // ok is false, and nothing is read, when the tasks need the table scan: an evolved
@@ -165,9 +166,13 @@ func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileS
 	}, true
 }
 
+// maxRuns is the most in-range runs a batch is cut into.
+const maxRuns = 8
+
 // liveRows returns rec's columns fields, cut to the runs of rows whose grain is inside
-// one of ranges (all rows without ranges; zero-copy slices: Silver sorted on the grain
-// keeps them contiguous) and without the rows whose key is in one of sets.
+// one of ranges (all rows without ranges, or when they are scattered over more than
+// maxRuns runs; zero-copy slices: Silver sorted on the grain keeps them contiguous) and
+// without the rows whose key is in one of sets.
 func liveRows(ctx context.Context, rec arrow.RecordBatch, grain string, ranges [][2]int64, keys []string, sets []map[string]struct{}, fields []string) ([]arrow.RecordBatch, error) {
 	n := int(rec.NumRows())
 	runs := [][2]int{{0, n}}
@@ -208,6 +213,11 @@ func liveRows(ctx context.Context, rec arrow.RecordBatch, grain string, ranges [
 		}
 		if start >= 0 {
 			runs = append(runs, [2]int{start, n})
+		}
+		if len(runs) > maxRuns {
+			// Scattered (a file not sorted on the grain): slices would cost more than
+			// they save; the caller skips the other grains row by row.
+			runs = [][2]int{{0, n}}
 		}
 	}
 	var out []arrow.RecordBatch
