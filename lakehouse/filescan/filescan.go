@@ -16,6 +16,7 @@ import (
 	"iter"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -153,6 +154,21 @@ func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields
 		return fail(err)
 	}
 	return true
+}
+
+// Project returns rec's columns fields, in that order (a file's reader yields them in
+// the file's order); the result holds its own references: release it.
+func Project(rec arrow.RecordBatch, fields []string) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, len(fields))
+	fs := make([]arrow.Field, len(fields))
+	for i, f := range fields {
+		ix := rec.Schema().FieldIndices(f)
+		if len(ix) == 0 {
+			return nil, fmt.Errorf("no column %s", f)
+		}
+		cols[i], fs[i] = rec.Column(ix[0]), rec.Schema().Field(ix[0])
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fs, nil), cols, rec.NumRows()), nil
 }
 
 // fieldLeaves returns the first leaf column of the nested top-level field name (a list

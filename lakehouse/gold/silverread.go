@@ -239,11 +239,11 @@ func liveRows(ctx context.Context, rec arrow.RecordBatch, grain string, ranges [
 			release()
 			return nil, err
 		}
-		p, err := project(live, fields)
+		p, err := filescan.Project(live, fields)
 		live.Release()
 		if err != nil {
 			release()
-			return nil, err
+			return nil, fmt.Errorf("silver file: %w", err)
 		}
 		out = append(out, p)
 	}
@@ -285,20 +285,6 @@ func dropDeleted(ctx context.Context, rec arrow.RecordBatch, keys []string, sets
 	}
 	rec.Retain()
 	return rec, nil
-}
-
-// project returns rec's columns fields, in that order (retained: release it).
-func project(rec arrow.RecordBatch, fields []string) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, len(fields))
-	fs := make([]arrow.Field, len(fields))
-	for i, f := range fields {
-		ix := rec.Schema().FieldIndices(f)
-		if len(ix) == 0 {
-			return nil, fmt.Errorf("silver file has no column %s", f)
-		}
-		cols[i], fs[i] = rec.Column(ix[0]), rec.Schema().Field(ix[0])
-	}
-	return array.NewRecordBatch(arrow.NewSchema(fs, nil), cols, rec.NumRows()), nil
 }
 
 func keyColumns(rec arrow.RecordBatch, keys []string) []arrow.Array {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
@@ -87,11 +86,11 @@ func goldGroups(ctx context.Context, m *serving.Mart, tbl *table.Table, parts []
 					yield(nil, fmt.Errorf("scan gold: %w", err))
 					return
 				}
-				p, err := project(rec, fields)
+				p, err := filescan.Project(rec, fields)
 				rec.Release()
 				if err != nil {
 					release()
-					yield(nil, err)
+					yield(nil, fmt.Errorf("gold table %s: %w", tbl.Identifier(), err))
 					return
 				}
 				batch = append(batch, p)
@@ -146,21 +145,6 @@ func grainValue(v any) (int64, bool) {
 		return x, true
 	}
 	return 0, false
-}
-
-// project returns rec's columns fields, in that order (a reader may order them by the
-// file's schema).
-func project(rec arrow.RecordBatch, fields []string) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, len(fields))
-	fs := make([]arrow.Field, len(fields))
-	for i, f := range fields {
-		ix := rec.Schema().FieldIndices(f)
-		if len(ix) == 0 {
-			return nil, fmt.Errorf("gold table has no column %s", f)
-		}
-		cols[i], fs[i] = rec.Column(ix[0]), rec.Schema().Field(ix[0])
-	}
-	return array.NewRecordBatch(arrow.NewSchema(fs, nil), cols, rec.NumRows()), nil
 }
 
 // stageGroups streams the Gold rows of the sorted partitions parts into table (one
