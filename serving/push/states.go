@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -261,10 +262,7 @@ func (g *grainStates) distinctStates(recs []arrow.RecordBatch, s int) error {
 			// Gold's detail keys are distinct: the row's hashes are its set.
 			h := g.hashes[g.hoff[i]:g.hoff[i+1]]
 			buf = binary.AppendUvarint(buf, uint64(len(h)))
-			for _, x := range h {
-				buf = binary.LittleEndian.AppendUint64(buf, x[0])
-				buf = binary.LittleEndian.AppendUint64(buf, x[1])
-			}
+			buf = appendHashes(buf, h)
 		} else {
 			n := 0
 			for _, d := range ref.from {
@@ -489,14 +487,40 @@ func (s *hashSet) add(x [2]uint64) {
 // appendTo appends the set as a uniqExact state: varuint count, then the hashes.
 func (s *hashSet) appendTo(buf []byte) []byte {
 	buf = binary.AppendUvarint(buf, uint64(s.n))
+	at := len(buf)
+	buf = slices.Grow(buf, 16*s.n)[:at+16*s.n]
 	if s.hasZero {
-		buf = append(buf, make([]byte, 16)...)
+		clear(buf[at : at+16])
+		at += 16
 	}
 	for _, x := range s.tbl {
 		if x != ([2]uint64{}) {
-			buf = binary.LittleEndian.AppendUint64(buf, x[0])
-			buf = binary.LittleEndian.AppendUint64(buf, x[1])
+			binary.LittleEndian.PutUint64(buf[at:], x[0])
+			binary.LittleEndian.PutUint64(buf[at+8:], x[1])
+			at += 16
 		}
+	}
+	return buf
+}
+
+// littleEndian: the machine stores a [2]uint64 as the state's bytes (lo, hi,
+// little-endian), so hashes can be copied as they are.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// appendHashes appends the 16-byte little-endian (lo, hi) form of hs.
+func appendHashes(buf []byte, hs [][2]uint64) []byte {
+	if len(hs) == 0 {
+		return buf
+	}
+	if littleEndian {
+		return append(buf, unsafe.Slice((*byte)(unsafe.Pointer(&hs[0])), 16*len(hs))...)
+	}
+	at := len(buf)
+	buf = slices.Grow(buf, 16*len(hs))[:at+16*len(hs)]
+	for _, x := range hs {
+		binary.LittleEndian.PutUint64(buf[at:], x[0])
+		binary.LittleEndian.PutUint64(buf[at+8:], x[1])
+		at += 16
 	}
 	return buf
 }
