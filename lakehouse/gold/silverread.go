@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -42,7 +43,7 @@ func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileS
 		}
 		for _, df := range t.EqualityDeleteFiles {
 			ids := df.EqualityFieldIDs()
-			if df.FileFormat() != iceberg.ParquetFile || len(ids) == 0 || keyIDs != nil && !sameInts(ids, keyIDs) {
+			if df.FileFormat() != iceberg.ParquetFile || len(ids) == 0 || keyIDs != nil && !slices.Equal(ids, keyIDs) {
 				return nil, false
 			}
 			keyIDs = ids
@@ -59,7 +60,7 @@ func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileS
 	}
 	read := append([]string(nil), fields...)
 	for _, k := range keys {
-		if !contains(read, k) {
+		if !slices.Contains(read, k) {
 			read = append(read, k)
 		}
 	}
@@ -182,20 +183,17 @@ func liveRows(ctx context.Context, rec arrow.RecordBatch, grain string, ranges [
 			return nil, fmt.Errorf("silver file has no column %s", grain)
 		}
 		g := rec.Column(ix[0])
+		switch g.(type) {
+		case *array.Timestamp, *array.Date32: // the values grainValue reads
+		default:
+			return nil, fmt.Errorf("silver grain column %s: unexpected Arrow type %s", grain, g.DataType())
+		}
 		runs = runs[:0]
 		start := -1
 		for r := range n {
 			in := false
 			if !g.IsNull(r) {
-				var v int64
-				switch a := g.(type) {
-				case *array.Timestamp:
-					v = int64(a.Value(r))
-				case *array.Date32:
-					v = int64(a.Value(r))
-				default:
-					return nil, fmt.Errorf("silver grain column %s: unexpected Arrow type %s", grain, g.DataType())
-				}
+				v := grainValue(g, r)
 				for _, rg := range ranges {
 					if v >= rg[0] && v < rg[1] {
 						in = true
@@ -349,25 +347,4 @@ func rowGroupInRanges(rg *metadata.RowGroupMetaData, name string, ranges [][2]in
 		return false
 	}
 	return true
-}
-
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

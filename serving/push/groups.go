@@ -321,9 +321,5 @@ func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 	if err := c.Insert(ctx, into, input, fill); err != nil {
 		return nil, err
 	}
-	out := make(map[string]int64, len(parts))
-	for i, p := range parts {
-		out[p.ID] = counts[i]
-	}
-	return out, nil
+	return byID(parts, counts), nil
 }

@@ -578,11 +578,7 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 	if err := c.Insert(ctx, into, input, fill); err != nil {
 		return nil, err
 	}
-	out := make(map[string]int64, len(parts))
-	for i, p := range parts {
-		out[p.ID] = counts[i]
-	}
-	return out, nil
+	return byID(parts, counts), nil
 }
 
 // listRows returns the end e in (from, to] of the list rows [from, e) of a (a list
@@ -612,6 +608,15 @@ func listLen(a arrow.Array, from, to int) int {
 		return int(e - s)
 	}
 	return 0
+}
+
+// byID maps the row counts of the sorted partitions parts to their ids.
+func byID(parts []Partition, counts []int64) map[string]int64 {
+	out := make(map[string]int64, len(parts))
+	for i, p := range parts {
+		out[p.ID] = counts[i]
+	}
+	return out
 }
 
 // countIn adds the rows [from, to) of the grain column a to the partition they fall in:

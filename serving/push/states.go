@@ -410,7 +410,7 @@ func intAt(a arrow.Array, i int) (int64, error) {
 	return 0, fmt.Errorf("unexpected Arrow type %s", a.DataType())
 }
 
-// stateSpecs returns, for a ClientStates mart, the insert columns of the target
+// stateColumns returns, for a ClientStates mart, the insert columns of the target
 // (TargetColumns: Gold's columns, the state columns from the Gold lists) and the read
 // fields; cols[i] is filled from fields[i] except for the state columns.
 func stateColumns(m *serving.Mart) (wcols []ddl.Column, fields []string, specs []stateSpec, stateAt map[int]int) {
