@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/zeebo/xxh3"
 
 	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/catalog"
@@ -198,9 +199,15 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	if e.winnerCount() == 0 || tbl.CurrentSnapshot() == nil {
 		return nil
 	}
+	// A table with the key hash columns is matched on them (two fixed-width columns to
+	// decode instead of every stored key); an older one on the key columns.
 	fields := []string{ColCDCOp, ColVersion}
-	for _, k := range e.keyIdx {
-		fields = append(fields, e.cols[k].Name)
+	if e.keyHash {
+		fields = append(fields, ColKeyHashHi, ColKeyHashLo)
+	} else {
+		for _, k := range e.keyIdx {
+			fields = append(fields, e.cols[k].Name)
+		}
 	}
 	fields = append(fields, e.cols[e.uaIdx].Name)
 	// The sort_by columns of the versions replaced are recorded in the summary.
@@ -234,6 +241,15 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		w    *winners
 		slot int
 	}
+	var byHash map[xxh3.Uint128]slotID
+	if e.keyHash {
+		byHash = make(map[xxh3.Uint128]slotID, e.winnerCount())
+		for _, w := range e.ws {
+			for slot := range w.len() {
+				byHash[keyHash(w.key(slot))] = slotID{w, slot}
+			}
+		}
+	}
 	read := func(recs iter.Seq2[arrow.RecordBatch, error]) (map[slotID]*stored, error) {
 		found := map[slotID]*stored{}
 		row := make([]Value, len(e.cols))
@@ -244,9 +260,26 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			}
 			sch := rec.Schema()
 			col := func(name string) arrow.Array { return rec.Column(sch.FieldIndices(name)[0]) }
-			keyCols := make([]arrow.Array, len(e.keyIdx))
-			for i, k := range e.keyIdx {
-				keyCols[i] = col(e.cols[k].Name)
+			var match func(r int) (slotID, bool) // the winner whose key row r holds
+			if byHash != nil {
+				hi, lo := col(ColKeyHashHi).(*array.Int64).Int64Values(), col(ColKeyHashLo).(*array.Int64).Int64Values()
+				match = func(r int) (slotID, bool) {
+					id, ok := byHash[xxh3.Uint128{Hi: uint64(hi[r]), Lo: uint64(lo[r])}]
+					return id, ok
+				}
+			} else {
+				keyCols := make([]arrow.Array, len(e.keyIdx))
+				for i, k := range e.keyIdx {
+					keyCols[i] = col(e.cols[k].Name)
+				}
+				match = func(r int) (slotID, bool) {
+					for i, k := range e.keyIdx {
+						row[k] = ValueAt(keyCols[i], r, e.cols[k].Type)
+					}
+					keyBuf = e.appendKey(keyBuf[:0], row)
+					w, slot, ok := e.lookupKey(unsafeString(keyBuf))
+					return slotID{w, slot}, ok
+				}
 			}
 			ua := col(e.cols[e.uaIdx].Name)
 			trackedCols := make([]arrow.Array, len(tracked))
@@ -256,16 +289,11 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			ops := col(ColCDCOp).(*array.String)
 			hashes := col(ColVersion).(*array.Int64)
 			for r := range int(rec.NumRows()) {
-				for i, k := range e.keyIdx {
-					row[k] = ValueAt(keyCols[i], r, e.cols[k].Type)
-				}
-				keyBuf = e.appendKey(keyBuf[:0], row)
-				w, slot, ok := e.lookupKey(unsafeString(keyBuf))
+				id, ok := match(r)
 				if !ok {
 					continue
 				}
 				v := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
-				id := slotID{w, slot}
 				st := found[id]
 				if st == nil {
 					st = &stored{tracked: make([]Value, len(tracked))}
@@ -527,6 +555,11 @@ func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.Re
 			b.Field(nc + 3).(*array.StringBuilder).BinaryBuilder.Append(id)
 			b.Field(nc + 4).(*array.StringBuilder).Append(e.runID)
 			b.Field(nc + 5).(*array.TimestampBuilder).Append(ts)
+			if e.keyHash {
+				h := keyHash(w.key(slot))
+				b.Field(nc + 6).(*array.Int64Builder).Append(int64(h.Hi))
+				b.Field(nc + 7).(*array.Int64Builder).Append(int64(h.Lo))
+			}
 		}
 		if n++; n == batchRows {
 			n = 0

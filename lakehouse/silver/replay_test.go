@@ -7,13 +7,17 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	icecat "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/zeebo/xxh3"
 
 	"goldbridge/demo"
+	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
 )
 
@@ -55,19 +59,24 @@ func TestReplayEqualsIncremental(t *testing.T) {
 	withLookback := orderEventsSpec()
 	withLookback.Lookback = 30 * 24 * time.Hour
 	for _, tc := range []struct {
-		name string
-		spec EntitySpec
+		name   string
+		spec   EntitySpec
+		legacy bool // the Silver table predates the key hash columns
 	}{
-		{"upsert", ordersSpec()},
-		{"append unbounded", orderEventsSpec()},
-		{"append keys table", withKeys},
-		{"append lookback", withLookback},
+		{"upsert", ordersSpec(), false},
+		{"upsert without key hash", ordersSpec(), true},
+		{"append unbounded", orderEventsSpec(), false},
+		{"append keys table", withKeys, false},
+		{"append lookback", withLookback, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			lh := lakehousetest.Open(t)
 			landing := t.TempDir()
 			spec := tc.spec
+			if tc.legacy {
+				createWithoutKeyHash(t, lh, spec)
+			}
 			var read int64
 			for _, f := range landDemo(t, 12000, 4, 23) {
 				moveTo(t, f, landing)
@@ -102,6 +111,9 @@ func TestReplayEqualsIncremental(t *testing.T) {
 			if len(before[spec.Table]) == 0 {
 				t.Fatal("empty Silver: the test proves nothing")
 			}
+			if spec.Mode == ModeUpsert {
+				checkKeyHash(t, lh, spec, !tc.legacy)
+			}
 			bronzeTbl, _ := lh.LoadTable(ctx, "bronze.orders")
 			for _, tb := range tables {
 				tbl, _ := lh.LoadTable(ctx, tb)
@@ -116,6 +128,55 @@ func TestReplayEqualsIncremental(t *testing.T) {
 				t.Fatalf("run after replay: %+v %v", res, err)
 			}
 		})
+	}
+}
+
+// createWithoutKeyHash creates spec's Silver table as goldbridge did before the key
+// hash columns.
+func createWithoutKeyHash(t *testing.T, lh *catalog.Lakehouse, spec EntitySpec) {
+	t.Helper()
+	e, err := newEngine(spec, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := icebergSchema(withoutKeyHash(e.tcols), spec.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pspec, err := partitionSpec(sch, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := sortOrder(sch, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := lh.LoadOrCreateTable(context.Background(), spec.Table, sch, pspec, silverProperties(spec), icecat.WithSortOrder(order)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkKeyHash checks that the table has the key hash columns if want, holding the
+// XXH3-128 of each row's key, and otherwise that it was not given them.
+func checkKeyHash(t *testing.T, lh *catalog.Lakehouse, spec EntitySpec, want bool) {
+	t.Helper()
+	tbl, err := lh.LoadTable(context.Background(), spec.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hasKeyHash(tbl.Schema()); got != want {
+		t.Fatalf("key hash columns: %v, want %v", got, want)
+	}
+	if !want {
+		return
+	}
+	rows := tableRows(t, lh, spec.Table)
+	keys, his, los := colValues(rows, spec.Key[0]), colValues(rows, ColKeyHashHi), colValues(rows, ColKeyHashLo)
+	for i, k := range keys {
+		h := xxh3.HashString128(k)
+		if his[i] != strconv.FormatInt(int64(h.Hi), 10) || los[i] != strconv.FormatInt(int64(h.Lo), 10) {
+			t.Fatalf("key %s: hash columns %s %s, want the XXH3-128 %d %d", k, his[i], los[i], int64(h.Hi), int64(h.Lo))
+		}
 	}
 }
 

@@ -287,8 +287,15 @@ func (e *engine) openSilver(ctx context.Context, lh *catalog.Lakehouse) (*table.
 		return nil, err
 	}
 	tbl, created, err := lh.LoadOrCreateTable(ctx, e.spec.Table, sch, pspec, silverProperties(e.spec), icecat.WithSortOrder(order))
-	if err != nil || created {
-		return tbl, err
+	if err != nil {
+		return nil, err
+	}
+	e.keyHash = !e.append
+	if !created && e.keyHash && !hasKeyHash(tbl.Schema()) {
+		e.keyHash, e.tcols = false, withoutKeyHash(e.tcols)
+	}
+	if created {
+		return tbl, nil
 	}
 	return evolveSchema(ctx, lh, e.spec.Table, tbl, e.tcols, e.spec.Key)
 }
@@ -318,6 +325,7 @@ type engine struct {
 	append       bool         // append mode
 	cols         []ColumnSpec // entity columns + rule columns
 	tcols        []ColumnSpec // table columns
+	keyHash      bool         // the table has the key hash columns (upsert tables created with them)
 	keyIdx       []int
 	uaIdx        int // upsert: updated_at
 	opIdx        int // upsert: op, or -1

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/zeebo/xxh3"
 )
 
 // Columns goldbridge adds to Silver tables: all of them in upsert mode; _event_id,
@@ -19,6 +20,11 @@ const (
 	ColEventID   = "_event_id"
 	ColCDCOp     = "_cdc_op"       // canonical op of the stored version: c, u, d, r
 	ColVersion   = "_version_hash" // xxh64 of the payload: orders versions with equal time and op
+	// The XXH3-128 of the rendered business key (see keyHash), in two longs: the lookup
+	// of stored versions reads these fixed-width columns instead of decoding every key.
+	// Upsert tables created before they existed do without them.
+	ColKeyHashHi = "_key_hash_hi"
+	ColKeyHashLo = "_key_hash_lo"
 )
 
 // Snapshot summary keys of Silver and quarantine commits.
@@ -93,7 +99,25 @@ var internalCols = []ColumnSpec{
 	{Name: ColEventID, Type: Type{Kind: String}},
 	{Name: ColRunID, Type: Type{Kind: String}},
 	{Name: ColUpdatedTS, Type: Type{Kind: Timestamp}},
+	{Name: ColKeyHashHi, Type: Type{Kind: Int64}},
+	{Name: ColKeyHashLo, Type: Type{Kind: Int64}},
 }
+
+// withoutKeyHash drops the key hash columns from a table's columns (an upsert table
+// created before they existed keeps its schema).
+func withoutKeyHash(cols []ColumnSpec) []ColumnSpec {
+	return slices.DeleteFunc(slices.Clone(cols), func(c ColumnSpec) bool { return c.Name == ColKeyHashHi || c.Name == ColKeyHashLo })
+}
+
+// hasKeyHash tells whether a Silver table has the key hash columns.
+func hasKeyHash(sch *iceberg.Schema) bool {
+	_, hi := sch.FindFieldByName(ColKeyHashHi)
+	_, lo := sch.FindFieldByName(ColKeyHashLo)
+	return hi && lo
+}
+
+// keyHash is the XXH3-128 of a rendered business key (see ColKeyHashHi).
+func keyHash(key string) xxh3.Uint128 { return xxh3.HashString128(key) }
 
 // appendInternalCols are the columns added after the entity's own in append mode.
 var appendInternalCols = []ColumnSpec{
@@ -110,12 +134,21 @@ func tableColumns(cols []ColumnSpec, mode string) []ColumnSpec {
 	return append(slices.Clone(cols), internalCols...)
 }
 
+// requiredInternal tells the internal columns every row has.
+func requiredInternal(name string) bool {
+	switch name {
+	case ColIsDeleted, ColCDCOp, ColVersion, ColKeyHashHi, ColKeyHashLo:
+		return true
+	}
+	return false
+}
+
 // icebergSchema builds the Silver schema; key columns are required identifier fields.
 func icebergSchema(cols []ColumnSpec, key []string) (*iceberg.Schema, error) {
 	fields := make([]iceberg.NestedField, len(cols))
 	var ids []int
 	for i, c := range cols {
-		req := slices.Contains(key, c.Name) || c.Name == ColIsDeleted || c.Name == ColCDCOp || c.Name == ColVersion
+		req := slices.Contains(key, c.Name) || requiredInternal(c.Name)
 		fields[i] = iceberg.NestedField{ID: i + 1, Name: c.Name, Type: icebergType(c.Type), Required: req}
 		if slices.Contains(key, c.Name) {
 			ids = append(ids, i+1)
@@ -130,7 +163,7 @@ func icebergSchema(cols []ColumnSpec, key []string) (*iceberg.Schema, error) {
 func arrowSchemaOf(cols []ColumnSpec, key []string) *arrow.Schema {
 	fields := make([]arrow.Field, len(cols))
 	for i, c := range cols {
-		req := slices.Contains(key, c.Name) || c.Name == ColIsDeleted || c.Name == ColCDCOp || c.Name == ColVersion
+		req := slices.Contains(key, c.Name) || requiredInternal(c.Name)
 		fields[i] = arrow.Field{Name: c.Name, Type: arrowType(c.Type), Nullable: !req}
 	}
 	return arrow.NewSchema(fields, nil)
@@ -199,8 +232,8 @@ func tableProperties() iceberg.Properties {
 }
 
 // silverProperties are the Silver table's: no dictionary for the columns whose values
-// are (nearly) all distinct in a file (a single-column key, the event id and the
-// version hash), which Parquet would hash and then give up on; with sort_by, row
+// are (nearly) all distinct in a file (a single-column key, the event id, the version
+// and key hashes), which Parquet would hash and then give up on; with sort_by, row
 // groups of sortedRowGroup rows, so that a range of the sort column maps to few of them.
 func silverProperties(spec EntitySpec) iceberg.Properties {
 	props := tableProperties()
@@ -209,7 +242,7 @@ func silverProperties(spec EntitySpec) iceberg.Properties {
 	}
 	unique := []string{ColEventID}
 	if spec.Mode != ModeAppend {
-		unique = append(unique, ColVersion)
+		unique = append(unique, ColVersion, ColKeyHashHi, ColKeyHashLo)
 	}
 	if len(spec.Key) == 1 {
 		unique = append(unique, spec.Key[0])
