@@ -167,6 +167,9 @@ func convertString(c ColumnSpec, s string) (Value, error) {
 		}
 		return Value{F: f}, nil
 	case Decimal:
+		if u, ok := fastDecimal(s, c.Type.Precision, c.Type.Scale); ok {
+			return Value{D: decimal128.FromI64(u)}, nil
+		}
 		d, err := parseDecimal(strings.TrimSpace(s), c.Type.Precision, c.Type.Scale)
 		if err != nil {
 			return Value{}, err
@@ -185,6 +188,11 @@ func convertString(c ColumnSpec, s string) (Value, error) {
 		}
 		return Value{I: int64(t.Unix() / 86400)}, nil
 	case Timestamp:
+		if c.Format == "" || c.Format == "rfc3339" {
+			if us, ok := fastRFC3339(s); ok {
+				return Value{I: us}, nil
+			}
+		}
 		t, err := parseTime(c.Format, s, time.RFC3339Nano)
 		if err != nil {
 			return Value{}, err
