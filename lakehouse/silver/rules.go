@@ -191,9 +191,10 @@ type compiledRule struct {
 	id     string
 	kind   ruleKind
 	prog   *vm.Program
-	refs   []int // columns the expression reads
-	col    int   // column written by normalize/derive
-	strict bool  // normalize/derive: NULL in any of refs → NULL, without evaluating
+	cmp    *cmpFilter // filter: evaluated without the VM (see cmpFilter), else nil
+	refs   []int      // columns the expression reads
+	col    int        // column written by normalize/derive
+	strict bool       // normalize/derive: NULL in any of refs → NULL, without evaluating
 
 	rejected string // filter: "<id>:<reason>"
 	failed   string // normalize/derive conversion failure: "<id>:<reason or <kind>_failed>"
@@ -260,8 +261,10 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 		if err != nil {
 			return nil, nil, fmt.Errorf("rule %s: %w", sp.ID, err)
 		}
-		for _, i := range cr.refs {
-			reads[i] = true
+		if cr.cmp == nil { // a cmpFilter reads the row, not the environment
+			for _, i := range cr.refs {
+				reads[i] = true
+			}
 		}
 		rs.rules = append(rs.rules, cr)
 	}
@@ -331,6 +334,7 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 	cr.prog = prog
 	cr.refs = exprReads(prog, index)
 	if kind == ruleFilter {
+		cr.cmp = newCmpFilter(prog.Node(), index, all)
 		return cr, nil
 	}
 	if err := checkResultType(prog.Node().Type(), target); err != nil {
@@ -558,6 +562,12 @@ func (r *ruleSet) apply(row []Value) string {
 		ru := &r.rules[k]
 		switch ru.kind {
 		case ruleFilter:
+			if ru.cmp != nil {
+				if !ru.cmp.pass(row[ru.cmp.col], r.cols[ru.cmp.col].Type) {
+					return ru.rejected
+				}
+				continue
+			}
 			out, err := r.vm.Run(ru.prog, r.env)
 			if pass, _ := out.(bool); err != nil || !pass {
 				return ru.rejected
@@ -946,6 +956,12 @@ func (r *ruleSet) violations(row []Value, fn func(id string)) {
 	for k := range r.rules {
 		ru := &r.rules[k]
 		if ru.kind != ruleFilter {
+			continue
+		}
+		if ru.cmp != nil {
+			if !ru.cmp.pass(row[ru.cmp.col], r.cols[ru.cmp.col].Type) {
+				fn(ru.id)
+			}
 			continue
 		}
 		out, err := r.vm.Run(ru.prog, r.env)

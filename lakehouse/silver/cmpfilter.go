@@ -1,0 +1,93 @@
+package silver
+
+import (
+	"github.com/expr-lang/expr/ast"
+)
+
+// cmpFilter is a filter rule of the form <numeric column> <comparison> <number literal>
+// (amount >= 0, qty < 1000): the usual shape of a validity rule. It is evaluated on the
+// typed cell, without the expression VM and its environment, with the VM's result: the
+// cell is compared as the environment would present it (an integer column as int, a
+// decimal as float64), mixed int/float comparisons in float64. A NULL cell never passes,
+// as in SQL and as with the VM (whose comparison with nil fails or is false), except
+// where the VM's generic equality lets an integer NULL pass != 2.5.
+type cmpFilter struct {
+	col   int
+	op    string
+	lit   float64
+	ilit  int
+	isInt bool // the literal is an integer
+}
+
+// newCmpFilter returns the cmpFilter a compiled filter expression is, or nil.
+func newCmpFilter(root ast.Node, index map[string]int, cols []ColumnSpec) *cmpFilter {
+	b, ok := root.(*ast.BinaryNode)
+	if !ok {
+		return nil
+	}
+	switch b.Operator {
+	case ">=", ">", "<=", "<", "==", "!=":
+	default:
+		return nil
+	}
+	id, ok := b.Left.(*ast.IdentifierNode)
+	if !ok {
+		return nil
+	}
+	col, ok := index[id.Value]
+	if !ok {
+		return nil
+	}
+	switch cols[col].Type.Kind {
+	case Int32, Int64, Float64, Decimal:
+	default:
+		return nil
+	}
+	f := &cmpFilter{col: col, op: b.Operator}
+	switch lit := b.Right.(type) {
+	case *ast.IntegerNode:
+		f.ilit, f.lit, f.isInt = lit.Value, float64(lit.Value), true
+	case *ast.FloatNode:
+		f.lit = lit.Value
+	default:
+		return nil
+	}
+	return f
+}
+
+// pass evaluates the filter on the cell v of column type t.
+func (f *cmpFilter) pass(v Value, t Type) bool {
+	if v.Null {
+		return false
+	}
+	switch t.Kind {
+	case Int32, Int64:
+		if f.isInt {
+			return compare(int(v.I), f.ilit, f.op)
+		}
+		return compare(float64(int(v.I)), f.lit, f.op)
+	case Float64:
+		return compare(v.F, f.lit, f.op)
+	case Decimal:
+		return compare(v.D.ToFloat64(int32(t.Scale)), f.lit, f.op)
+	}
+	return false
+}
+
+func compare[T int | float64](a, b T, op string) bool {
+	switch op {
+	case ">=":
+		return a >= b
+	case ">":
+		return a > b
+	case "<=":
+		return a <= b
+	case "<":
+		return a < b
+	case "==":
+		return a == b
+	case "!=":
+		return a != b
+	}
+	return false
+}
