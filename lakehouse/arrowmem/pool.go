@@ -45,19 +45,41 @@ func (p *Pool) Allocate(size int) []byte {
 		return memory.DefaultAllocator.Allocate(size)
 	}
 	c := classOf(size)
-	p.mu.Lock()
-	if n := len(p.free[c]); n > 0 {
-		b := p.free[c][n-1]
-		p.free[c][n-1] = nil
-		p.free[c] = p.free[c][:n-1]
-		p.idle -= cap(b)
-		p.mu.Unlock()
+	if b := p.reuse(c); b != nil {
 		b = b[:size]
 		clear(b)
 		return b
 	}
-	p.mu.Unlock()
 	// Large Go allocations are page-aligned, so Arrow's 64-byte alignment holds.
+	return make([]byte, size, 1<<c)
+}
+
+// reuse takes a freed buffer of class c, or returns nil.
+func (p *Pool) reuse(c int) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.free[c])
+	if n == 0 {
+		return nil
+	}
+	b := p.free[c][n-1]
+	p.free[c][n-1] = nil
+	p.free[c] = p.free[c][:n-1]
+	p.idle -= cap(b)
+	return b
+}
+
+// Scratch returns a buffer of len size whose content is undefined (not zeroed), for a
+// caller that overwrites all of it and hands it to Arrow with
+// memory.NewBufferWithAllocator(b, p), so that releasing the array returns it here.
+func (p *Pool) Scratch(size int) []byte {
+	if size < 1<<minShift || size > 1<<maxShift {
+		return make([]byte, size)
+	}
+	c := classOf(size)
+	if b := p.reuse(c); b != nil {
+		return b[:size]
+	}
 	return make([]byte, size, 1<<c)
 }
 

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -24,6 +25,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/catalog"
 )
 
@@ -275,7 +277,7 @@ func (r *Run) Write(ctx context.Context, produce func(Emit) error) error {
 	err := produce(func(payload []byte, system, file string, sourceTS time.Time) error {
 		w.add(payload, system, file, sourceTS)
 		r.rows++
-		if w.n >= r.opt.BatchRows {
+		if w.full() {
 			return send(w.flush())
 		}
 		return nil
@@ -375,67 +377,137 @@ func IngestedFiles(tbl *table.Table) (map[string]FileRecord, error) {
 	return out, nil
 }
 
-// batchWriter builds Bronze Arrow batches; one per BatchRows rows.
+// batchWriter builds Bronze Arrow batches, one per BatchRows rows (or maxBatchBytes of
+// strings). The string columns, nearly all the bytes ingested, are written straight into
+// buffers from a recycling pool, which a batch gives back when the Parquet writer
+// releases it: Arrow's builders zeroed every buffer twice (Go's allocation, then their
+// own growth) and copied it on growth, a seventh of ingestion's CPU.
 type batchWriter struct {
-	bld     *array.RecordBuilder
-	batchID string
-	n       int
-	uuids   *uuidGen
-	scratch []byte
+	pool     *arrowmem.Pool
+	rows     int
+	strs     [len(stringCols)]strColumn
+	ingestTS *array.TimestampBuilder
+	sourceTS *array.TimestampBuilder
+	batchID  string
+	n        int
+	uuids    *uuidGen
+	scratch  []byte
 }
 
+// stringCols are the indexes of the string columns in arrowSchema, in batchWriter.strs.
+var stringCols = [...]int{0, 2, 3, 4, 5}
+
+// maxBatchBytes flushes a batch early when its strings reach it (int32 offsets, bounded
+// memory with huge payloads).
+const maxBatchBytes = 256 << 20
+
 func newBatchWriter(batchID string, batchRows int) *batchWriter {
-	b := &batchWriter{bld: array.NewRecordBuilder(memory.DefaultAllocator, arrowSchema), batchID: batchID, uuids: newUUIDGen()}
-	b.bld.Reserve(batchRows)
+	tsType := arrowSchema.Field(1).Type.(*arrow.TimestampType)
+	b := &batchWriter{
+		pool: arrowmem.NewPool(64 << 20), rows: batchRows, batchID: batchID, uuids: newUUIDGen(),
+		ingestTS: array.NewTimestampBuilder(memory.DefaultAllocator, tsType),
+		sourceTS: array.NewTimestampBuilder(memory.DefaultAllocator, tsType),
+	}
+	for i := range b.strs {
+		b.strs[i].reset(b.pool, batchRows, 0)
+	}
 	return b
 }
 
 func (b *batchWriter) add(payload []byte, system, file string, sourceTS time.Time) {
-	fs := b.bld.Fields()
 	if utf8.Valid(payload) && !bytes.HasPrefix(payload, []byte(BinaryPrefix)) {
-		fs[0].(*array.StringBuilder).BinaryBuilder.Append(payload) // as delivered, without a copy to scratch
+		b.strs[0].add(b.pool, payload) // as delivered, without a copy to scratch
 	} else {
 		b.scratch, _ = appendPayload(b.scratch[:0], payload)
-		fs[0].(*array.StringBuilder).BinaryBuilder.Append(b.scratch)
+		b.strs[0].add(b.pool, b.scratch)
 	}
-	fs[2].(*array.StringBuilder).Append(system)
-	fs[3].(*array.StringBuilder).Append(file)
-	fs[4].(*array.StringBuilder).BinaryBuilder.Append(b.uuids.next())
-	fs[5].(*array.StringBuilder).Append(b.batchID)
+	b.strs[1].addString(b.pool, system)
+	b.strs[2].addString(b.pool, file)
+	b.strs[3].add(b.pool, b.uuids.next())
+	b.strs[4].addString(b.pool, b.batchID)
 	if sourceTS.IsZero() {
-		fs[6].(*array.TimestampBuilder).AppendNull()
+		b.sourceTS.AppendNull()
 	} else {
-		fs[6].(*array.TimestampBuilder).Append(arrow.Timestamp(sourceTS.UnixMicro()))
+		b.sourceTS.Append(arrow.Timestamp(sourceTS.UnixMicro()))
 	}
 	b.n++
 }
 
-// flush returns the batch built so far, stamped with one _ingest_ts, and reserves room
-// for the next batch from this one's sizes, so builders do not grow (and copy) row by row.
+// full tells whether the batch is to be flushed.
+func (b *batchWriter) full() bool { return b.n >= b.rows || len(b.strs[0].data) >= maxBatchBytes }
+
+// flush returns the batch built so far, stamped with one _ingest_ts; the next batch's
+// buffers are sized from this one's, so they do not grow (and copy) row by row.
 func (b *batchWriter) flush() arrow.RecordBatch {
 	ts := arrow.Timestamp(time.Now().UTC().UnixMicro())
-	tb := b.bld.Field(1).(*array.TimestampBuilder)
 	for range b.n {
-		tb.Append(ts)
+		b.ingestTS.Append(ts)
 	}
-	rows := b.n
-	var dataLen [len(stringCols)]int
+	cols := make([]arrow.Array, len(arrowSchema.Fields()))
 	for i, c := range stringCols {
-		dataLen[i] = b.bld.Field(c).(*array.StringBuilder).DataLen()
+		used := len(b.strs[i].data)
+		cols[c] = b.strs[i].finish(b.pool)
+		b.strs[i].reset(b.pool, b.rows, used+used/8)
+	}
+	cols[1], cols[6] = b.ingestTS.NewArray(), b.sourceTS.NewArray()
+	rec := array.NewRecordBatch(arrowSchema, cols, int64(b.n))
+	for _, c := range cols {
+		c.Release()
 	}
 	b.n = 0
-	rec := b.bld.NewRecordBatch()
-	b.bld.Reserve(rows)
-	for i, c := range stringCols {
-		b.bld.Field(c).(*array.StringBuilder).ReserveData(dataLen[i] + dataLen[i]/8)
-	}
 	return rec
 }
 
-// stringCols are the indexes of the string columns in arrowSchema.
-var stringCols = [...]int{0, 2, 3, 4, 5}
+func (b *batchWriter) release() {
+	b.ingestTS.Release()
+	b.sourceTS.Release()
+}
 
-func (b *batchWriter) release() { b.bld.Release() }
+// strColumn is one string column of the batch being built: values and int32 offsets in
+// pool buffers, handed to Arrow without a copy by finish.
+type strColumn struct {
+	data []byte
+	offs []byte  // the offsets' buffer (rows+1 int32)
+	off  []int32 // offs as int32
+	n    int
+}
+
+// reset starts an empty column for up to rows values, with room for dataCap bytes.
+func (c *strColumn) reset(pool *arrowmem.Pool, rows, dataCap int) {
+	c.data = pool.Scratch(max(dataCap, 64<<10))[:0]
+	c.offs = pool.Scratch(4 * (rows + 1))
+	c.off = arrow.Int32Traits.CastFromBytes(c.offs)
+	c.off[0], c.n = 0, 0
+}
+
+func (c *strColumn) add(pool *arrowmem.Pool, v []byte) {
+	if len(c.data)+len(v) > cap(c.data) {
+		grown := pool.Scratch(max(2*cap(c.data), len(c.data)+len(v)))[:len(c.data)]
+		copy(grown, c.data)
+		pool.Free(c.data)
+		c.data = grown
+	}
+	c.data = append(c.data, v...)
+	c.n++
+	c.off[c.n] = int32(len(c.data))
+}
+
+func (c *strColumn) addString(pool *arrowmem.Pool, v string) {
+	c.add(pool, unsafe.Slice(unsafe.StringData(v), len(v)))
+}
+
+// finish returns the column as an Arrow string array that owns its buffers (returned to
+// pool when released); the column must be reset before it is used again.
+func (c *strColumn) finish(pool *arrowmem.Pool) arrow.Array {
+	offs := memory.NewBufferWithAllocator(c.offs[:4*(c.n+1)], pool)
+	data := memory.NewBufferWithAllocator(c.data, pool)
+	d := array.NewData(arrow.BinaryTypes.String, c.n, []*memory.Buffer{nil, offs, data}, nil, 0, 0)
+	offs.Release()
+	data.Release()
+	defer d.Release()
+	c.data, c.offs, c.off = nil, nil, nil
+	return array.NewStringData(d)
+}
 
 // uuidGen makes random (version 4) UUID strings quickly: a ChaCha8 stream seeded from
 // crypto/rand, so ids are unpredictable and unique without a syscall per row.

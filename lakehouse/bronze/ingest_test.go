@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/google/uuid"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
@@ -150,6 +151,50 @@ func TestIngestLinesExactlyOnce(t *testing.T) {
 	}
 	if n := len(scanAll(t, lh)); n != len(lines) {
 		t.Fatalf("rows after second run = %d", n)
+	}
+}
+
+// TestIngestRecyclesBatchBuffers ingests enough rows that the batch writer's string
+// buffers go back to its pool and are written over by later batches: every row must
+// still read back as ingested.
+func TestIngestRecyclesBatchBuffers(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	dir := t.TempDir()
+	var lines []string
+	var body bytes.Buffer
+	for i := range 40_000 {
+		l := fmt.Sprintf(`{"order_id":"o-%09d","note":"%s"}`, i, strings.Repeat(string(rune('a'+i%26)), 150+i%97))
+		lines = append(lines, l)
+		body.WriteString(l + "\n")
+	}
+	writeFile(t, filepath.Join(dir, "big.jsonl"), body.Bytes())
+	res, err := IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{BatchRows: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := scanAll(t, lh)
+	if res.Rows != int64(len(lines)) || len(got) != len(lines) {
+		t.Fatalf("ingested %d rows, read %d, want %d", res.Rows, len(got), len(lines))
+	}
+	var payloads []string
+	ids := map[string]bool{}
+	for _, r := range got {
+		payloads = append(payloads, r.payload)
+		if r.system != "shop_file" || r.file != filepath.Join(dir, "big.jsonl") || r.batchID != res.BatchID {
+			t.Fatalf("audit columns wrong: %+v", r)
+		}
+		if _, err := uuid.Parse(r.eventID); err != nil || len(r.eventID) != 36 || ids[r.eventID] {
+			t.Fatalf("event id %q not a fresh UUID", r.eventID)
+		}
+		ids[r.eventID] = true
+	}
+	slices.Sort(payloads)
+	slices.Sort(lines)
+	for i := range lines {
+		if payloads[i] != lines[i] {
+			t.Fatalf("payload %d: %q, want %q", i, payloads[i], lines[i])
+		}
 	}
 }
 
