@@ -135,7 +135,7 @@ func TestEventIDPacking(t *testing.T) {
 		"",
 	} {
 		key := strconv.Itoa(i)
-		w.offer(uint64(i), key, []Value{{S: key}}, version{}, 'c', id, 0)
+		w.offer(keyHash(key), key, []Value{{S: key}}, version{}, 'c', id, 0)
 		got := string(w.appendEventID(nil, w.len()-1))
 		if got != id {
 			t.Errorf("event id %q came back as %q", id, got)

@@ -241,15 +241,6 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		w    *winners
 		slot int
 	}
-	var byHash map[xxh3.Uint128]slotID
-	if e.keyHash {
-		byHash = make(map[xxh3.Uint128]slotID, e.winnerCount())
-		for _, w := range e.ws {
-			for slot := range w.len() {
-				byHash[keyHash(w.key(slot))] = slotID{w, slot}
-			}
-		}
-	}
 	read := func(recs iter.Seq2[arrow.RecordBatch, error]) (map[slotID]*stored, error) {
 		found := map[slotID]*stored{}
 		row := make([]Value, len(e.cols))
@@ -261,11 +252,11 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			sch := rec.Schema()
 			col := func(name string) arrow.Array { return rec.Column(sch.FieldIndices(name)[0]) }
 			var match func(r int) (slotID, bool) // the winner whose key row r holds
-			if byHash != nil {
+			if e.keyHash {
 				hi, lo := col(ColKeyHashHi).(*array.Int64).Int64Values(), col(ColKeyHashLo).(*array.Int64).Int64Values()
 				match = func(r int) (slotID, bool) {
-					id, ok := byHash[xxh3.Uint128{Hi: uint64(hi[r]), Lo: uint64(lo[r])}]
-					return id, ok
+					w, slot, ok := e.lookupHash(xxh3.Uint128{Hi: uint64(hi[r]), Lo: uint64(lo[r])})
+					return slotID{w, slot}, ok
 				}
 			} else {
 				keyCols := make([]arrow.Array, len(e.keyIdx))

@@ -25,6 +25,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
 	"github.com/twmb/murmur3"
+	"github.com/zeebo/xxh3"
 
 	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/bronze"
@@ -608,7 +609,7 @@ func mergeShards() int { return max(1, min(runtime.GOMAXPROCS(0), maxMergeShards
 const maxMergeShards = 4
 
 // shardOfKey returns the index of the winners shard that owns a rendered key, whose
-// xxhash is h. On a bucket-partitioned table a shard owns whole Iceberg buckets, so
+// hash's low 64 bits are h. On a bucket-partitioned table a shard owns whole Iceberg buckets, so
 // every data file is written from one shard (in the shard's sort order).
 func (e *engine) shardOfKey(key string, h uint64) int {
 	n := len(e.ws)
@@ -648,10 +649,20 @@ func icebergBucket(v string, k Kind, buckets int) (int, bool) {
 
 // lookupKey finds a key among the winners.
 func (e *engine) lookupKey(key string) (*winners, int, bool) {
-	h := xxhash.Sum64String(key)
-	w := e.ws[e.shardOfKey(key, h)]
-	slot, ok := w.lookup(h, key)
+	h := keyHash(key)
+	w := e.ws[e.shardOfKey(key, h.Lo)]
+	slot, ok := w.lookup(h)
 	return w, slot, ok
+}
+
+// lookupHash finds the key whose hash (keyHash) is h among the winners.
+func (e *engine) lookupHash(h xxh3.Uint128) (*winners, int, bool) {
+	for _, w := range e.ws { // a key is in one shard; which one takes its text to know
+		if slot, ok := w.lookup(h); ok {
+			return w, slot, true
+		}
+	}
+	return nil, 0, false
 }
 
 // winnerCount is the number of keys the run holds.
@@ -712,10 +723,10 @@ type chunk struct {
 	lo, n   int
 	vals    []Value // n × len(cols)
 	reason  []string
-	key     []string     // the rendered business key (into arena)
-	kh      []uint64     // its hash
-	shard   []uint8      // the winners shard that owns it
-	pending atomic.Int32 // shards still reading the chunk
+	key     []string       // the rendered business key (into arena)
+	kh      []xxh3.Uint128 // its hash (keyHash)
+	shard   []uint8        // the winners shard that owns it
+	pending atomic.Int32   // shards still reading the chunk
 	ver     []version
 	op      []byte
 	arena   []byte
@@ -806,8 +817,8 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		n := len(pw.parser.arena)
 		pw.parser.arena = e.appendKey(pw.parser.arena, row)
 		c.key[j] = unsafeString(pw.parser.arena[n:])
-		c.kh[j] = xxhash.Sum64(pw.parser.arena[n:])
-		c.shard[j] = uint8(e.shardOfKey(c.key[j], c.kh[j]))
+		c.kh[j] = xxh3.Hash128(pw.parser.arena[n:])
+		c.shard[j] = uint8(e.shardOfKey(c.key[j], c.kh[j].Lo))
 		h := xxhash.Sum64(payload)
 		if e.append {
 			c.ver[j], c.op[j] = version{hash: h}, 0

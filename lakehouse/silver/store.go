@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/zeebo/xxh3"
 )
 
 // column holds one typed column of the keys table (append mode) in compact per-kind
@@ -322,13 +323,14 @@ type winners struct {
 
 // Meta fields of a record, after the values.
 const (
-	metaUA   = iota // version: updated_at
-	metaHash        // version: payload hash; arrival: payload hash
-	metaTS          // arrival: Bronze _ingest_ts (µs)
-	metaID0         // event id: UUID bytes 0-7
-	metaID1         // event id: UUID bytes 8-15
-	metaMisc        // version rank (bits 0-7), op (8-15), 1 + index into otherIDs (32-63; 0: the UUID words hold the id)
-	metaKey         // the key's reference into keys
+	metaUA    = iota // version: updated_at
+	metaHash         // version: payload hash; arrival: payload hash
+	metaTS           // arrival: Bronze _ingest_ts (µs)
+	metaID0          // event id: UUID bytes 0-7
+	metaID1          // event id: UUID bytes 8-15
+	metaMisc         // version rank (bits 0-7), op (8-15), 1 + index into otherIDs (32-63; 0: the UUID words hold the id)
+	metaKey          // the key's reference into keys
+	metaKeyHi        // the high 64 bits of the key's hash (the index holds the low 64)
 	metaWords
 )
 
@@ -393,16 +395,16 @@ func (w *winners) distinctPayloads() int64 {
 	return int64(len(slices.Compact(w.hashes)))
 }
 
-// lookup returns the slot of key, whose hash is h.
-func (w *winners) lookup(h uint64, key string) (int, bool) {
-	s, ok := w.index.get(h)
+// lookup returns the slot of the key whose hash (keyHash) is h.
+func (w *winners) lookup(h xxh3.Uint128) (int, bool) {
+	s, ok := w.index.get(h.Lo)
 	if !ok {
 		return 0, false
 	}
-	if w.key(s) == key {
+	if w.record(s)[w.meta+metaKeyHi] == h.Hi {
 		return s, true
 	}
-	c, ok := w.index.coll[key]
+	c, ok := w.index.coll[h]
 	return int(c), ok
 }
 
@@ -502,27 +504,27 @@ func (w *winners) appendTo(i int, b array.Builder, slot int) {
 }
 
 // offer keeps row as the key's row if it beats the one held (see winners). key, whose
-// hash is h, the row's strings and eventID are only read during the call: what is
-// kept is copied.
-func (w *winners) offer(h uint64, key string, row []Value, v version, op byte, eventID string, ts int64) {
-	s, ok := w.lookup(h, key)
+// hash (keyHash) is h, the row's strings and eventID are only read during the call:
+// what is kept is copied.
+func (w *winners) offer(h xxh3.Uint128, key string, row []Value, v version, op byte, eventID string, ts int64) {
+	s, ok := w.lookup(h)
 	if !ok {
 		slot := len(w.fate)
 		if slot&(recordsPerChunk-1) == 0 {
 			w.chunks = append(w.chunks, make([]uint64, recordsPerChunk*w.stride))
 		}
 		ref := w.keys.add(key)
-		if _, taken := w.index.get(h); taken {
+		if _, taken := w.index.get(h.Lo); taken {
 			if w.index.coll == nil {
-				w.index.coll = map[string]int32{}
+				w.index.coll = map[xxh3.Uint128]int32{}
 			}
-			w.index.coll[w.keys.get(ref)] = int32(slot)
+			w.index.coll[h] = int32(slot)
 		} else {
-			w.index.put(h, slot)
+			w.index.put(h.Lo, slot)
 		}
 		w.fate = append(w.fate, fateInsert)
 		r := w.record(slot)
-		r[w.meta+metaKey] = ref
+		r[w.meta+metaKey], r[w.meta+metaKeyHi] = ref, h.Hi
 		w.hold(r, row, v, op, eventID, ts, false)
 		return
 	}
@@ -567,14 +569,17 @@ func (w *winners) hold(r []uint64, row []Value, v version, op byte, eventID stri
 	m[metaMisc] = misc
 }
 
-// keyIndex maps a key's 64-bit hash to its slot: an open-addressing table (linear
-// probing, at most 3/4 full) of hash and slot+1 pairs, so a lookup mostly costs one
-// cache miss. Keys whose hash another key already has (about one pair in 10^7 among
-// millions of keys) are looked up by value in coll.
+// keyIndex maps a key to its slot. A key is identified by its 128-bit hash (keyHash),
+// as the stored-version lookup identifies it by the key hash columns: two keys sharing
+// one (probability about n²/2¹²⁹) would be taken for one. The index is an
+// open-addressing table (linear probing, at most 3/4 full) of the hash's low 64 bits
+// and slot+1; the record holds the high 64 bits, so a lookup touches the table and the
+// record it then updates, not the key's text. Keys whose low half another key already
+// has (about one pair in 10^7 among millions of keys) are in coll.
 type keyIndex struct {
-	tab  [][2]uint64 // hash, slot+1 (0: empty)
+	tab  [][2]uint64 // hash low bits, slot+1 (0: empty)
 	n    int
-	coll map[string]int32
+	coll map[xxh3.Uint128]int32
 }
 
 // get returns the slot of hash h.

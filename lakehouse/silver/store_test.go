@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/apache/iceberg-go"
+	"github.com/zeebo/xxh3"
 )
 
 // stringStore is what TestStringStorageKeepsValues exercises: a column of the keys
@@ -32,13 +33,13 @@ type recordStore struct {
 
 func (s *recordStore) add(v Value) {
 	k := fmt.Sprint(s.w.len())
-	s.w.offer(uint64(s.w.len()), k, []Value{{S: k}, v}, version{ua: 1}, 'c', "", 0)
+	s.w.offer(keyHash(k), k, []Value{{S: k}, v}, version{ua: 1}, 'c', "", 0)
 }
 
 func (s *recordStore) set(slot int, v Value) {
 	s.ua++
 	k := s.w.key(slot)
-	s.w.offer(uint64(slot), k, []Value{{S: k}, v}, version{ua: 1 + s.ua}, 'u', "", 0)
+	s.w.offer(keyHash(k), k, []Value{{S: k}, v}, version{ua: 1 + s.ua}, 'u', "", 0)
 }
 func (s *recordStore) get(slot int) Value { return s.w.get(1, slot) }
 func (s *recordStore) spilled() bool      { return s.w.strs[1].spilled }
@@ -93,26 +94,27 @@ func TestStringStorageKeepsValues(t *testing.T) {
 	}
 }
 
-// Keys whose 64-bit hashes collide are still told apart.
+// Keys whose hashes share the low 64 bits (the index's) are still told apart.
 func TestWinnersHashCollision(t *testing.T) {
 	w := newWinners([]ColumnSpec{{Name: "k", Type: Type{Kind: String}}})
 	row := func(s string) []Value { return []Value{{S: s}} }
-	w.offer(7, "a", row("a"), version{ua: 1}, 'c', "e1", 1)
-	w.offer(7, "b", row("b"), version{ua: 1}, 'c', "e2", 1) // same hash, another key
-	w.offer(7, "a", row("a"), version{ua: 2}, 'u', "e3", 1) // newer version of a
+	ha, hb, hc := xxh3.Uint128{Hi: 1, Lo: 7}, xxh3.Uint128{Hi: 2, Lo: 7}, xxh3.Uint128{Hi: 3, Lo: 7}
+	w.offer(ha, "a", row("a"), version{ua: 1}, 'c', "e1", 1)
+	w.offer(hb, "b", row("b"), version{ua: 1}, 'c', "e2", 1) // same low half, another key
+	w.offer(ha, "a", row("a"), version{ua: 2}, 'u', "e3", 1) // newer version of a
 	if w.len() != 2 {
 		t.Fatalf("%d keys, want 2", w.len())
 	}
-	for _, k := range []string{"a", "b"} {
-		slot, ok := w.lookup(7, k)
+	for k, h := range map[string]xxh3.Uint128{"a": ha, "b": hb} {
+		slot, ok := w.lookup(h)
 		if !ok || w.key(slot) != k || w.get(0, slot).S != k {
 			t.Fatalf("key %s: slot %d ok %v", k, slot, ok)
 		}
 	}
-	if slot, _ := w.lookup(7, "a"); w.version(slot).ua != 2 {
+	if slot, _ := w.lookup(ha); w.version(slot).ua != 2 {
 		t.Errorf("key a kept version %d, want 2", w.version(slot).ua)
 	}
-	if _, ok := w.lookup(7, "c"); ok {
+	if _, ok := w.lookup(hc); ok {
 		t.Error("absent key found")
 	}
 }
