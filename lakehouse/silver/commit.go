@@ -567,7 +567,7 @@ func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.Re
 // writeOrder returns the slots of w to write (inserts and updates), in the order of
 // the sort_by columns (nulls first) or else in slot order.
 func (e *engine) writeOrder(w *winners) []int {
-	var slots []int
+	slots := make([]int, 0, w.len())
 	for slot, f := range w.fate {
 		if f == fateInsert || f == fateUpdate {
 			slots = append(slots, slot)
