@@ -2,6 +2,7 @@ package silver
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/google/uuid"
 
 	"goldbridge/demo"
 	"goldbridge/lakehouse/bronze"
@@ -143,5 +145,32 @@ func TestEventIDPacking(t *testing.T) {
 	}
 	if len(w.otherIDs) != 5 {
 		t.Errorf("otherIDs = %d, want 5 (only the canonical id is packed)", len(w.otherIDs))
+	}
+}
+
+// parseCanonicalUUID accepts exactly the strings that formatting its bytes gives back.
+func TestParseCanonicalUUIDRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const alphabet = "0123456789abcdefABCDEF-g \x00\xff"
+	accepted := 0
+	for range 100_000 {
+		var u [16]byte
+		for i := range u {
+			u[i] = byte(rng.Uint32())
+		}
+		s := []byte(uuid.UUID(u).String())
+		for range rng.IntN(3) { // 0-2 random edits
+			s[rng.IntN(len(s))] = alphabet[rng.IntN(len(alphabet))]
+		}
+		got, ok := parseCanonicalUUID(string(s))
+		if want := uuid.UUID(got).String() == string(s); ok != want {
+			t.Fatalf("%q: ok %v, but formatting the bytes back gives %q", s, ok, uuid.UUID(got).String())
+		}
+		if ok {
+			accepted++
+		}
+	}
+	if accepted < 20_000 || accepted > 80_000 {
+		t.Fatalf("%d of 100000 accepted: the test proves little", accepted)
 	}
 }

@@ -651,33 +651,31 @@ func parseCanonicalUUID(s string) (u [16]byte, ok bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return u, false
 	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-			continue
-		}
-		hi, ok1 := lowerHex(s[i])
-		lo, ok2 := lowerHex(s[i+1])
-		if !ok1 || !ok2 {
-			return u, false
-		}
-		u[j] = hi<<4 | lo
-		j++
-		i += 2
+	var bad byte
+	for j, i := range uuidHexAt {
+		hi, lo := lowerHexVal[s[i]], lowerHexVal[s[i+1]]
+		bad |= hi | lo
+		u[j] = hi<<4 | lo&0x0f
 	}
-	return u, true
+	return u, bad&0x80 == 0
 }
 
-func lowerHex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
+// uuidHexAt is where each byte's two hex digits start in a canonical UUID.
+var uuidHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// lowerHexVal maps '0'-'9' and 'a'-'f' to their value and any other byte to 0x80.
+var lowerHexVal = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0x80
 	}
-	return 0, false
-}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c] = c - 'a' + 10
+	}
+	return t
+}()
 
 // keySet is the set of distinct keys a run read for an append entity's keys table.
 type keySet struct {
