@@ -240,7 +240,8 @@ func silverProperties(spec EntitySpec) iceberg.Properties {
 	if len(spec.SortBy) > 0 {
 		props["write.parquet.row-group-limit"] = strconv.Itoa(sortedRowGroup)
 	}
-	unique := []string{ColEventID}
+	// _run_id is one value per run: plain pages of it compress as well, unhashed.
+	unique := []string{ColEventID, ColRunID}
 	if spec.Mode != ModeAppend {
 		unique = append(unique, ColVersion, ColKeyHashHi, ColKeyHashLo)
 	}
