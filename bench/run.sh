@@ -11,6 +11,8 @@
 #   BENCH_KEEP=1       keep the generated data and state dirs after the run
 #   BENCH_PROFILE=1    CPU + heap profile of the full goldbridge `run` (pprof overhead ~1%)
 #   BENCH_RESULTS=dir  where <date>.md goes (default bench/results)
+#   BENCH_SETTLE=s     pause after flushing dirty pages before each timed step
+#                      (default 2; 0 with BENCH_QUICK, whose timings are not judged)
 #   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
 #
 # Input: `goldbridge demo generate --seed 42 --end 2026-06-30` of N + N/1000 events; the
@@ -50,6 +52,8 @@ elif [[ "${BENCH_QUICK:-}" == 1 ]]; then
 else
 	N=10000000
 fi
+SETTLE=${BENCH_SETTLE:-2}
+[[ -n "${BENCH_SETTLE:-}" || "${BENCH_QUICK:-}" != 1 ]] || SETTLE=0
 if ! [[ "$N" =~ ^[0-9]+$ ]] || ((N < 10000)); then
 	echo "bench: BENCH_EVENTS must be a number >= 10000, got '$N'" >&2
 	exit 2
@@ -100,12 +104,21 @@ rm -rf "$W/run"
 R="$W/run"
 mkdir -p "$R/gen" "$R/landing/base" "$R/landing/full" "$R/logs"
 
-# measure NAME CMD...: runs CMD under /usr/bin/time -v with stdout/stderr in logs/NAME.*;
-# sets SECS (wall, ms resolution) and RSS_KB; a failing command ends the suite.
+# settle: flush dirty pages and pause, so that a timed step does not pay for the
+# write-back of the step before it (a full build leaves ~1 GB of dirty pages).
+settle() {
+	sync
+	sleep "$SETTLE"
+}
+
+# measure NAME CMD...: runs CMD under /usr/bin/time -v with stdout/stderr in logs/NAME.*
+# (after settle); sets SECS (wall, ms resolution) and RSS_KB; a failing command ends
+# the suite.
 measure() {
 	local name=$1
 	shift
 	local t0 t1
+	settle
 	t0=$(date +%s%N)
 	if ! /usr/bin/time -v -o "$R/logs/$name.time" "$@" >"$R/logs/$name.out" 2>"$R/logs/$name.err"; then
 		echo "bench: $name failed: $*" >&2
@@ -219,6 +232,7 @@ clickhouse_peer() { # label landing-dir rows
 	chq "${stmts[0]}" >/dev/null
 	chq "${stmts[1]}" >/dev/null
 	echo 5 >"/proc/$chpid/clear_refs" # reset the server's peak RSS to its current RSS
+	settle
 	t0=$(date +%s%N)
 	chq "${stmts[2]}" >/dev/null
 	chq "${stmts[3]}" >/dev/null
@@ -319,6 +333,7 @@ ceiling_insert() {
 	chq "DROP TABLE IF EXISTS bench_ceiling.mart SYNC" >/dev/null
 	chq "CREATE TABLE bench_ceiling.mart AS gb_stages.daily_revenue_kpi__staging" >/dev/null
 	local t0 t1 p fail=0 pids=()
+	settle
 	t0=$(date +%s%N)
 	for half in 0 1; do
 		curl -sS --fail-with-body --data-binary "@$R/ceiling-$half.native" \
