@@ -241,6 +241,20 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		w    *winners
 		slot int
 	}
+	var held hashFilter // the winners' key hashes: most stored rows are rejected by one bit
+	if e.keyHash {
+		held = newHashFilter(e.winnerCount())
+		for _, w := range e.ws {
+			for _, ent := range w.index.tab {
+				if ent[1] != 0 {
+					held.add(ent[0])
+				}
+			}
+			for h := range w.index.coll {
+				held.add(h.Lo)
+			}
+		}
+	}
 	read := func(recs iter.Seq2[arrow.RecordBatch, error]) (map[slotID]*stored, error) {
 		found := map[slotID]*stored{}
 		row := make([]Value, len(e.cols))
@@ -255,6 +269,9 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			if e.keyHash {
 				hi, lo := col(ColKeyHashHi).(*array.Int64).Int64Values(), col(ColKeyHashLo).(*array.Int64).Int64Values()
 				match = func(r int) (slotID, bool) {
+					if !held.has(uint64(lo[r])) {
+						return slotID{}, false
+					}
 					w, slot, ok := e.lookupHash(xxh3.Uint128{Hi: uint64(hi[r]), Lo: uint64(lo[r])})
 					return slotID{w, slot}, ok
 				}

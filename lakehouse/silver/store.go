@@ -623,6 +623,30 @@ func (x *keyIndex) insert(h, v uint64) {
 	x.tab[i] = [2]uint64{h, v}
 }
 
+// hashFilter is a set of 64-bit hashes with false positives: one bit per hash, in a
+// bitset about 16 bits per member (a few percent false positives), so a lookup that
+// mostly misses costs a bit test rather than probes of every shard's index.
+type hashFilter []uint64
+
+func newHashFilter(n int) hashFilter {
+	words := 1
+	for words*64 < 16*n {
+		words <<= 1
+	}
+	return make(hashFilter, words)
+}
+
+// add records h; has reports whether h may have been added.
+func (f hashFilter) add(h uint64) {
+	i := (h >> 32) & uint64(len(f)*64-1)
+	f[i>>6] |= 1 << (i & 63)
+}
+
+func (f hashFilter) has(h uint64) bool {
+	i := (h >> 32) & uint64(len(f)*64-1)
+	return f[i>>6]&(1<<(i&63)) != 0
+}
+
 // appendEventID appends the _event_id of slot as it was read from Bronze: the 16 bytes
 // of a canonical (lowercase, hyphenated) UUID, which is what Bronze writes, are held
 // packed, any other id as is.
