@@ -40,8 +40,15 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 		if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
 			return err
 		}
-		fresh, _ := gold.ReadFreshness(ctx, p.lh, mc.Table)
+		// The freshness (Gold's manifests) is only needed for the metrics after the
+		// push: it is read meanwhile.
+		freshc := make(chan gold.Freshness, 1)
+		go func() {
+			f, _ := gold.ReadFreshness(ctx, p.lh, mc.Table)
+			freshc <- f
+		}()
 		if stage == "check" {
+			<-freshc
 			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
 			if err != nil {
 				return err
@@ -60,6 +67,7 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 			Log: a.log.With("stage", "sync", "mart", name),
 		})
 		fmt.Fprintln(a.stdout, res.Summary(name))
+		fresh := <-freshc
 		if err != nil {
 			if !fresh.LastCalculated.IsZero() {
 				p.m.SyncLag.WithLabelValues(name).Set(time.Since(fresh.LastCalculated).Seconds())
