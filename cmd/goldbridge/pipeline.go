@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"goldbridge/cmd/goldbridge/internal/config"
@@ -25,7 +26,8 @@ type pipeline struct {
 
 	reingest bool
 	full     bool
-	ch       *chOpening // ClickHouse connection opened ahead (run), or nil
+	ch       *chOpening     // ClickHouse connection opened ahead (run), or nil
+	bg       sync.WaitGroup // metric reads left to run beside the next stages; close waits
 }
 
 // chOpening is a ClickHouse connection being opened while earlier stages run.
@@ -71,6 +73,7 @@ func (a *app) newPipeline(ctx context.Context, cfg *config.Config) (*pipeline, e
 }
 
 func (p *pipeline) close() {
+	p.bg.Wait()
 	if o := p.ch; o != nil && !o.taken { // a run that ended before its sync stage
 		<-o.done
 		o.taken = true
@@ -201,12 +204,14 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 		p.m.CircuitOpen.WithLabelValues(name).Set(0)
 		p.m.Rows.WithLabelValues("gold", "", name, "computed").Add(float64(res.Rows))
 		p.m.LastSuccess.WithLabelValues("gold", "", name).SetToCurrentTime()
-		if f, ferr := gold.ReadFreshness(ctx, p.lh, spec.Table); ferr == nil && !f.LastCalculated.IsZero() {
-			p.m.CalculatedAt.WithLabelValues(name).Set(float64(f.LastCalculated.Unix()))
-			if t, ok := grainTime(f.NewestGrain); ok {
-				p.m.DataNewest.WithLabelValues(name, "gold").Set(float64(t.Unix()))
+		p.bg.Go(func() { // the freshness gauges read Gold's manifests: beside the next stage
+			if f, ferr := gold.ReadFreshness(ctx, p.lh, spec.Table); ferr == nil && !f.LastCalculated.IsZero() {
+				p.m.CalculatedAt.WithLabelValues(name).Set(float64(f.LastCalculated.Unix()))
+				if t, ok := grainTime(f.NewestGrain); ok {
+					p.m.DataNewest.WithLabelValues(name, "gold").Set(float64(t.Unix()))
+				}
 			}
-		}
+		})
 		scope := fmt.Sprintf("%d partitions", len(res.Partitions))
 		if res.Full {
 			scope = "full rebuild, " + scope
