@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net/url"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -80,6 +82,15 @@ func Read(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fie
 	}
 }
 
+// localPath returns the local file path of a file:// location (escapes decoded).
+func localPath(location string) (string, bool) {
+	u, err := url.Parse(location)
+	if err != nil || u.Scheme != "file" || u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+		return "", false
+	}
+	return u.Path, true
+}
+
 // readFile yields one task's batches; false means stop (the consumer said so, or an
 // error was yielded).
 func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields []string, opt Options,
@@ -89,19 +100,28 @@ func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields
 		yield(nil, fmt.Errorf("read %s: %w", path, err))
 		return false
 	}
-	f, err := fs.Open(path)
-	if err != nil {
-		return fail(err)
-	}
-	defer f.Close()
 	// Buffered reads: a column chunk is read through a 1 MB buffer instead of into one
 	// fresh (zeroed) buffer of its whole size; the 10M-row stored-version lookup took
 	// 0.31–0.33 s instead of 0.43–0.47 s.
 	props := parquet.NewReaderProperties(opt.Mem)
 	props.BufferedStreamEnabled, props.BufferSize = true, 1<<20
-	pr, err := file.NewParquetReader(f, file.WithReadProps(props))
-	if err != nil {
-		return fail(err)
+	var pr *file.Reader
+	if local, ok := localPath(path); ok {
+		// A local file (file:// warehouse) is memory-mapped: chunks are copied out of the
+		// page cache without a read system call each. Iceberg data files never change
+		// once written, so the mapping cannot go stale. (Any failure here takes the
+		// file IO below, which reports it.)
+		pr, _ = file.OpenParquetFile(local, true, file.WithReadProps(props))
+	}
+	if pr == nil {
+		f, err := fs.Open(path)
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		if pr, err = file.NewParquetReader(f, file.WithReadProps(props)); err != nil {
+			return fail(err)
+		}
 	}
 	defer pr.Close()
 	cols := make([]int, 0, len(fields))
