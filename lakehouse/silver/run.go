@@ -608,9 +608,9 @@ func mergeShards() int { return max(1, min(runtime.GOMAXPROCS(0), maxMergeShards
 
 const maxMergeShards = 4
 
-// shardOfKey returns the index of the winners shard that owns a rendered key, whose
-// hash's low 64 bits are h. On a bucket-partitioned table a shard owns whole Iceberg buckets, so
-// every data file is written from one shard (in the shard's sort order).
+// shardOfKey returns the index of the winners shard that owns a rendered key, the low
+// 64 bits of whose hash are h. On a bucket-partitioned table a shard owns whole Iceberg
+// buckets, so every data file is written from one shard (in the shard's sort order).
 func (e *engine) shardOfKey(key string, h uint64) int {
 	n := len(e.ws)
 	if n == 1 {
