@@ -277,6 +277,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	}); err != nil {
 		return res, err
 	}
+	ensured := time.Now()
 	var plan Plan
 	if err = c.Retry(ctx, func(ctx context.Context) error {
 		plan, err = MakePlan(ctx, c, m, tbl, opt)
@@ -284,6 +285,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	}); err != nil {
 		return res, err
 	}
+	opt.Log.Debug("planned", "partitions", len(plan.Push), "ensure_s", ensured.Sub(start).Seconds(), "plan_s", time.Since(ensured).Seconds())
 	res.Unchanged = len(plan.Hot) - len(plan.Push)
 
 	// One batch: every planned partition is staged, swapped in and recorded together,
