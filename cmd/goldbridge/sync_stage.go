@@ -40,15 +40,7 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 		if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
 			return err
 		}
-		// The freshness (Gold's manifests) is only needed for the metrics after the
-		// push: it is read meanwhile.
-		freshc := make(chan gold.Freshness, 1)
-		go func() {
-			f, _ := gold.ReadFreshness(ctx, p.lh, mc.Table)
-			freshc <- f
-		}()
 		if stage == "check" {
-			<-freshc
 			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
 			if err != nil {
 				return err
@@ -62,6 +54,13 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 			}
 			continue
 		}
+		// The freshness (Gold's manifests) is only needed for the metrics after the
+		// push: it is read meanwhile.
+		freshc := make(chan gold.Freshness, 1)
+		go func() {
+			f, _ := gold.ReadFreshness(ctx, p.lh, mc.Table)
+			freshc <- f
+		}()
 		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{
 			Parallelism: mc.Serving.Parallelism, BatchRows: mc.Serving.BatchRows,
 			Log: a.log.With("stage", "sync", "mart", name),

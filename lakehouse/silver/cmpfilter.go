@@ -13,11 +13,27 @@ import (
 // where the VM's generic equality lets an integer NULL pass != 2.5.
 type cmpFilter struct {
 	col   int
-	op    string
+	kind  Kind  // the column's
+	scale int32 // the column's, for a decimal
+	op    cmpOp
 	lit   float64
 	ilit  int
 	isInt bool // the literal is an integer
 }
+
+// cmpOp is a comparison operator, resolved once when the rule is compiled.
+type cmpOp uint8
+
+const (
+	opGE cmpOp = iota
+	opGT
+	opLE
+	opLT
+	opEQ
+	opNE
+)
+
+var cmpOps = map[string]cmpOp{">=": opGE, ">": opGT, "<=": opLE, "<": opLT, "==": opEQ, "!=": opNE}
 
 // newCmpFilter returns the cmpFilter a compiled filter expression is, or nil.
 func newCmpFilter(root ast.Node, index map[string]int, cols []ColumnSpec) *cmpFilter {
@@ -25,9 +41,8 @@ func newCmpFilter(root ast.Node, index map[string]int, cols []ColumnSpec) *cmpFi
 	if !ok {
 		return nil
 	}
-	switch b.Operator {
-	case ">=", ">", "<=", "<", "==", "!=":
-	default:
+	op, ok := cmpOps[b.Operator]
+	if !ok {
 		return nil
 	}
 	id, ok := b.Left.(*ast.IdentifierNode)
@@ -38,12 +53,13 @@ func newCmpFilter(root ast.Node, index map[string]int, cols []ColumnSpec) *cmpFi
 	if !ok {
 		return nil
 	}
-	switch cols[col].Type.Kind {
+	t := cols[col].Type
+	switch t.Kind {
 	case Int32, Int64, Float64, Decimal:
 	default:
 		return nil
 	}
-	f := &cmpFilter{col: col, op: b.Operator}
+	f := &cmpFilter{col: col, kind: t.Kind, scale: int32(t.Scale), op: op}
 	switch lit := b.Right.(type) {
 	case *ast.IntegerNode:
 		f.ilit, f.lit, f.isInt = lit.Value, float64(lit.Value), true
@@ -55,12 +71,13 @@ func newCmpFilter(root ast.Node, index map[string]int, cols []ColumnSpec) *cmpFi
 	return f
 }
 
-// pass evaluates the filter on the cell v of column type t.
-func (f *cmpFilter) pass(v Value, t Type) bool {
+// pass evaluates the filter on the row's cell.
+func (f *cmpFilter) pass(row []Value) bool {
+	v := row[f.col]
 	if v.Null {
 		return false
 	}
-	switch t.Kind {
+	switch f.kind {
 	case Int32, Int64:
 		if f.isInt {
 			return compare(int(v.I), f.ilit, f.op)
@@ -69,25 +86,23 @@ func (f *cmpFilter) pass(v Value, t Type) bool {
 	case Float64:
 		return compare(v.F, f.lit, f.op)
 	case Decimal:
-		return compare(v.D.ToFloat64(int32(t.Scale)), f.lit, f.op)
+		return compare(v.D.ToFloat64(f.scale), f.lit, f.op)
 	}
 	return false
 }
 
-func compare[T int | float64](a, b T, op string) bool {
+func compare[T int | float64](a, b T, op cmpOp) bool {
 	switch op {
-	case ">=":
+	case opGE:
 		return a >= b
-	case ">":
+	case opGT:
 		return a > b
-	case "<=":
+	case opLE:
 		return a <= b
-	case "<":
+	case opLT:
 		return a < b
-	case "==":
+	case opEQ:
 		return a == b
-	case "!=":
-		return a != b
 	}
-	return false
+	return a != b
 }

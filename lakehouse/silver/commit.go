@@ -202,7 +202,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	// A table with the key hash columns is matched on them (two fixed-width columns to
 	// decode instead of every stored key); an older one on the key columns.
 	fields := []string{ColCDCOp, ColVersion}
-	if e.keyHash {
+	if e.keyHashCols {
 		fields = append(fields, ColKeyHashHi, ColKeyHashLo)
 	} else {
 		for _, k := range e.keyIdx {
@@ -242,17 +242,10 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		slot int
 	}
 	var held hashFilter // the winners' key hashes: most stored rows are rejected by one bit
-	if e.keyHash {
+	if e.keyHashCols {
 		held = newHashFilter(e.winnerCount())
 		for _, w := range e.ws {
-			for _, ent := range w.index.tab {
-				if ent[1] != 0 {
-					held.add(ent[0])
-				}
-			}
-			for h := range w.index.coll {
-				held.add(h.Lo)
-			}
+			w.index.addTo(held)
 		}
 	}
 	read := func(recs iter.Seq2[arrow.RecordBatch, error]) (map[slotID]*stored, error) {
@@ -266,7 +259,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			sch := rec.Schema()
 			col := func(name string) arrow.Array { return rec.Column(sch.FieldIndices(name)[0]) }
 			var match func(r int) (slotID, bool) // the winner whose key row r holds
-			if e.keyHash {
+			if e.keyHashCols {
 				hi, lo := col(ColKeyHashHi).(*array.Int64).Int64Values(), col(ColKeyHashLo).(*array.Int64).Int64Values()
 				match = func(r int) (slotID, bool) {
 					if !held.has(uint64(lo[r])) {
@@ -563,7 +556,7 @@ func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.Re
 			b.Field(nc + 3).(*array.StringBuilder).BinaryBuilder.Append(id)
 			b.Field(nc + 4).(*array.StringBuilder).Append(e.runID)
 			b.Field(nc + 5).(*array.TimestampBuilder).Append(ts)
-			if e.keyHash {
+			if e.keyHashCols {
 				h := keyHash(w.key(slot))
 				b.Field(nc + 6).(*array.Int64Builder).Append(int64(h.Hi))
 				b.Field(nc + 7).(*array.Int64Builder).Append(int64(h.Lo))

@@ -563,7 +563,7 @@ func (r *ruleSet) apply(row []Value) string {
 		switch ru.kind {
 		case ruleFilter:
 			if ru.cmp != nil {
-				if !ru.cmp.pass(row[ru.cmp.col], r.cols[ru.cmp.col].Type) {
+				if !ru.cmp.pass(row) {
 					return ru.rejected
 				}
 				continue
@@ -959,7 +959,7 @@ func (r *ruleSet) violations(row []Value, fn func(id string)) {
 			continue
 		}
 		if ru.cmp != nil {
-			if !ru.cmp.pass(row[ru.cmp.col], r.cols[ru.cmp.col].Type) {
+			if !ru.cmp.pass(row) {
 				fn(ru.id)
 			}
 			continue

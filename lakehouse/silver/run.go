@@ -291,9 +291,9 @@ func (e *engine) openSilver(ctx context.Context, lh *catalog.Lakehouse) (*table.
 	if err != nil {
 		return nil, err
 	}
-	e.keyHash = !e.append
-	if !created && e.keyHash && !hasKeyHash(tbl.Schema()) {
-		e.keyHash, e.tcols = false, withoutKeyHash(e.tcols)
+	e.keyHashCols = !e.append
+	if !created && e.keyHashCols && !hasKeyHash(tbl.Schema()) {
+		e.keyHashCols, e.tcols = false, withoutKeyHash(e.tcols)
 	}
 	if created {
 		return tbl, nil
@@ -326,7 +326,7 @@ type engine struct {
 	append       bool         // append mode
 	cols         []ColumnSpec // entity columns + rule columns
 	tcols        []ColumnSpec // table columns
-	keyHash      bool         // the table has the key hash columns (upsert tables created with them)
+	keyHashCols  bool         // the table has the key hash columns (upsert tables created with them)
 	keyIdx       []int
 	uaIdx        int // upsert: updated_at
 	opIdx        int // upsert: op, or -1
@@ -817,7 +817,7 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		n := len(pw.parser.arena)
 		pw.parser.arena = e.appendKey(pw.parser.arena, row)
 		c.key[j] = unsafeString(pw.parser.arena[n:])
-		c.kh[j] = xxh3.Hash128(pw.parser.arena[n:])
+		c.kh[j] = keyHash(c.key[j])
 		c.shard[j] = uint8(e.shardOfKey(c.key[j], c.kh[j].Lo))
 		h := xxhash.Sum64(payload)
 		if e.append {

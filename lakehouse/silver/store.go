@@ -599,6 +599,18 @@ func (x *keyIndex) get(h uint64) (int, bool) {
 	}
 }
 
+// addTo adds the low half of every key's hash held to f.
+func (x *keyIndex) addTo(f hashFilter) {
+	for _, e := range x.tab {
+		if e[1] != 0 {
+			f.add(e[0])
+		}
+	}
+	for h := range x.coll {
+		f.add(h.Lo)
+	}
+}
+
 // put records slot for hash h, which the table does not hold.
 func (x *keyIndex) put(h uint64, slot int) {
 	if 4*(x.n+1) > 3*len(x.tab) {
