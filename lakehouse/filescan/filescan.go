@@ -14,8 +14,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"net/url"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -45,6 +43,9 @@ func Direct(tasks []table.FileScanTask) bool {
 // or name differently a column the current schema has, and only the table scan
 // resolves columns by field id.
 func Evolved(tbl *table.Table) bool { return len(tbl.Metadata().Schemas()) > 1 }
+
+// readBuffer is the read buffer of each column chunk (see readFile).
+const readBuffer = 16 << 10
 
 // Options tune Read.
 type Options struct {
@@ -82,15 +83,6 @@ func Read(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fie
 	}
 }
 
-// localPath returns the local file path of a file:// location (escapes decoded).
-func localPath(location string) (string, bool) {
-	u, err := url.Parse(location)
-	if err != nil || u.Scheme != "file" || u.Host != "" || !strings.HasPrefix(u.Path, "/") {
-		return "", false
-	}
-	return u.Path, true
-}
-
 // readFile yields one task's batches; false means stop (the consumer said so, or an
 // error was yielded).
 func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields []string, opt Options,
@@ -100,28 +92,23 @@ func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields
 		yield(nil, fmt.Errorf("read %s: %w", path, err))
 		return false
 	}
-	// Buffered reads: a column chunk is read through a 1 MB buffer instead of into one
-	// fresh (zeroed) buffer of its whole size; the 10M-row stored-version lookup took
-	// 0.31–0.33 s instead of 0.43–0.47 s.
+	// Buffered reads through a small buffer: page headers are peeked from it, and a page
+	// body larger than what is buffered is read by one pread straight into the page
+	// reader's decompression buffer. A buffer of the whole chunk (up to 1 MB) cost a
+	// zeroed allocation and a second copy of every byte, and a memory-mapped file the
+	// page faults of the mapping. Reading the six lookup columns of a 3M-row Silver
+	// table (warm page cache, 2 streams): 0.13-0.16 s this way; 0.18-0.20 s with 1 MB
+	// buffers; 0.22-0.24 s with 1 MB buffers over a memory-mapped file.
 	props := parquet.NewReaderProperties(opt.Mem)
-	props.BufferedStreamEnabled, props.BufferSize = true, 1<<20
-	var pr *file.Reader
-	if local, ok := localPath(path); ok {
-		// A local file (file:// warehouse) is memory-mapped: chunks are copied out of the
-		// page cache without a read system call each. Iceberg data files never change
-		// once written, so the mapping cannot go stale. (Any failure here takes the
-		// file IO below, which reports it.)
-		pr, _ = file.OpenParquetFile(local, true, file.WithReadProps(props))
+	props.BufferedStreamEnabled, props.BufferSize = true, readBuffer
+	f, err := fs.Open(path)
+	if err != nil {
+		return fail(err)
 	}
-	if pr == nil {
-		f, err := fs.Open(path)
-		if err != nil {
-			return fail(err)
-		}
-		defer f.Close()
-		if pr, err = file.NewParquetReader(f, file.WithReadProps(props)); err != nil {
-			return fail(err)
-		}
+	defer f.Close()
+	pr, err := file.NewParquetReader(f, file.WithReadProps(props))
+	if err != nil {
+		return fail(err)
 	}
 	defer pr.Close()
 	cols := make([]int, 0, len(fields))

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"goldbridge/lakehouse/arrowmem"
 	"goldbridge/lakehouse/filescan"
 )
 
@@ -64,7 +65,9 @@ func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileS
 			read = append(read, k)
 		}
 	}
-	opt := filescan.Options{BatchRows: 16384}
+	// Batches are decoded into recycled buffers: the consumer copies what outlives a
+	// batch (interned dimension values, distinct-count keys, min/max strings).
+	opt := filescan.Options{BatchRows: 16384, Mem: arrowmem.NewPool(readPoolIdle)}
 	if ranges != nil {
 		opt.KeepRowGroup = func(rg *metadata.RowGroupMetaData) bool { return rowGroupInRanges(rg, grain, ranges) }
 	}
@@ -166,6 +169,9 @@ func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileS
 		}
 	}, true
 }
+
+// readPoolIdle bounds the freed batch buffers the direct read keeps for reuse.
+const readPoolIdle = 64 << 20
 
 // maxRuns is the most in-range runs a batch is cut into.
 const maxRuns = 8
