@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,7 +46,8 @@ type app struct {
 	logFormat  string
 	cpuProfile string
 	memProfile string
-	stopProf   func()
+	traceFile  string
+	stopProf   []func()
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -60,8 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if a.stopProf != nil {
-		a.stopProf()
+	for _, stop := range a.stopProf {
+		stop()
 	}
 	if a.memProfile != "" {
 		if f, perr := os.Create(a.memProfile); perr == nil {
@@ -112,6 +114,8 @@ under --state-dir, and a local ClickHouse 26.7 started by goldbridge itself.`,
 	_ = f.MarkHidden("cpuprofile")
 	f.StringVar(&a.memProfile, "memprofile", "", "write a heap profile (pprof) at the end of the command to this file")
 	_ = f.MarkHidden("memprofile")
+	f.StringVar(&a.traceFile, "trace", "", "write an execution trace (go tool trace) of the command to this file")
+	_ = f.MarkHidden("trace")
 
 	root.AddCommand(
 		a.validateCmd(),
@@ -161,7 +165,17 @@ func (a *app) setup() error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
-		a.stopProf = func() { pprof.StopCPUProfile(); f.Close() }
+		a.stopProf = append(a.stopProf, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if a.traceFile != "" {
+		f, err := os.Create(a.traceFile)
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		a.stopProf = append(a.stopProf, func() { trace.Stop(); f.Close() })
 	}
 	return nil
 }
