@@ -511,10 +511,14 @@ func (e *engine) winnerBatches(sch *arrow.Schema) func(func(arrow.RecordBatch, e
 // shardBatches sends the rows one shard writes as batches of batchRows to out, until
 // done is closed.
 func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.RecordBatch, done <-chan struct{}) {
+	order := e.writeOrder(w)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
 	defer b.Release()
-	b.Reserve(batchRows)
+	// Room for the shard's rows, at most a batch: an incremental run's shard holds a few
+	// hundred, and reserving whole batches made ~60 MB of garbage per run.
+	b.Reserve(min(batchRows, len(order)))
 	dataLen := make([]int, len(b.Fields())) // string bytes of the last batch per column
+	sent := 0                               // rows sent
 	send := func() bool {
 		for i, f := range b.Fields() {
 			if sb, ok := f.(*array.StringBuilder); ok {
@@ -522,10 +526,14 @@ func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.Re
 			}
 		}
 		rec := b.NewRecordBatch()
-		b.Reserve(batchRows) // the next batch is about as large: no growing by doubling
-		for i, f := range b.Fields() {
-			if sb, ok := f.(*array.StringBuilder); ok {
-				sb.ReserveData(dataLen[i] + dataLen[i]/8)
+		sent += int(rec.NumRows())
+		// The next batch is about as large (or the rest): no growing by doubling.
+		if next := min(batchRows, len(order)-sent); next > 0 {
+			b.Reserve(next)
+			for i, f := range b.Fields() {
+				if sb, ok := f.(*array.StringBuilder); ok {
+					sb.ReserveData(dataLen[i] + dataLen[i]/8)
+				}
 			}
 		}
 		select {
@@ -540,7 +548,7 @@ func (e *engine) shardBatches(w *winners, sch *arrow.Schema, out chan<- arrow.Re
 	nc := len(e.cols)
 	ts := arrow.Timestamp(e.now.UnixMicro())
 	var id []byte
-	for _, slot := range e.writeOrder(w) {
+	for _, slot := range order {
 		for i := range w.kinds {
 			w.appendTo(i, b.Field(i), slot)
 		}
