@@ -40,6 +40,9 @@ import (
 	_ "github.com/apache/iceberg-go/io/gocloud/s3"
 	// Registers the "sqlite" database/sql driver (pure Go, no cgo).
 	_ "modernc.org/sqlite"
+
+	// Replaces arrow-go's zstd Parquet codec: encoders sized for pages, kept across GCs.
+	_ "goldbridge/lakehouse/parquetzstd"
 )
 
 // Catalog types accepted in Config.Type.
