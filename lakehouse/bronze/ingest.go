@@ -408,8 +408,11 @@ func newBatchWriter(batchID string, batchRows int) *batchWriter {
 		ingestTS: array.NewTimestampBuilder(memory.DefaultAllocator, tsType),
 		sourceTS: array.NewTimestampBuilder(memory.DefaultAllocator, tsType),
 	}
-	for i := range b.strs {
-		b.strs[i].reset(b.pool, batchRows, 0)
+	// The first batch's room: typical value sizes (JSON lines of ~200 bytes; source,
+	// file path, event and batch ids), so that it does not grow (copying into fresh
+	// pages) value by value. Scratch memory is not touched until written.
+	for i, per := range [len(stringCols)]int{256, 16, 64, 36, 36} {
+		b.strs[i].reset(b.pool, batchRows, batchRows*per)
 	}
 	return b
 }
