@@ -25,6 +25,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/cespare/xxhash/v2"
 
@@ -49,6 +50,31 @@ type Options struct {
 	Log         *slog.Logger
 	// ServerStates: ClickHouse builds the aggregate states (push.Options.ServerStates).
 	ServerStates bool
+	// Ensured: the mart's tables were ensured ahead (EnsureAhead); Sync skips its own
+	// Ensure when they were derived from the Gold table's current schema.
+	Ensured *Ensured
+}
+
+// Ensured is the outcome of EnsureAhead.
+type Ensured struct {
+	Schema *iceberg.Schema // the Gold schema the DDL was derived from
+	Added  []ddl.Change    // columns added to the live tables
+}
+
+// EnsureAhead creates or checks the mart's ClickHouse tables (ddl.Ensure) for the Gold
+// table tbl before Sync, e.g. while the lakehouse stages of a run are busy; pass the
+// result in Options.Ensured. It fills m's column types from tbl.
+func EnsureAhead(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table) (Ensured, error) {
+	if err := FillTypes(m, tbl.Schema()); err != nil {
+		return Ensured{}, err
+	}
+	e := Ensured{Schema: tbl.Schema()}
+	err := c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		e.Added, err = ddl.Ensure(ctx, c.Conn(), m)
+		return err
+	})
+	return e, err
 }
 
 func (o *Options) defaults() {
@@ -271,7 +297,9 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		opt.Force = true
 	}
 	var err error
-	if err = c.Retry(ctx, func(ctx context.Context) error {
+	if e := opt.Ensured; e != nil && e.Schema.Equals(tbl.Schema()) && !opt.Rebuild {
+		res.Added = e.Added
+	} else if err = c.Retry(ctx, func(ctx context.Context) error {
 		res.Added, err = ddl.Ensure(ctx, c.Conn(), m)
 		return err
 	}); err != nil {

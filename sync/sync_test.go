@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	"github.com/shopspring/decimal"
 
 	"goldbridge/lakehouse/lakehousetest"
@@ -357,5 +358,56 @@ func TestSyncOverHTTP(t *testing.T) {
 	}
 	if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check: %v %v", drifts, err)
+	}
+}
+
+// Tables ensured ahead (EnsureAhead, as `run` does while the lakehouse stages work) are
+// trusted by Sync only while the Gold schema they came from is still the table's.
+func TestSyncEnsuredAhead(t *testing.T) {
+	ctx := context.Background()
+	db := chtest.Database(t)
+	c := client(t, db)
+	lh := lakehousetest.Open(t)
+	m := testMart(db, true)
+	days := daysFrom(day0, 3)
+	rows := goldRows(genOrders(5, days, 200))
+	tbl := writeGold(t, lh, rows, days)
+	clock := func() time.Time { return day0.AddDate(0, 0, 3) }
+	views := func() uint64 {
+		return scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM system.tables WHERE database = '%s' AND name = 'daily_revenue_kpi_final'", db))
+	}
+	dropView := func() {
+		if err := c.Conn().Exec(ctx, fmt.Sprintf("DROP VIEW `%s`.daily_revenue_kpi_final", db)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ahead, err := gbsync.EnsureAhead(ctx, c, testMart(db, true), tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if views() != 1 {
+		t.Fatal("EnsureAhead did not create the mart's view")
+	}
+	// Another schema than the table's: Sync ensures again (the view comes back).
+	dropView()
+	stale := gbsync.Ensured{Schema: iceberg.NewSchema(99, iceberg.NestedField{ID: 1, Name: "x", Type: iceberg.PrimitiveTypes.Int32})}
+	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Ensured: &stale}); err != nil {
+		t.Fatal(err)
+	}
+	if views() != 1 {
+		t.Fatal("Sync with tables ensured for another schema did not ensure them again")
+	}
+	if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
+		t.Fatal("_final differs from Gold")
+	}
+	// The table's schema: Sync skips its DDL (the dropped view stays away) and pushes.
+	dropView()
+	res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Ensured: &ahead, Force: true})
+	if err != nil || len(res.Pushed) != 3 {
+		t.Fatalf("sync with tables ensured ahead: pushed %d, %v", len(res.Pushed), err)
+	}
+	if views() != 0 {
+		t.Fatal("Sync ran its DDL although the tables were ensured ahead for this schema")
 	}
 }

@@ -65,11 +65,17 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 	}
 	defer p.close()
 	if contains(stages, "sync") || contains(stages, "check") {
+		var served, ensure []string
 		for _, name := range marts {
 			if cfg.Marts[name].Serving.IsEnabled() {
-				p.openClickHouseAhead(ctx) // connected while the lakehouse stages run
-				break
+				served = append(served, name)
 			}
+		}
+		if contains(stages, "sync") {
+			ensure = served
+		}
+		if len(served) > 0 {
+			p.openClickHouseAhead(ctx, ensure) // connected while the lakehouse stages run
 		}
 	}
 	start := time.Now()

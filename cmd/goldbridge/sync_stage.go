@@ -63,7 +63,7 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 		}()
 		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{
 			Parallelism: mc.Serving.Parallelism, BatchRows: mc.Serving.BatchRows,
-			Log: a.log.With("stage", "sync", "mart", name),
+			Log: a.log.With("stage", "sync", "mart", name), Ensured: p.ensuredAhead(name),
 		})
 		fmt.Fprintln(a.stdout, res.Summary(name))
 		fresh := <-freshc
