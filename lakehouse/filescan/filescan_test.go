@@ -37,7 +37,7 @@ func TestReadYieldsRowsAsWritten(t *testing.T) {
 		iceberg.NestedField{ID: 2, Name: "s", Type: iceberg.PrimitiveTypes.String},
 	)
 	props := iceberg.Properties{"write.parquet.row-group-limit": "1000"}
-	tbl, _, err := lh.LoadOrCreateTable(ctx, "t.rows", sch, *iceberg.UnpartitionedSpec, props)
+	_, _, err := lh.LoadOrCreateTable(ctx, "t.rows", sch, *iceberg.UnpartitionedSpec, props)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestReadYieldsRowsAsWritten(t *testing.T) {
 	}, nil)
 	rec := array.NewRecordBatch(asch, []arrow.Array{ids.NewArray(), ss.NewArray()}, n)
 	defer rec.Release()
-	tbl, err = lh.Commit(ctx, "t.rows", func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+	tbl, err := lh.Commit(ctx, "t.rows", func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		tx := tbl.NewTransaction()
 		if err := tx.AppendTable(ctx, array.NewTableFromRecords(asch, []arrow.RecordBatch{rec}), n, nil); err != nil {
 			return nil, err
