@@ -58,8 +58,8 @@ func (p *pipeline) openClickHouseAhead(ctx context.Context, ensure []string) {
 		}
 		for _, name := range ensure {
 			tbl, err := p.lh.LoadTable(ctx, p.cfg.Marts[name].Table)
-			if err != nil {
-				continue // no Gold table yet: the sync stage ensures after the gold stage
+			if err != nil || tbl.Properties()[gbsync.CircuitProperty] == "open" {
+				continue // no Gold table yet, or a sync that may be skipped: left to the sync stage
 			}
 			if e, err := gbsync.EnsureAhead(ctx, o.c, servingMart(p.cfg, name), tbl); err == nil {
 				o.ensured[name] = e

@@ -157,25 +157,26 @@ func (a *app) setup() error {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
 	a.stateDir = abs
-	if a.cpuProfile != "" {
-		f, err := os.Create(a.cpuProfile)
+	for _, p := range []struct {
+		path  string
+		start func(io.Writer) error
+		stop  func()
+	}{
+		{a.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{a.traceFile, trace.Start, trace.Stop},
+	} {
+		if p.path == "" {
+			continue
+		}
+		f, err := os.Create(p.path)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := p.start(f); err != nil {
+			f.Close()
 			return err
 		}
-		a.stopProf = append(a.stopProf, func() { pprof.StopCPUProfile(); f.Close() })
-	}
-	if a.traceFile != "" {
-		f, err := os.Create(a.traceFile)
-		if err != nil {
-			return err
-		}
-		if err := trace.Start(f); err != nil {
-			return err
-		}
-		a.stopProf = append(a.stopProf, func() { trace.Stop(); f.Close() })
+		a.stopProf = append(a.stopProf, func() { p.stop(); f.Close() })
 	}
 	return nil
 }
