@@ -68,13 +68,17 @@ func EnsureAhead(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 	if err := FillTypes(m, tbl.Schema()); err != nil {
 		return Ensured{}, err
 	}
-	e := Ensured{Schema: tbl.Schema()}
-	err := c.Retry(ctx, func(ctx context.Context) error {
-		var err error
-		e.Added, err = ddl.Ensure(ctx, c.Conn(), m)
+	added, err := ensure(ctx, c, m)
+	return Ensured{Schema: tbl.Schema(), Added: added}, err
+}
+
+// ensure runs ddl.Ensure for m, retried on connection errors.
+func ensure(ctx context.Context, c *chconn.Client, m *serving.Mart) (added []ddl.Change, err error) {
+	err = c.Retry(ctx, func(ctx context.Context) error {
+		added, err = ddl.Ensure(ctx, c.Conn(), m)
 		return err
 	})
-	return e, err
+	return added, err
 }
 
 func (o *Options) defaults() {
@@ -299,10 +303,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	var err error
 	if e := opt.Ensured; e != nil && e.Schema.Equals(tbl.Schema()) && !opt.Rebuild {
 		res.Added = e.Added
-	} else if err = c.Retry(ctx, func(ctx context.Context) error {
-		res.Added, err = ddl.Ensure(ctx, c.Conn(), m)
-		return err
-	}); err != nil {
+	} else if res.Added, err = ensure(ctx, c, m); err != nil {
 		return res, err
 	}
 	ensured := time.Now()
