@@ -1,0 +1,53 @@
+package mart
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestLevels(t *testing.T) {
+	dims := []string{"country", "category", "channel"}
+	cases := []struct {
+		grouping string
+		sets     [][]string
+		want     string // name<-from per level
+	}{
+		{"none", nil, "detail<-detail"},
+		{"rollup", nil, "detail<-detail by_country_category<-detail by_country<-detail total<-detail"},
+		{"cube", nil, "detail<-detail by_category_channel<-detail by_country_channel<-detail by_country_category<-detail by_channel<-detail by_category<-detail by_country<-detail total<-detail"},
+		{"sets", [][]string{{"country"}, {}}, "by_country<-by_country total<-by_country"},
+		{"sets", [][]string{{}}, "total<-total"},
+		{"sets", [][]string{{"channel"}, {"country"}, {}, {"country", "channel"}}, "by_country_channel<-by_country_channel by_channel<-by_country_channel by_country<-by_country_channel total<-by_country_channel"},
+		{"sets", [][]string{{"category"}, {"country"}, {}}, "by_category<-by_category by_country<-by_country total<-by_category"},
+		{"sets", [][]string{{"category", "country"}, {"country", "category"}, {"country", "country"}}, "by_country_category<-by_country_category by_country<-by_country_category"},
+	}
+	for _, c := range cases {
+		lv, err := Levels(c.grouping, dims, c.sets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for i, l := range lv {
+			if i > 0 {
+				got += " "
+			}
+			got += fmt.Sprintf("%s<-%s", l.Name, lv[l.From].Name)
+		}
+		if got != c.want {
+			t.Errorf("%s %v:\n got %s\nwant %s", c.grouping, c.sets, got, c.want)
+		}
+	}
+	if _, err := Levels("sets", dims, [][]string{{"nope"}}); err == nil {
+		t.Error("unknown set dimension accepted")
+	}
+	if _, err := Levels("grid", dims, nil); err == nil {
+		t.Error("unknown grouping accepted")
+	}
+}
+
+func TestMask(t *testing.T) {
+	l := Level{Keep: []int{0, 2}}
+	if m := l.Mask(3); m != 0b010 {
+		t.Fatalf("mask %b", m)
+	}
+}
