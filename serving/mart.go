@@ -8,9 +8,10 @@ package serving
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
+
+	"goldbridge/lakehouse/mart"
 )
 
 // Aggregations of a measure (docs/gold.md).
@@ -117,7 +118,7 @@ func (m *Mart) Validate() error {
 	default:
 		return fmt.Errorf("mart %s: distinct %q: want uniqExact or uniq", m.Name, m.Distinct)
 	}
-	seen := map[string]bool{m.Grain.As: true, "grouping_level": true}
+	seen := map[string]bool{m.Grain.As: true, mart.ColGroupingLevel: true}
 	add := func(n string) error {
 		if err := CheckIdent("column", n); err != nil {
 			return err
@@ -132,7 +133,7 @@ func (m *Mart) Validate() error {
 		if err := add(d.Name); err != nil {
 			return err
 		}
-		if err := add("grouping_" + d.Name); err != nil {
+		if err := add(mart.GroupingCol(d.Name)); err != nil {
 			return err
 		}
 		if !typeRE.MatchString(d.Type) {
@@ -160,18 +161,8 @@ func (m *Mart) Validate() error {
 			return fmt.Errorf("mart %s: measure %s: unknown agg %q", m.Name, ms.Name, ms.Agg)
 		}
 	}
-	switch m.Grouping {
-	case "", "none", "rollup", "cube":
-	case "sets":
-		for _, s := range m.Sets {
-			for _, d := range s {
-				if !slices.ContainsFunc(m.Dimensions, func(x Dim) bool { return x.Name == d }) {
-					return fmt.Errorf("mart %s: grouping set uses unknown dimension %s", m.Name, d)
-				}
-			}
-		}
-	default:
-		return fmt.Errorf("mart %s: grouping %q", m.Name, m.Grouping)
+	if _, err := m.Levels(); err != nil {
+		return fmt.Errorf("mart %s: %w", m.Name, err)
 	}
 	return nil
 }
@@ -187,69 +178,19 @@ func (m *Mart) Aggregating() bool {
 	return false
 }
 
-// Levels returns the grouping sets (kept dimensions, in declared order), finest first.
-// The detail level (every dimension) is always included: it carries the mergeable
-// lists (docs/gold.md).
-func (m *Mart) Levels() [][]string {
-	all := make([]string, len(m.Dimensions))
+// DimNames are the names of the dimensions, in order.
+func (m *Mart) DimNames() []string {
+	out := make([]string, len(m.Dimensions))
 	for i, d := range m.Dimensions {
-		all[i] = d.Name
-	}
-	var out [][]string
-	addSet := func(s []string) {
-		// keep declared order
-		var k []string
-		for _, d := range all {
-			if slices.Contains(s, d) {
-				k = append(k, d)
-			}
-		}
-		for _, o := range out {
-			if slices.Equal(o, k) {
-				return
-			}
-		}
-		out = append(out, k)
-	}
-	addSet(all)
-	switch m.Grouping {
-	case "rollup":
-		for i := len(all) - 1; i >= 0; i-- {
-			addSet(all[:i])
-		}
-	case "cube":
-		n := len(all)
-		for size := n - 1; size >= 0; size-- {
-			for mask := 0; mask < 1<<n; mask++ {
-				var s []string
-				for i := range n {
-					if mask&(1<<i) != 0 {
-						s = append(s, all[i])
-					}
-				}
-				if len(s) == size {
-					addSet(s)
-				}
-			}
-		}
-	case "sets":
-		for _, s := range m.Sets {
-			addSet(s)
-		}
+		out[i] = d.Name
 	}
 	return out
 }
 
-// LevelName is the grouping_level value of a set of kept dimensions: detail, total or
-// by_<dim>[_<dim>...].
-func (m *Mart) LevelName(kept []string) string {
-	switch {
-	case len(kept) == len(m.Dimensions):
-		return "detail"
-	case len(kept) == 0:
-		return "total"
-	}
-	return "by_" + strings.Join(kept, "_")
+// Levels are the mart's grouping levels as Gold computes them (mart.Levels), finest
+// first, with the carrier levels whose rows hold the lists.
+func (m *Mart) Levels() ([]mart.Level, error) {
+	return mart.Levels(m.Grouping, m.DimNames(), m.Sets)
 }
 
 // GrainType is the ClickHouse type of the grain column.

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/shopspring/decimal"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/ddl"
@@ -141,7 +142,7 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*levelStats) []Drift 
 
 // goldStats scans the partition's Gold rows (all levels).
 func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, p push.Partition) (map[string]*levelStats, error) {
-	fields := []string{"grouping_level"}
+	fields := []string{mart.ColGroupingLevel}
 	for _, ms := range checkedMeasures(m) {
 		fields = append(fields, ms.Name)
 	}
@@ -162,7 +163,7 @@ func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, p push.Pa
 			return nil, fmt.Errorf("check scan gold: %w", err)
 		}
 		sch := rec.Schema()
-		lv := rec.Column(sch.FieldIndices("grouping_level")[0])
+		lv := rec.Column(sch.FieldIndices(mart.ColGroupingLevel)[0])
 		for i := 0; i < int(rec.NumRows()); i++ {
 			l := lv.ValueStr(i)
 			st := out[l]

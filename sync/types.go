@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 )
 
@@ -60,7 +61,7 @@ func FillTypes(m *serving.Mart, sch *iceberg.Schema) error {
 		case serving.AggSum, serving.AggMin, serving.AggMax:
 			ms.Type, err = typeOf(ms.Name)
 		case serving.AggAvg:
-			ms.Type, err = typeOf(ms.Name + "__sum")
+			ms.Type, err = typeOf(mart.SumCol(ms.Name))
 		}
 		if err != nil {
 			return err

@@ -88,9 +88,28 @@ func floatOf(v silver.Value, t silver.Type) float64 {
 	case silver.Float64:
 		return v.F
 	case silver.Decimal:
-		return v.D.ToFloat64(int32(t.Scale))
+		return decimalFloat(v.D, t.Scale)
 	}
 	return float64(v.I)
+}
+
+// pow10 are the powers of ten a float64 holds exactly.
+var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// decimalFloat is the float64 nearest to the decimal d·10^-scale, as ClickHouse's
+// toFloat64 gives it: one correctly rounded division when the unscaled value and 10^scale
+// are exact doubles (arrow's ToFloat64 multiplies by 10^-scale, which is off by an ulp
+// for values such as 291.53), else through the decimal text.
+func decimalFloat(d decimal128.Num, scale int) float64 {
+	hi, lo := d.HighBits(), d.LowBits()
+	if scale < len(pow10) && (hi == 0 && lo < 1<<53 || hi == -1 && lo > math.MaxUint64-1<<53) {
+		return float64(int64(lo)) / pow10[scale]
+	}
+	f, err := strconv.ParseFloat(d.ToString(int32(scale)), 64)
+	if err != nil {
+		return d.ToFloat64(int32(scale))
+	}
+	return f
 }
 
 // nearestRank is the q-quantile of sorted values by nearest rank: the element at the

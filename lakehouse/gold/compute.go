@@ -487,7 +487,8 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 		for i, d := range m.Dims {
 			appendValue(next(), g.dims[i], d.Type)
 		}
-		set := p.sets[g.set]
+		lv := p.levels[g.set]
+		set := lv.Keep
 		for i := range m.Dims {
 			flag := int32(1)
 			if slices.Contains(set, i) {
@@ -495,7 +496,7 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 			}
 			next().(*array.Int32Builder).Append(flag)
 		}
-		next().(*array.StringBuilder).Append(m.levelName(set))
+		next().(*array.StringBuilder).Append(lv.Name)
 		for i, ms := range m.Measures {
 			a := g.accs[i]
 			switch ms.Agg {
@@ -540,13 +541,14 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 				}
 			}
 		}
-		detail := len(set) == len(m.Dims)
+		// The carrier levels' rows hold the lists that serving merges coarser levels from.
+		carries := lv.Carries(g.set)
 		for i, ms := range m.Measures {
 			a := g.accs[i]
 			switch ms.Agg {
 			case "count_distinct":
 				lb := next().(*array.ListBuilder)
-				if !detail {
+				if !carries {
 					lb.AppendNull()
 					continue
 				}
@@ -562,7 +564,7 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 				next().(*array.Int64Builder).Append(a.n)
 			case "quantiles":
 				lb := next().(*array.ListBuilder)
-				if !detail {
+				if !carries {
 					lb.AppendNull()
 					continue
 				}

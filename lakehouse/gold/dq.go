@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/iceberg-go/table"
 	"github.com/expr-lang/expr"
+
+	"goldbridge/lakehouse/mart"
 )
 
 // Failure is one failed data-quality check.
@@ -109,7 +111,7 @@ func (r goldRow) value(name string) any {
 func (r goldRow) String() string {
 	var b strings.Builder
 	for i, f := range r.rec.Schema().Fields() {
-		if strings.Contains(f.Name, "__") || strings.HasPrefix(f.Name, "_") || strings.HasPrefix(f.Name, "grouping_") && f.Name != ColGroupingLevel {
+		if strings.Contains(f.Name, "__") || strings.HasPrefix(f.Name, "_") || strings.HasPrefix(f.Name, "grouping_") && f.Name != mart.ColGroupingLevel {
 			continue
 		}
 		if b.Len() > 0 {
@@ -211,7 +213,7 @@ func exampleOf(t arrow.DataType) any {
 
 func groupKey(rec arrow.RecordBatch, cols map[string]int, m MartSpec, i int) string {
 	var b strings.Builder
-	fmt.Fprint(&b, goldRow{rec, cols, i}.value(m.GrainAs), "|", goldRow{rec, cols, i}.value(ColGroupingLevel))
+	fmt.Fprint(&b, goldRow{rec, cols, i}.value(m.GrainAs), "|", goldRow{rec, cols, i}.value(mart.ColGroupingLevel))
 	for _, d := range m.Dims {
 		fmt.Fprint(&b, "|", goldRow{rec, cols, i}.value(d.Name))
 	}
@@ -219,29 +221,34 @@ func groupKey(rec arrow.RecordBatch, cols map[string]int, m MartSpec, i int) str
 }
 
 // checkConsistency: per partition, the total level of each additive measure (sum, count)
-// equals the sum of its detail rows.
+// equals the sum of the rows of every other level (a mart need not compute the detail).
 func checkConsistency(rec arrow.RecordBatch, cols map[string]int, m MartSpec, flag func(int, string)) {
-	level := rec.Column(cols[ColGroupingLevel]).(*array.String)
+	level := rec.Column(cols[mart.ColGroupingLevel]).(*array.String)
 	grain := rec.Column(cols[m.GrainAs])
 	type sums struct {
-		detail, total map[string]decimal128.Num
-		fd, ft        map[string]float64
-		totalRow      int
+		exact    map[string]decimal128.Num // by level + "|" + measure
+		float    map[string]float64
+		levels   []string // the levels seen, total excluded
+		totalRow int
 	}
 	byGrain := map[string]*sums{}
+	var grains []string
 	for i := range int(rec.NumRows()) {
 		lv := level.Value(i)
-		if lv != "detail" && lv != "total" || lv == "detail" && len(m.Dims) == 0 {
-			continue
+		if lv == mart.LevelDetail && len(m.Dims) == 0 {
+			continue // the only level: nothing to compare with
 		}
 		g := grain.ValueStr(i)
 		s := byGrain[g]
 		if s == nil {
-			s = &sums{detail: map[string]decimal128.Num{}, total: map[string]decimal128.Num{}, fd: map[string]float64{}, ft: map[string]float64{}, totalRow: -1}
+			s = &sums{exact: map[string]decimal128.Num{}, float: map[string]float64{}, totalRow: -1}
 			byGrain[g] = s
+			grains = append(grains, g)
 		}
-		if lv == "total" {
+		if lv == mart.LevelTotal {
 			s.totalRow = i
+		} else if !slices.Contains(s.levels, lv) {
+			s.levels = append(s.levels, lv)
 		}
 		for _, ms := range m.Measures {
 			if ms.Agg != "sum" && ms.Agg != "count" {
@@ -251,32 +258,31 @@ func checkConsistency(rec arrow.RecordBatch, cols map[string]int, m MartSpec, fl
 			if a.IsNull(i) {
 				continue
 			}
-			dst, fdst := s.detail, s.fd
-			if lv == "total" {
-				dst, fdst = s.total, s.ft
-			}
+			k := lv + "|" + ms.Name
 			switch arr := a.(type) {
 			case *array.Decimal128:
-				dst[ms.Name] = dst[ms.Name].Add(arr.Value(i))
+				s.exact[k] = s.exact[k].Add(arr.Value(i))
 			case *array.Int64:
-				dst[ms.Name] = dst[ms.Name].Add(decimal128.FromI64(arr.Value(i)))
+				s.exact[k] = s.exact[k].Add(decimal128.FromI64(arr.Value(i)))
 			case *array.Float64:
-				fdst[ms.Name] += arr.Value(i)
+				s.float[k] += arr.Value(i)
 			}
 		}
 	}
-	for _, s := range byGrain {
+	for _, g := range grains {
+		s := byGrain[g]
 		if s.totalRow < 0 {
 			continue
 		}
-		for name, tot := range s.total {
-			if s.detail[name] != tot {
-				flag(s.totalRow, fmt.Sprintf("%s total %s != sum of detail %s", name, tot.BigInt(), s.detail[name].BigInt()))
-			}
-		}
-		for name, tot := range s.ft {
-			if math.Abs(tot-s.fd[name]) > 1e-6*math.Max(1, math.Abs(tot)) {
-				flag(s.totalRow, fmt.Sprintf("%s total %g != sum of detail %g", name, tot, s.fd[name]))
+		for _, lv := range s.levels {
+			for _, ms := range m.Measures {
+				tk, lk := mart.LevelTotal+"|"+ms.Name, lv+"|"+ms.Name
+				if tot, ok := s.exact[tk]; ok && tot != s.exact[lk] {
+					flag(s.totalRow, fmt.Sprintf("%s total %s != sum of %s %s", ms.Name, tot.BigInt(), lv, s.exact[lk].BigInt()))
+				}
+				if tot, ok := s.float[tk]; ok && math.Abs(tot-s.float[lk]) > 1e-6*math.Max(1, math.Abs(tot)) {
+					flag(s.totalRow, fmt.Sprintf("%s total %g != sum of %s %g", ms.Name, tot, lv, s.float[lk]))
+				}
 			}
 		}
 	}

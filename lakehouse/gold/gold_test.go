@@ -22,6 +22,7 @@ import (
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving/chtest"
 )
@@ -115,7 +116,7 @@ func renderTable(t *testing.T, tbl *table.Table) []string {
 		for i := range int(rec.NumRows()) {
 			var parts []string
 			for c, f := range rec.Schema().Fields() {
-				if f.Name == ColCalculatedAt || f.Name == ColRunID {
+				if f.Name == mart.ColCalculatedAt || f.Name == mart.ColRunID {
 					continue
 				}
 				parts = append(parts, f.Name+"="+rec.Column(c).ValueStr(i))
@@ -233,14 +234,14 @@ func TestGoldEqualsClickHouseRollup(t *testing.T) {
 				c("grouping_country").(*array.Int32).Value(i), c("grouping_category").(*array.Int32).Value(i),
 				strings.TrimRight(strings.TrimRight(sum.ToString(2), "0"), "."), orders, c("unique_customers").(*array.Int64).Value(i)))
 			// avg is exactly sum/count rounded at scale 8, and the hidden columns agree.
-			if c(SumCol("avg_order_value")).(*array.Decimal128).Value(i) != sum || c(CountCol("avg_order_value")).(*array.Int64).Value(i) != orders {
+			if c(mart.SumCol("avg_order_value")).(*array.Decimal128).Value(i) != sum || c(mart.CountCol("avg_order_value")).(*array.Int64).Value(i) != orders {
 				t.Errorf("hidden avg columns disagree at row %d", i)
 			}
 			if got := c("avg_order_value").(*array.Decimal128).Value(i); got != avgDecimal(sum, orders) {
 				t.Errorf("avg %s != %s", got.ToString(8), avgDecimal(sum, orders).ToString(8))
 			}
-			keys := c(KeysCol("unique_customers")).(*array.List)
-			lvl := c(ColGroupingLevel).(*array.String).Value(i)
+			keys := c(mart.KeysCol("unique_customers")).(*array.List)
+			lvl := c(mart.ColGroupingLevel).(*array.String).Value(i)
 			if (lvl == "detail") == keys.IsNull(i) {
 				t.Errorf("__keys must be set on detail rows only (level %s)", lvl)
 			}
@@ -477,7 +478,7 @@ func checkKeysNotDictEncoded(t *testing.T, lh *catalog.Lakehouse, m MartSpec) {
 		}
 		dict[pr.MetaData().Schema.Column(i).Path()] = cc.HasDictionaryPage()
 	}
-	keys := KeysCol("unique_customers") + ".list.element"
+	keys := mart.KeysCol("unique_customers") + ".list.element"
 	if d, ok := dict[keys]; !ok || d || !dict["country"] {
 		t.Fatalf("dictionary pages by column: %v (want none for %s, one for country)", dict, keys)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 )
 
@@ -56,8 +58,9 @@ func readOrders(t *testing.T, lh *catalog.Lakehouse) []silverOrder {
 				deleted: c(silver.ColIsDeleted).(*array.Boolean).Value(i)}
 			if a := c("amount").(*array.Decimal128); !a.IsNull(i) {
 				o.hasAmount = true
-				o.amount = a.Value(i).ToFloat64(2)
 				o.amountText = a.Value(i).ToString(2)
+				// The nearest double, as ClickHouse's toFloat64 gives it.
+				o.amount, _ = strconv.ParseFloat(o.amountText, 64)
 			}
 			if ca := c("created_at"); !ca.IsNull(i) {
 				o.created = time.UnixMicro(int64(ca.(*array.Timestamp).Value(i))).UTC()
@@ -158,7 +161,7 @@ func TestQuantiles(t *testing.T) {
 		}
 		c := func(n string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(n)[0]) }
 		for i := range int(rec.NumRows()) {
-			k := key{c("report_date").ValueStr(i), c("country").ValueStr(i), c("category").ValueStr(i), c(ColGroupingLevel).(*array.String).Value(i)}
+			k := key{c("report_date").ValueStr(i), c("country").ValueStr(i), c("category").ValueStr(i), c(mart.ColGroupingLevel).(*array.String).Value(i)}
 			vals, ok := want[k]
 			if !ok {
 				t.Fatalf("gold group %v not in the oracle", k)
@@ -173,7 +176,7 @@ func TestQuantiles(t *testing.T) {
 					t.Errorf("%v q=%v: gold %v, oracle %v (n=%d)", k, q, got[qi], w, len(vals))
 				}
 			}
-			detailVals, ok := floatList(c(ValuesCol("amount_q")), i)
+			detailVals, ok := floatList(c(mart.ValuesCol("amount_q")), i)
 			if (k.level == "detail") != ok {
 				t.Fatalf("%v: __values must be set on detail rows only", k)
 			}
@@ -262,7 +265,7 @@ func TestSnapshotMode(t *testing.T) {
 			c := func(n string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(n)[0]) }
 			for i := range int(rec.NumRows()) {
 				k := c("country").ValueStr(i)
-				if c(ColGroupingLevel).(*array.String).Value(i) == "total" {
+				if c(mart.ColGroupingLevel).(*array.String).Value(i) == "total" {
 					k = "total"
 				}
 				out = append(out, fmt.Sprintf("%s %s %d %.2f", c("snapshot_date").ValueStr(i), k,
@@ -362,7 +365,7 @@ func TestJoins(t *testing.T) {
 	os.WriteFile(filepath.Join(customers, "1.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 	loadCustomers(t, lh, customers)
 
-	mart := func(table, joinType string) MartSpec {
+	joinMart := func(table, joinType string) MartSpec {
 		m := kpiMart(table)
 		m.Joins = []JoinSpec{{Entity: "customers", Table: "silver.customers", Type: joinType,
 			On: []JoinOn{{Local: "user_id", Joined: "customer_id"}}, Columns: []string{"segment"},
@@ -371,10 +374,10 @@ func TestJoins(t *testing.T) {
 		m.Dims = []Dim{{Name: "segment", Type: typ("string")}, {Name: "country", Type: typ("string")}}
 		return m
 	}
-	left, inner := mart("gold.by_segment", "left"), mart("gold.by_segment_inner", "inner")
-	leftFull := mart("gold.by_segment_full", "left")
+	left, inner := joinMart("gold.by_segment", "left"), joinMart("gold.by_segment_inner", "inner")
+	leftFull := joinMart("gold.by_segment_full", "left")
 	// A filter on a joined column: an unmatched row's NULL segment makes it unknown (out).
-	noNew := mart("gold.by_segment_no_new", "left")
+	noNew := joinMart("gold.by_segment_no_new", "left")
 	noNew.Filter = `not is_deleted and segment != "new"`
 
 	// oracle: hash join in the test, then count and sum per (day, segment, country).
@@ -425,7 +428,7 @@ func TestJoins(t *testing.T) {
 			c := func(n string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(n)[0]) }
 			for i := range int(rec.NumRows()) {
 				out = append(out, fmt.Sprintf("%s %s %s %s %d %.2f", c("report_date").ValueStr(i), c("segment").ValueStr(i), c("country").ValueStr(i),
-					c(ColGroupingLevel).(*array.String).Value(i), c("total_orders").(*array.Int64).Value(i), c("total_revenue").(*array.Decimal128).Value(i).ToFloat64(2)))
+					c(mart.ColGroupingLevel).(*array.String).Value(i), c("total_orders").(*array.Int64).Value(i), c("total_revenue").(*array.Decimal128).Value(i).ToFloat64(2)))
 			}
 			rec.Release()
 		}

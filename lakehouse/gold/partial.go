@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 )
 
@@ -20,7 +21,7 @@ import (
 // and min/max strings are copied once when first seen, so the scan may recycle them.
 type partial struct {
 	m        MartSpec
-	sets     [][]int
+	levels   []mart.Level
 	baseDims []int // indexes into m.Dims, ascending
 
 	dims     []interner       // per dimension: value → code; code 0 is NULL
@@ -42,13 +43,13 @@ type baseGroup struct {
 }
 
 func newPartial(m MartSpec) (*partial, error) {
-	sets, err := m.sets()
+	levels, err := m.levels()
 	if err != nil {
 		return nil, err
 	}
-	p := &partial{m: m, sets: sets, index: map[string]int32{}, dims: make([]interner, len(m.Dims)), distinct: make([]*keySets, len(m.Measures))}
-	for _, set := range sets {
-		for _, d := range set {
+	p := &partial{m: m, levels: levels, index: map[string]int32{}, dims: make([]interner, len(m.Dims)), distinct: make([]*keySets, len(m.Measures))}
+	for _, lv := range levels {
+		for _, d := range lv.Keep {
 			if !slices.Contains(p.baseDims, d) {
 				p.baseDims = append(p.baseDims, d)
 			}
@@ -182,7 +183,8 @@ func (p *partial) rows() []*group {
 		stamps[i] = make([]uint32, n)
 	}
 	var gen uint32
-	for si, set := range p.sets {
+	for si, lv := range p.levels {
+		set := lv.Keep
 		var groups []*group
 		var children [][]int32
 		if len(set) == len(p.baseDims) {
@@ -221,14 +223,19 @@ func (p *partial) rows() []*group {
 							gen = 1
 						}
 						st := stamps[i]
+						carries := lv.Carries(si) // its rows list the keys: keep the union
 						for _, c := range children[oi] {
 							for _, id := range p.base[c].accs[i].ids {
 								if st[id] != gen {
 									st[id] = gen
 									a.distinct++
+									if carries {
+										a.ids = append(a.ids, id)
+									}
 								}
 							}
 						}
+						slices.Sort(a.ids)
 					}
 					for _, c := range children[oi] {
 						a.merge(&p.base[c].accs[i], ms)

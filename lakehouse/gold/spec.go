@@ -8,9 +8,8 @@ package gold
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 )
 
@@ -86,12 +85,8 @@ type MartSpec struct {
 	Checks       []CheckSpec
 }
 
-// Column names and summary keys of Gold tables.
+// Summary keys and properties of Gold tables (the column names are package mart's).
 const (
-	ColGroupingLevel = "grouping_level"
-	ColCalculatedAt  = "_calculated_at"
-	ColRunID         = "_run_id"
-
 	PropSilverSnapshot = "goldbridge.silver-snapshot-id"
 	PropPartitions     = "goldbridge.partitions"
 	PropRunID          = "goldbridge.run-id"
@@ -102,17 +97,6 @@ const (
 	PropCircuitReason  = "goldbridge.circuit.reason"
 	PropCircuitSince   = "goldbridge.circuit.since"
 )
-
-// GroupingCol is the GROUPING flag column of a dimension.
-func GroupingCol(dim string) string { return "grouping_" + dim }
-
-// KeysCol, SumCol and CountCol name the hidden measure columns (docs/gold.md).
-func KeysCol(m string) string  { return m + "__keys" }
-func SumCol(m string) string   { return m + "__sum" }
-func CountCol(m string) string { return m + "__count" }
-
-// ValuesCol names the hidden value list of a quantiles measure (docs/gold.md).
-func ValuesCol(m string) string { return m + "__values" }
 
 // ModeSnapshot is the mode of marts that append a periodic snapshot.
 const ModeSnapshot = "snapshot"
@@ -171,6 +155,20 @@ func (m MartSpec) validate() error {
 			cols[c] = t
 		}
 	}
+	// A name the rows do not have would be read as NULL on every row.
+	for _, d := range m.Dims {
+		if _, ok := cols[d.Name]; !ok {
+			return fmt.Errorf("dimension %q is not a column of the mart's rows", d.Name)
+		}
+	}
+	for _, ms := range m.Measures {
+		if _, ok := cols[ms.Column]; ms.Column != "" && !ok {
+			return fmt.Errorf("measure %s: %q is not a column of the mart's rows", ms.Name, ms.Column)
+		}
+	}
+	if _, err := m.levels(); err != nil {
+		return err
+	}
 	for _, ms := range m.Measures {
 		if ms.Agg != "quantiles" {
 			continue
@@ -199,66 +197,16 @@ func joinable(a, b silver.Type) bool {
 	return a == b || isInt(a) && isInt(b) || a.Kind == silver.Decimal && b.Kind == silver.Decimal && a.Scale == b.Scale
 }
 
-// sets returns the grouping sets as index lists into Dims, finest first.
-func (m MartSpec) sets() ([][]int, error) {
-	n := len(m.Dims)
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
+// dimNames are the names of the mart's dimensions, in order.
+func (m MartSpec) dimNames() []string {
+	out := make([]string, len(m.Dims))
+	for i, d := range m.Dims {
+		out[i] = d.Name
 	}
-	switch m.Grouping {
-	case "", "none":
-		return [][]int{all}, nil
-	case "rollup":
-		var out [][]int
-		for k := n; k >= 0; k-- {
-			out = append(out, slices.Clone(all[:k]))
-		}
-		return out, nil
-	case "cube":
-		var out [][]int
-		for mask := (1 << n) - 1; mask >= 0; mask-- {
-			var s []int
-			for i := range n {
-				if mask&(1<<i) != 0 {
-					s = append(s, i)
-				}
-			}
-			out = append(out, s)
-		}
-		slices.SortStableFunc(out, func(a, b []int) int { return len(b) - len(a) })
-		return out, nil
-	case "sets":
-		var out [][]int
-		for _, set := range m.GroupingSets {
-			var s []int
-			for _, d := range set {
-				i := slices.IndexFunc(m.Dims, func(x Dim) bool { return x.Name == d })
-				if i < 0 {
-					return nil, fmt.Errorf("grouping set dimension %q is not a dimension", d)
-				}
-				s = append(s, i)
-			}
-			slices.Sort(s)
-			out = append(out, s)
-		}
-		slices.SortStableFunc(out, func(a, b []int) int { return len(b) - len(a) })
-		return out, nil
-	}
-	return nil, fmt.Errorf("unknown grouping %q", m.Grouping)
+	return out
 }
 
-// levelName is the readable grouping_level of a set: detail, by_<dims>, total.
-func (m MartSpec) levelName(set []int) string {
-	switch len(set) {
-	case len(m.Dims):
-		return "detail"
-	case 0:
-		return "total"
-	}
-	names := make([]string, len(set))
-	for i, d := range set {
-		names[i] = m.Dims[d].Name
-	}
-	return "by_" + strings.Join(names, "_")
+// levels are the mart's grouping levels (mart.Levels), finest first.
+func (m MartSpec) levels() ([]mart.Level, error) {
+	return mart.Levels(m.Grouping, m.dimNames(), m.GroupingSets)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 )
 
@@ -81,9 +82,9 @@ func (m MartSpec) columns() []outCol {
 		cols = append(cols, col(d.Name, d.Type, false))
 	}
 	for _, d := range m.Dims {
-		cols = append(cols, col(GroupingCol(d.Name), silver.Type{Kind: silver.Int32}, true))
+		cols = append(cols, col(mart.GroupingCol(d.Name), silver.Type{Kind: silver.Int32}, true))
 	}
-	cols = append(cols, col(ColGroupingLevel, silver.Type{Kind: silver.String}, true))
+	cols = append(cols, col(mart.ColGroupingLevel, silver.Type{Kind: silver.String}, true))
 	for _, ms := range m.Measures {
 		switch ms.Agg {
 		case "sum":
@@ -101,16 +102,16 @@ func (m MartSpec) columns() []outCol {
 	for _, ms := range m.Measures {
 		switch ms.Agg {
 		case "count_distinct":
-			cols = append(cols, outCol{name: KeysCol(ms.Name),
+			cols = append(cols, outCol{name: mart.KeysCol(ms.Name),
 				ice:   &iceberg.ListType{Element: iceberg.PrimitiveTypes.String, ElementRequired: true},
 				arrow: arrow.ListOf(arrow.BinaryTypes.String)})
 		case "avg":
-			cols = append(cols, col(SumCol(ms.Name), sumType(ms.InputType), false), col(CountCol(ms.Name), longT, true))
+			cols = append(cols, col(mart.SumCol(ms.Name), sumType(ms.InputType), false), col(mart.CountCol(ms.Name), longT, true))
 		case "quantiles":
-			cols = append(cols, doubleList(ValuesCol(ms.Name)))
+			cols = append(cols, doubleList(mart.ValuesCol(ms.Name)))
 		}
 	}
-	cols = append(cols, col(ColCalculatedAt, silver.Type{Kind: silver.Timestamp}, true), col(ColRunID, silver.Type{Kind: silver.String}, true))
+	cols = append(cols, col(mart.ColCalculatedAt, silver.Type{Kind: silver.Timestamp}, true), col(mart.ColRunID, silver.Type{Kind: silver.String}, true))
 	return cols
 }
 
@@ -166,7 +167,7 @@ func (m MartSpec) tableProperties() iceberg.Properties {
 	}
 	for _, ms := range m.Measures {
 		if ms.Agg == "count_distinct" {
-			props["write.parquet.dict-encoding-enabled.column."+KeysCol(ms.Name)+".list.element"] = "false"
+			props["write.parquet.dict-encoding-enabled.column."+mart.KeysCol(ms.Name)+".list.element"] = "false"
 		}
 	}
 	return props

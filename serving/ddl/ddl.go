@@ -14,10 +14,12 @@ package ddl
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 )
 
@@ -51,18 +53,18 @@ func Name(m *serving.Mart, table string) string {
 
 // keyColumns are the ORDER BY columns: grain, level, dimensions, grouping flags.
 func keyColumns(m *serving.Mart) []Column {
-	cols := []Column{{m.Grain.As, m.GrainType()}, {"grouping_level", "LowCardinality(String)"}}
+	cols := []Column{{m.Grain.As, m.GrainType()}, {mart.ColGroupingLevel, "LowCardinality(String)"}}
 	for _, d := range m.Dimensions {
 		cols = append(cols, Column{d.Name, "Nullable(" + d.Type + ")"})
 	}
 	for _, d := range m.Dimensions {
-		cols = append(cols, Column{"grouping_" + d.Name, "UInt8"})
+		cols = append(cols, Column{mart.GroupingCol(d.Name), "UInt8"})
 	}
 	return cols
 }
 
-func avgCountName(ms serving.Measure) string { return ms.Name + "__count" }
-func avgSumName(ms serving.Measure) string   { return ms.Name + "__sum" }
+func avgCountName(ms serving.Measure) string { return mart.CountCol(ms.Name) }
+func avgSumName(ms serving.Measure) string   { return mart.SumCol(ms.Name) }
 
 // StateColumn names the AggregateFunction column of a count_distinct or quantiles measure.
 func StateColumn(ms serving.Measure) string { return ms.Name + "__state" }
@@ -104,7 +106,8 @@ func TargetColumns(m *serving.Mart) []Column {
 
 // WireColumns returns the columns goldbridge streams from Gold: into <t>__staging for
 // a SummingMergeTree mart (all levels, the target's structure), into <t>__detail for an
-// AggregatingMergeTree mart (detail rows with the hidden lists). Names are Gold's.
+// AggregatingMergeTree mart (the rows of the carrier levels, with the hidden lists).
+// Names are Gold's.
 func WireColumns(m *serving.Mart) []Column {
 	if !m.Aggregating() {
 		return TargetColumns(m)
@@ -117,9 +120,9 @@ func WireColumns(m *serving.Mart) []Column {
 		case serving.AggAvg:
 			cols = append(cols, Column{avgSumName(ms), ms.Type}, Column{avgCountName(ms), "Int64"})
 		case serving.AggCountDistinct:
-			cols = append(cols, Column{ms.Name + "__keys", "Array(String)"})
+			cols = append(cols, Column{mart.KeysCol(ms.Name), "Array(String)"})
 		case serving.AggQuantiles:
-			cols = append(cols, Column{ms.Name + "__values", "Array(Float64)"})
+			cols = append(cols, Column{mart.ValuesCol(ms.Name), "Array(Float64)"})
 		}
 	}
 	return cols
@@ -233,9 +236,9 @@ func View(m *serving.Mart) string {
 		sel = append(sel, serving.Q(d.Name))
 	}
 	for _, d := range m.Dimensions {
-		sel = append(sel, serving.Q("grouping_"+d.Name))
+		sel = append(sel, serving.Q(mart.GroupingCol(d.Name)))
 	}
-	sel = append(sel, serving.Q("grouping_level"))
+	sel = append(sel, serving.Q(mart.ColGroupingLevel))
 	for _, ms := range m.Measures {
 		sel = append(sel, FinalExpr(m, ms)+" AS "+serving.Q(ms.Name))
 	}
@@ -280,43 +283,88 @@ func decimalScale(t string) (int, bool) {
 	return s, true
 }
 
-// BuildStates returns the INSERT ... SELECT that fills partition id of <t>__staging from
+// BuildStates returns the INSERT ... SELECTs that fill partition id of <t>__staging from
 // <t>__detail for an AggregatingMergeTree mart (StatesInsert with those tables).
-func BuildStates(m *serving.Mart, partitionID string) string {
+func BuildStates(m *serving.Mart, partitionID string) ([]string, error) {
 	return StatesInsert(m, Name(m, m.Table+StagingSuffix), Name(m, m.Table+DetailSuffix),
 		"_partition_id = "+serving.QS(partitionID))
 }
 
-// StatesInsert returns the INSERT ... SELECT that fills table into (the target's
-// structure) from the detail rows in table from (WireColumns) for an AggregatingMergeTree
-// mart: every grouping level is rebuilt from the detail rows with GROUPING SETS (sums of
-// sums, min of mins, the union of the distinct keys as one state), so multi-day merges of
-// the states stay exact. where (optional) filters the detail rows; settings (name = value)
-// are added to group_by_use_nulls = 1.
-func StatesInsert(m *serving.Mart, into, from, where string, settings ...string) string {
+// StatesInsert returns the INSERT ... SELECTs that fill table into (the target's
+// structure) from the carrier rows in table from (WireColumns) for an
+// AggregatingMergeTree mart: every grouping level is rebuilt from the rows of its carrier
+// level (mart.Level.From) with GROUPING SETS (sums of sums, min of mins, the union of
+// the distinct keys as one state), so multi-day merges of the states stay exact; one
+// statement per carrier level. where (optional) filters the carrier rows; settings
+// (name = value) are added to group_by_use_nulls = 1.
+func StatesInsert(m *serving.Mart, into, from, where string, settings ...string) ([]string, error) {
+	levels, err := m.Levels()
+	if err != nil {
+		return nil, fmt.Errorf("mart %s: %w", m.Name, err)
+	}
+	carriers := mart.Carriers(levels)
+	var out []string
+	for ci, c := range levels {
+		if !c.Carries(ci) {
+			continue
+		}
+		f, w := from, where
+		if len(carriers) > 1 {
+			// Each carrier level's rows build only the levels merged from it. The filter
+			// is applied in a subquery: in the SELECT, grouping_level is the alias of the
+			// level computed.
+			cond := serving.Q(mart.ColGroupingLevel) + " = " + serving.QS(c.Name)
+			if where != "" {
+				cond = "(" + where + ") AND " + cond
+			}
+			f, w = "(SELECT * FROM "+from+" WHERE "+cond+")", ""
+		}
+		var group []mart.Level
+		for _, l := range levels {
+			if l.From == ci {
+				group = append(group, l)
+			}
+		}
+		out = append(out, statesInsert(m, c, group, into, f, w, settings))
+	}
+	return out, nil
+}
+
+// statesInsert is the INSERT ... SELECT of the levels merged from carrier level c.
+func statesInsert(m *serving.Mart, c mart.Level, group []mart.Level, into, from, where string, settings []string) string {
 	q := serving.Q
 	var sel []string
 	sel = append(sel, q(m.Grain.As))
-	for _, d := range m.Dimensions {
-		sel = append(sel, q(d.Name))
+	// A dimension the carrier does not keep is NULL and rolled up in all its levels.
+	kept := func(i int) bool { return slices.Contains(c.Keep, i) }
+	for i, d := range m.Dimensions {
+		if kept(i) {
+			sel = append(sel, q(d.Name))
+		} else {
+			sel = append(sel, "NULL AS "+q(d.Name))
+		}
 	}
 	var flags []string
-	for _, d := range m.Dimensions {
-		sel = append(sel, "toUInt8(grouping("+q(d.Name)+")) AS "+q("grouping_"+d.Name))
-		flags = append(flags, fmt.Sprintf("if(grouping(%s) = 0, %s, '')", q(d.Name), serving.QS(d.Name)))
-	}
-	level := "'detail'"
-	if len(m.Dimensions) > 0 {
-		allKept := make([]string, len(m.Dimensions))
-		noneKept := make([]string, len(m.Dimensions))
-		for i, d := range m.Dimensions {
-			allKept[i] = "grouping(" + q(d.Name) + ") = 0"
-			noneKept[i] = "grouping(" + q(d.Name) + ") = 1"
+	allKept := make([]string, len(m.Dimensions))
+	noneKept := make([]string, len(m.Dimensions))
+	for i, d := range m.Dimensions {
+		if !kept(i) {
+			sel = append(sel, "toUInt8(1) AS "+q(mart.GroupingCol(d.Name)))
+			flags = append(flags, "''")
+			allKept[i], noneKept[i] = "0", "1"
+			continue
 		}
-		level = fmt.Sprintf("multiIf(%s, 'detail', %s, 'total', concat('by_', arrayStringConcat(arrayFilter(x -> x != '', [%s]), '_')))",
-			strings.Join(allKept, " AND "), strings.Join(noneKept, " AND "), strings.Join(flags, ", "))
+		sel = append(sel, "toUInt8(grouping("+q(d.Name)+")) AS "+q(mart.GroupingCol(d.Name)))
+		flags = append(flags, fmt.Sprintf("if(grouping(%s) = 0, %s, '')", q(d.Name), serving.QS(d.Name)))
+		allKept[i] = "grouping(" + q(d.Name) + ") = 0"
+		noneKept[i] = "grouping(" + q(d.Name) + ") = 1"
 	}
-	sel = append(sel, level+" AS `grouping_level`")
+	level := serving.QS(mart.LevelDetail)
+	if len(m.Dimensions) > 0 {
+		level = fmt.Sprintf("multiIf(%s, %s, %s, %s, concat('by_', arrayStringConcat(arrayFilter(x -> x != '', [%s]), '_')))",
+			strings.Join(allKept, " AND "), serving.QS(mart.LevelDetail), strings.Join(noneKept, " AND "), serving.QS(mart.LevelTotal), strings.Join(flags, ", "))
+	}
+	sel = append(sel, level+" AS "+q(mart.ColGroupingLevel))
 	for _, ms := range m.Measures {
 		switch ms.Agg {
 		case serving.AggSum, serving.AggCount:
@@ -327,17 +375,17 @@ func StatesInsert(m *serving.Mart, into, from, where string, settings ...string)
 			sel = append(sel, "sum("+q(avgSumName(ms))+") AS "+q(avgSumName(ms)), "sum("+q(avgCountName(ms))+") AS "+q(avgCountName(ms)))
 		case serving.AggCountDistinct:
 			sel = append(sel, fmt.Sprintf("CAST(%sArrayState(%s), 'AggregateFunction(%s, String)') AS %s",
-				m.Distinct, q(ms.Name+"__keys"), m.Distinct, q(StateColumn(ms))))
+				m.Distinct, q(mart.KeysCol(ms.Name)), m.Distinct, q(StateColumn(ms))))
 		case serving.AggQuantiles:
 			sel = append(sel, fmt.Sprintf("CAST(groupArrayArrayState(%s), 'AggregateFunction(groupArray, Float64)') AS %s",
-				q(ms.Name+"__values"), q(StateColumn(ms))))
+				q(mart.ValuesCol(ms.Name)), q(StateColumn(ms))))
 		}
 	}
 	var sets []string
-	for _, lv := range m.Levels() {
+	for _, lv := range group {
 		s := []string{q(m.Grain.As)}
-		for _, d := range lv {
-			s = append(s, q(d))
+		for _, d := range lv.Keep {
+			s = append(s, q(m.Dimensions[d].Name))
 		}
 		sets = append(sets, "("+strings.Join(s, ", ")+")")
 	}
@@ -346,9 +394,9 @@ func StatesInsert(m *serving.Mart, into, from, where string, settings ...string)
 		cols = append(cols, Column{Name: d.Name})
 	}
 	for _, d := range m.Dimensions {
-		cols = append(cols, Column{Name: "grouping_" + d.Name})
+		cols = append(cols, Column{Name: mart.GroupingCol(d.Name)})
 	}
-	cols = append(cols, Column{Name: "grouping_level"})
+	cols = append(cols, Column{Name: mart.ColGroupingLevel})
 	cols = append(cols, TargetColumns(m)[len(keyColumns(m)):]...)
 	if where != "" {
 		where = "\nWHERE " + where

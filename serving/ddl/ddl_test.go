@@ -53,7 +53,11 @@ func TestGolden(t *testing.T) {
 			}
 			got := strings.Join(ddl.Statements(m), ";\n\n") + ";\n"
 			if m.Aggregating() {
-				got += "\n-- states of partition 20260501\n" + ddl.BuildStates(m, "20260501") + ";\n"
+				states, err := ddl.BuildStates(m, "20260501")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got += "\n-- states of partition 20260501\n" + strings.Join(states, ";\n") + ";\n"
 			}
 			path := filepath.Join("testdata", name+".sql")
 			if *update {

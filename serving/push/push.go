@@ -44,6 +44,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/ddl"
@@ -275,7 +276,13 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		// partitions, so one row per key.
 		for _, st := range wave {
 			wg.Go(func() {
-				err := exec(StepStates, ddl.StatesInsert(m, batch, detail, grainWhere(m, st), statesSettings...))
+				qs, err := ddl.StatesInsert(m, batch, detail, grainWhere(m, st), statesSettings...)
+				for _, q := range qs {
+					if err != nil {
+						break
+					}
+					err = exec(StepStates, q)
+				}
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -408,19 +415,24 @@ func splitStreams(parts []Partition, n int) [][]Partition {
 }
 
 // GoldFilter selects the Gold rows of partition p that are streamed (all levels for a
-// SummingMergeTree mart, the detail level for an AggregatingMergeTree mart).
-func GoldFilter(m *serving.Mart, p Partition) iceberg.BooleanExpression {
+// SummingMergeTree mart, the carrier levels for an AggregatingMergeTree mart).
+func GoldFilter(m *serving.Mart, p Partition) (iceberg.BooleanExpression, error) {
 	return goldFilter(m, []Partition{p})
 }
 
 // goldFilter selects the Gold rows of the sorted partitions parts that the server-side
-// path streams: grainFilter, and for an AggregatingMergeTree mart the detail level.
-func goldFilter(m *serving.Mart, parts []Partition) iceberg.BooleanExpression {
+// path streams: grainFilter, and for an AggregatingMergeTree mart the rows of the carrier
+// levels (mart.Level.Carries), which hold the lists every level is merged from.
+func goldFilter(m *serving.Mart, parts []Partition) (iceberg.BooleanExpression, error) {
 	f := grainFilter(m, parts)
 	if m.Aggregating() {
-		f = iceberg.NewAnd(f, iceberg.EqualTo(iceberg.Reference("grouping_level"), "detail"))
+		levels, err := m.Levels()
+		if err != nil {
+			return nil, fmt.Errorf("mart %s: %w", m.Name, err)
+		}
+		f = iceberg.NewAnd(f, iceberg.IsIn(iceberg.Reference(mart.ColGroupingLevel), mart.Carriers(levels)...))
 	}
-	return f
+	return f, nil
 }
 
 // grainFilter selects the Gold rows of the sorted partitions parts: their grain ranges,
@@ -505,7 +517,11 @@ func stage(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 			lists = append(lists, i)
 		}
 	}
-	_, recs, err := tbl.Scan(table.WithRowFilter(goldFilter(m, parts)), table.WithSelectedFields(fields...)).ToArrowRecords(ctx)
+	filter, err := goldFilter(m, parts)
+	if err != nil {
+		return nil, err
+	}
+	_, recs, err := tbl.Scan(table.WithRowFilter(filter), table.WithSelectedFields(fields...)).ToArrowRecords(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("scan gold: %w", err)
 	}

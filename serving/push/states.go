@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 	"goldbridge/serving/ddl"
 )
@@ -29,7 +30,7 @@ func ClientStates(m *serving.Mart) bool {
 // stateSpec is one AggregateFunction column of the target built by goldbridge.
 type stateSpec struct {
 	col      *stateCol
-	field    int  // the Gold list in the read fields: <measure>__keys or <measure>__values
+	field    int  // the Gold list in the read fields: mart.KeysCol or mart.ValuesCol
 	distinct bool // uniqExact(String) of the keys; otherwise groupArray(Float64) of the values
 }
 
@@ -63,21 +64,25 @@ func (c *stateCol) DecodeColumn(*proto.Reader, int) error {
 	return fmt.Errorf("aggregate state column: decode not supported")
 }
 
-// grainStates computes the states of one grain's Gold rows (every level): a detail row's
+// grainStates computes the states of one grain's Gold rows (every level): a carrier row's
 // states come from its own lists, a coarser row's from the union (distinct keys) or
-// concatenation (values) of the lists of the detail rows it rolls up. The states of all
-// rows are kept, in row order, until the rows are appended.
+// concatenation (values) of the lists of the rows of its carrier level (mart.Level.From)
+// that it rolls up. The states of all rows are kept, in row order, until the rows are
+// appended.
 type grainStates struct {
 	level int   // read field of grouping_level
 	dims  []int // read fields of the dimensions
 	flags []int // read fields of grouping_<dim>
 	specs []stateSpec
+	// levels by their grouping flags (mart.Level.Mask); from[i]: the carrier of level i
+	byMask map[uint64]int
+	levels []mart.Level
 
 	rows   []rowRef
 	bufs   [][]byte // per spec: the states of the rows, in order
 	offs   [][]int  // per spec: row i's state is bufs[s][offs[s][i]:offs[s][i+1]]
 	hashes [][2]uint64
-	hoff   []int // detail row i's key hashes: hashes[hoff[i]:hoff[i+1]] (per distinct spec)
+	hoff   []int // carrier row i's key hashes: hashes[hoff[i]:hoff[i+1]] (per distinct spec)
 	set    hashSet
 	key    []byte
 }
@@ -85,8 +90,9 @@ type grainStates struct {
 type rowRef struct {
 	rec, row int
 	mask     uint64 // bit j: dimension j rolled up
-	detail   bool
-	from     []int // detail rows (indexes in rows) a coarser row rolls up
+	level    int    // index in levels
+	carrier  bool
+	from     []int // carrier rows (indexes in rows) a coarser row rolls up
 }
 
 func newGrainStates(m *serving.Mart, fields []string, specs []stateSpec) (*grainStates, error) {
@@ -99,13 +105,21 @@ func newGrainStates(m *serving.Mart, fields []string, specs []stateSpec) (*grain
 		}
 		return -1
 	}
-	g.level = idx("grouping_level")
+	g.level = idx(mart.ColGroupingLevel)
 	for _, d := range m.Dimensions {
 		g.dims = append(g.dims, idx(d.Name))
-		g.flags = append(g.flags, idx("grouping_"+d.Name))
+		g.flags = append(g.flags, idx(mart.GroupingCol(d.Name)))
 	}
 	if g.level < 0 || len(m.Dimensions) > 64 {
 		return nil, fmt.Errorf("gold rows: no grouping_level column or more than 64 dimensions")
+	}
+	levels, err := m.Levels()
+	if err != nil {
+		return nil, fmt.Errorf("mart %s: %w", m.Name, err)
+	}
+	g.levels, g.byMask = levels, map[uint64]int{}
+	for i, l := range levels {
+		g.byMask[l.Mask(len(m.Dimensions))] = i
 	}
 	for i := range g.dims {
 		if g.dims[i] < 0 || g.flags[i] < 0 {
@@ -121,12 +135,8 @@ func newGrainStates(m *serving.Mart, fields []string, specs []stateSpec) (*grain
 func (g *grainStates) compute(recs []arrow.RecordBatch) error {
 	g.rows = g.rows[:0]
 	for r, rec := range recs {
-		lv, ok := rec.Column(g.level).(*array.String)
-		if !ok {
-			return fmt.Errorf("grouping_level: unexpected Arrow type %s", rec.Column(g.level).DataType())
-		}
 		for i := range int(rec.NumRows()) {
-			ref := rowRef{rec: r, row: i, detail: lv.Value(i) == "detail"}
+			ref := rowRef{rec: r, row: i}
 			for j, f := range g.flags {
 				v, err := intAt(rec.Column(f), i)
 				if err != nil {
@@ -136,38 +146,39 @@ func (g *grainStates) compute(recs []arrow.RecordBatch) error {
 					ref.mask |= 1 << j
 				}
 			}
+			li, ok := g.byMask[ref.mask]
+			if !ok {
+				return fmt.Errorf("gold rows: grouping flags %b are no level of the mart", ref.mask)
+			}
+			ref.level, ref.carrier = li, g.levels[li].Carries(li)
 			g.rows = append(g.rows, ref)
 		}
 	}
-	// Every coarser row, by its level and kept dimension values; then each detail row
-	// joins the row of every level that rolls it up.
+	// Every coarser row, by its level and kept dimension values; then each carrier row
+	// joins the row of every level merged from its level that rolls it up.
 	coarse := map[string]int{}
-	var masks []uint64
 	for i, ref := range g.rows {
-		if ref.detail {
+		if ref.carrier {
 			continue
 		}
 		k := string(g.rowKey(recs, ref, ref.mask))
 		if _, dup := coarse[k]; dup {
-			return fmt.Errorf("gold rows: two rows of level mask %b with the same dimensions", ref.mask)
+			return fmt.Errorf("gold rows: two rows of level %s with the same dimensions", g.levels[ref.level].Name)
 		}
 		coarse[k] = i
-		found := false
-		for _, m := range masks {
-			found = found || m == ref.mask
-		}
-		if !found {
-			masks = append(masks, ref.mask)
-		}
 	}
+	nd := len(g.dims)
 	for i, ref := range g.rows {
-		if !ref.detail {
+		if !ref.carrier {
 			continue
 		}
-		for _, m := range masks {
-			c, ok := coarse[string(g.rowKey(recs, ref, m))]
+		for li, l := range g.levels {
+			if l.From != ref.level || li == ref.level {
+				continue
+			}
+			c, ok := coarse[string(g.rowKey(recs, ref, l.Mask(nd)))]
 			if !ok {
-				return fmt.Errorf("gold rows: a detail row has no row at level mask %b", m)
+				return fmt.Errorf("gold rows: a row of level %s has no row at level %s", g.levels[ref.level].Name, l.Name)
 			}
 			g.rows[c].from = append(g.rows[c].from, i)
 		}
@@ -222,7 +233,7 @@ func (g *grainStates) distinctStates(recs []arrow.RecordBatch, s int) error {
 	g.hashes, g.hoff = g.hashes[:0], g.hoff[:0]
 	for _, ref := range g.rows {
 		g.hoff = append(g.hoff, len(g.hashes))
-		if !ref.detail {
+		if !ref.carrier {
 			continue
 		}
 		l, ok := recs[ref.rec].Column(sp.field).(*array.List)
@@ -244,7 +255,7 @@ func (g *grainStates) distinctStates(recs []arrow.RecordBatch, s int) error {
 	}
 	g.hoff = append(g.hoff, len(g.hashes))
 	// An upper bound of the states' size: every row's keys (a coarser row's are those of
-	// the detail rows it rolls up) and its count.
+	// the carrier rows it rolls up) and its count.
 	size := 0
 	for i, ref := range g.rows {
 		n := g.hoff[i+1] - g.hoff[i]
@@ -258,8 +269,8 @@ func (g *grainStates) distinctStates(recs []arrow.RecordBatch, s int) error {
 		buf = make([]byte, 0, size+size/4) // room for the next grains that reuse it
 	}
 	for i, ref := range g.rows {
-		if ref.detail {
-			// Gold's detail keys are distinct: the row's hashes are its set.
+		if ref.carrier {
+			// Gold's carrier keys are distinct: the row's hashes are its set.
 			h := g.hashes[g.hoff[i]:g.hoff[i+1]]
 			buf = binary.AppendUvarint(buf, uint64(len(h)))
 			buf = appendHashes(buf, h)
@@ -283,7 +294,7 @@ func (g *grainStates) distinctStates(recs []arrow.RecordBatch, s int) error {
 }
 
 // valuesStates serializes groupArray(Float64) states: varuint count, then the values
-// (little-endian) of the row's list or of the lists of the detail rows it rolls up.
+// (little-endian) of the row's list or of the lists of the carrier rows it rolls up.
 func (g *grainStates) valuesStates(recs []arrow.RecordBatch, s int) error {
 	sp := g.specs[s]
 	list := func(d int) ([]float64, error) {
@@ -305,7 +316,7 @@ func (g *grainStates) valuesStates(recs []arrow.RecordBatch, s int) error {
 	buf := g.bufs[s]
 	for i, ref := range g.rows {
 		from := ref.from
-		if ref.detail {
+		if ref.carrier {
 			from = []int{i}
 		}
 		var n int
@@ -430,9 +441,9 @@ func stateColumns(m *serving.Mart) (wcols []ddl.Column, fields []string, specs [
 		}
 		sp := stateSpec{col: &stateCol{typ: proto.ColumnType(wc.Type)}, field: i, distinct: ms.Agg == serving.AggCountDistinct}
 		if sp.distinct {
-			fields = append(fields, ms.Name+"__keys")
+			fields = append(fields, mart.KeysCol(ms.Name))
 		} else {
-			fields = append(fields, ms.Name+"__values")
+			fields = append(fields, mart.ValuesCol(ms.Name))
 		}
 		stateAt[i] = len(specs)
 		specs = append(specs, sp)

@@ -77,7 +77,7 @@ func TestGrainStatesLoadIntoClickHouse(t *testing.T) {
 	ctx := context.Background()
 	rec, fields := grainRows(t)
 	defer rec.Release()
-	m := &serving.Mart{Dimensions: []serving.Dim{{Name: "country", Type: "String"}, {Name: "category", Type: "String"}}}
+	m := &serving.Mart{Grouping: "rollup", Dimensions: []serving.Dim{{Name: "country", Type: "String"}, {Name: "category", Type: "String"}}}
 	specs := []stateSpec{
 		{col: &stateCol{typ: "AggregateFunction(uniqExact, String)"}, field: 5, distinct: true},
 		{col: &stateCol{typ: "AggregateFunction(groupArray, Float64)"}, field: 6},

@@ -1,0 +1,340 @@
+package sync_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/shopspring/decimal"
+
+	"goldbridge/demo"
+	"goldbridge/lakehouse/bronze"
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/lakehouse/silver"
+	"goldbridge/serving"
+	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtest"
+	gbsync "goldbridge/sync"
+)
+
+func silverType(s string) silver.Type { t, _ := silver.ParseType(s); return t }
+
+// demoOrders is the orders entity of examples/orders.yaml, as the Silver stage takes it.
+func demoOrders() silver.EntitySpec {
+	col := func(name, t string, req bool) silver.ColumnSpec {
+		return silver.ColumnSpec{Name: name, Path: "$." + name, Type: silverType(t), Required: req}
+	}
+	return silver.EntitySpec{
+		Name: "orders", Table: "silver.orders", QuarantineTable: "silver.orders_quarantine",
+		Mode: "upsert", Key: []string{"order_id"}, UpdatedAt: "updated_at", Op: "op", Buckets: 2,
+		Columns: []silver.ColumnSpec{
+			col("order_id", "string", true), col("user_id", "string", true), col("amount", "decimal(18,2)", false),
+			col("country", "string", false), col("category", "string", false), col("status", "string", false),
+			col("created_at", "timestamp", false), col("updated_at", "timestamp", true), col("op", "string", false),
+		},
+	}
+}
+
+// demoSilver fills silver.orders from a generated demo stream.
+func demoSilver(t *testing.T, lh *catalog.Lakehouse, end time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	landing := t.TempDir()
+	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 3000, Seed: 7, End: end, Days: 4}); err != nil {
+		t.Fatal(err)
+	}
+	src := bronze.FileSource{Name: "landing", System: "shop_file", Dir: landing}
+	if _, err := bronze.IngestFiles(ctx, lh, "bronze.orders", []bronze.FileSource{src}, bronze.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := silver.Run(ctx, lh, demoOrders(), "bronze.orders", silver.Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// oracleTable copies the live Silver orders into a ClickHouse Memory table <db>.s.
+func oracleTable(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Conn().Exec(ctx, fmt.Sprintf(`CREATE TABLE %s.s (created_at DateTime64(6,'UTC'), country Nullable(String),
+		category Nullable(String), amount Nullable(Decimal(18,2)), user_id String) ENGINE=Memory`, serving.Q(db))); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Conn().PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.s", serving.Q(db)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stbl, err := lh.LoadTable(ctx, "silver.orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, recs, err := stbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		for i := range int(rec.NumRows()) {
+			if col(silver.ColIsDeleted).(*array.Boolean).Value(i) || col("created_at").IsNull(i) {
+				continue
+			}
+			str := func(name string) *string {
+				if col(name).IsNull(i) {
+					return nil
+				}
+				s := col(name).ValueStr(i)
+				return &s
+			}
+			ts := time.UnixMicro(int64(col("created_at").(*array.Timestamp).Value(i))).UTC()
+			if err := batch.Append(ts, str("country"), str("category"), str("amount"), *str("user_id")); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		rec.Release()
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no live Silver rows")
+	}
+}
+
+// groupingMart is a mart over the demo orders with every aggregate.
+func groupingMart(name, grouping string, sets [][]string) gold.MartSpec {
+	cols := map[string]silver.Type{silver.ColIsDeleted: {Kind: silver.Bool}}
+	for _, c := range demoOrders().Columns {
+		cols[c.Name] = c.Type
+	}
+	dec := silverType("decimal(18,2)")
+	return gold.MartSpec{
+		Name: name, Table: "gold." + name, SourceTable: "silver.orders", SourceKey: []string{"order_id"},
+		SourceColumns: cols, Filter: "not is_deleted",
+		GrainColumn: "created_at", GrainUnit: "day", GrainAs: "report_date",
+		Dims:     []gold.Dim{{Name: "country", Type: silverType("string")}, {Name: "category", Type: silverType("string")}},
+		Grouping: grouping, GroupingSets: sets,
+		Measures: []gold.MeasureSpec{
+			{Name: "revenue", Agg: "sum", Column: "amount", InputType: dec},
+			{Name: "orders", Agg: "count"},
+			{Name: "customers", Agg: "count_distinct", Column: "user_id", InputType: silverType("string")},
+			{Name: "avg_amount", Agg: "avg", Column: "amount", InputType: dec},
+			{Name: "max_amount", Agg: "max", Column: "amount", InputType: dec},
+			{Name: "p_amount", Agg: "quantiles", Column: "amount", InputType: dec, Quantiles: []float64{0.5, 0.9}},
+		},
+		Checks: []gold.CheckSpec{
+			{Name: "unique", Type: "unique_grain", Severity: "critical"},
+			{Name: "consistency", Type: "consistency", Severity: "critical"},
+		},
+	}
+}
+
+// servedMart is the serving model of groupingMart (types come from Gold in Sync).
+func servedMart(db string, g gold.MartSpec, distinct string) *serving.Mart {
+	m := &serving.Mart{
+		Name: g.Name, Database: db, Table: g.Name, Grain: serving.Grain{As: g.GrainAs, Unit: g.GrainUnit},
+		Grouping: g.Grouping, Sets: g.GroupingSets, PartitionBy: "day", HotWindow: 30 * 24 * time.Hour, Distinct: distinct,
+	}
+	for _, d := range g.Dims {
+		m.Dimensions = append(m.Dimensions, serving.Dim{Name: d.Name})
+	}
+	for _, ms := range g.Measures {
+		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: ms.Agg, Quantiles: ms.Quantiles})
+	}
+	return m
+}
+
+// oracleRows computes the mart over <db>.s with ClickHouse GROUPING SETS: the level
+// name from the grouping flags, the average as the exact quotient rounded half away
+// from zero at 8 digits, nearest-rank quantiles.
+func oracleRows(t *testing.T, c *chconn.Client, db, distinct string, levels [][]string) []string {
+	t.Helper()
+	var sets []string
+	for _, l := range levels {
+		sets = append(sets, "("+strings.Join(append([]string{"d"}, l...), ", ")+")")
+	}
+	// A dimension no set keeps is no GROUP BY key: NULL and rolled up.
+	dims := map[string]string{}
+	for _, d := range []string{"country", "category"} {
+		dims[d] = d + ", grouping(" + d + ")"
+		if !slices.ContainsFunc(levels, func(l []string) bool { return slices.Contains(l, d) }) {
+			dims[d] = "CAST(NULL, 'Nullable(String)'), toUInt64(1)"
+		}
+	}
+	q := fmt.Sprintf(`SELECT toString(toDate(created_at)) AS d, %s, %s,
+		toString(sum(amount)), count(), %s(user_id), count(amount), toString(max(amount)),
+		arrayMap(p -> arraySort(groupArray(toFloat64(amount)))[greatest(1, toUInt64(ceil(p * count(amount))))], [0.5, 0.9])
+		FROM %s.s GROUP BY GROUPING SETS (%s) SETTINGS group_by_use_nulls = 1`, dims["country"], dims["category"], distinct, serving.Q(db), strings.Join(sets, ", "))
+	rows, err := c.Conn().Query(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d, sum, maxA string
+		var country, category *string
+		var gc, gk uint64 // grouping flags
+		var n, uniq, nAmount uint64
+		var qs []float64
+		if err := rows.Scan(&d, &country, &gc, &category, &gk, &sum, &n, &uniq, &nAmount, &maxA, &qs); err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		if gc == 0 {
+			kept = append(kept, "country")
+		}
+		if gk == 0 {
+			kept = append(kept, "category")
+		}
+		level := "by_" + strings.Join(kept, "_")
+		switch len(kept) {
+		case 2:
+			level = "detail"
+		case 0:
+			level = "total"
+		}
+		avg := "NULL"
+		if nAmount > 0 {
+			avg = decimal.RequireFromString(sum).DivRound(decimal.NewFromInt(int64(nAmount)), 8).StringFixed(8)
+		}
+		nz := func(p *string) string {
+			if p == nil {
+				return "∅"
+			}
+			return *p
+		}
+		out = append(out, fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d|%d|%s|%s|%v", d, nz(country), nz(category), gc, gk, level,
+			decimal.RequireFromString(sum).StringFixed(2), n, uniq, avg, decimal.RequireFromString(maxA).StringFixed(2), qs))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// servedRows reads <t>_final in the oracle's form.
+func servedRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
+	t.Helper()
+	q := fmt.Sprintf(`SELECT toString(report_date), ifNull(country, '∅'), ifNull(category, '∅'), grouping_country, grouping_category,
+		toString(grouping_level), toString(revenue), orders, customers, ifNull(toString(avg_amount), 'NULL'), toString(max_amount), p_amount
+		FROM %s.%s`, serving.Q(m.Database), serving.Q(m.Table+"_final"))
+	rows, err := c.Conn().Query(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d, co, ca, lv, rev, avg, maxA string
+		var gc, gk uint8
+		var orders, cust int64
+		var qs []float64
+		if err := rows.Scan(&d, &co, &ca, &gc, &gk, &lv, &rev, &orders, &cust, &avg, &maxA, &qs); err != nil {
+			t.Fatal(err)
+		}
+		if avg != "NULL" {
+			avg = decimal.RequireFromString(avg).StringFixed(8)
+		}
+		out = append(out, fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d|%d|%s|%s|%v", d, co, ca, gc, gk, lv,
+			decimal.RequireFromString(rev).StringFixed(2), orders, cust, avg, decimal.RequireFromString(maxA).StringFixed(2), qs))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestServedGroupings: every grouping, with or without the detail level, is computed by
+// Gold without a false consistency alarm and served exactly (distinct counts and
+// quantiles too, from goldbridge's states and from the server's): <t>_final equals
+// ClickHouse GROUPING SETS over the live Silver rows, and Check is clean.
+func TestServedGroupings(t *testing.T) {
+	chtest.Require(t)
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	demoSilver(t, lh, end)
+	db := chtest.Database(t)
+	c := client(t, db)
+	oracleTable(t, lh, c, db)
+	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+
+	for _, tc := range []struct {
+		name     string
+		grouping string
+		sets     [][]string
+		levels   [][]string // the oracle's grouping sets
+	}{
+		{"rollup", "rollup", nil, [][]string{{"country", "category"}, {"country"}, {}}},
+		{"country_total", "sets", [][]string{{"country"}, {}}, [][]string{{"country"}, {}}},
+		{"total_only", "sets", [][]string{{}}, [][]string{{}}},
+		{"two_carriers", "sets", [][]string{{"category"}, {"country"}, {}}, [][]string{{"category"}, {"country"}, {}}},
+		{"cube", "cube", nil, [][]string{{"country", "category"}, {"country"}, {"category"}, {}}},
+	} {
+		spec := groupingMart("g_"+tc.name, tc.grouping, tc.sets)
+		if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
+			t.Fatalf("%s: gold: %v", tc.name, err)
+		}
+		tbl, err := lh.LoadTable(ctx, spec.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []struct {
+			distinct     string
+			serverStates bool
+		}{{"uniqExact", false}, {"uniqExact", true}, {"uniq", false}} {
+			name := fmt.Sprintf("%s/%s/server=%v", tc.name, v.distinct, v.serverStates)
+			t.Run(name, func(t *testing.T) {
+				m := servedMart(db, spec, v.distinct)
+				m.Table = fmt.Sprintf("%s_%s_%v", spec.Name, v.distinct, v.serverStates)
+				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, ServerStates: v.serverStates}); err != nil {
+					t.Fatal(err)
+				}
+				want := oracleRows(t, c, db, v.distinct, tc.levels)
+				if got := servedRows(t, c, m); !slices.Equal(got, want) {
+					t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
+				}
+				if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+					t.Fatalf("check: %v %v", drifts, err)
+				}
+			})
+		}
+	}
+}
+
+// diffRows shows the first rows only one side has.
+func diffRows(got, want []string) string {
+	var b strings.Builder
+	n := 0
+	for _, g := range got {
+		if !slices.Contains(want, g) && n < 4 {
+			fmt.Fprintf(&b, "served only: %s\n", g)
+			n++
+		}
+	}
+	n = 0
+	for _, w := range want {
+		if !slices.Contains(got, w) && n < 4 {
+			fmt.Fprintf(&b, "oracle only: %s\n", w)
+			n++
+		}
+	}
+	return b.String()
+}
