@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,6 +212,8 @@ func TestValidationRules(t *testing.T) {
 		{"not-null unknown", "columns: [report_date]", "columns: [nope]", "marts.daily_revenue_kpi.checks[1].columns"},
 		{"snapshot with grain column", "    filter: not is_deleted", "    mode: snapshot\n    filter: not is_deleted", "marts.daily_revenue_kpi.grain.column"},
 		{"join column clash", "    filter: not is_deleted", "    joins: [{entity: orders, on: {order_id: order_id}, columns: [country]}]\n    filter: not is_deleted", "marts.daily_revenue_kpi.joins[0].columns"},
+		{"is_deleted filter on append", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n", "marts.daily_revenue_kpi.filter"},
+		{"filter unknown column", "    filter: not is_deleted", "    filter: not is_deleted and channel == \"web\"", "marts.daily_revenue_kpi.filter"},
 		{"lookback with keys table", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n      lookback: 7d\n      keys_table: silver.order_keys\n", "entities.orders.silver.lookback"},
 	}
 	for _, tt := range tests {
@@ -231,6 +234,35 @@ func TestValidationRules(t *testing.T) {
 			}
 			t.Fatalf("no problem at %s; got %v", tt.wantPath, ps)
 		})
+	}
+}
+
+// TestIsDeletedOnlyOnUpsert: an append entity has no is_deleted column, so a mart that
+// uses it as a dimension or in its filter is rejected with the path (the Gold stage would
+// fail or, for a dimension, write NULLs); on an upsert entity both are valid.
+func TestIsDeletedOnlyOnUpsert(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(base), "    dimensions: [country, category]", "    dimensions: [country, category, is_deleted]", 1)
+	if _, err := Parse([]byte(src), "/tmp/s", env(nil)); err != nil {
+		t.Fatalf("upsert: %v", err)
+	}
+	src = strings.Replace(src, "      mode: upsert\n", "      mode: append\n      event_time: created_at\n", 1)
+	_, err = Parse([]byte(src), "/tmp/s", env(nil))
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("want Problems, got %v", err)
+	}
+	var paths []string
+	for _, p := range ps {
+		paths = append(paths, p.Path)
+	}
+	for _, want := range []string{"marts.daily_revenue_kpi.dimensions[2]", "marts.daily_revenue_kpi.filter"} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("no problem at %s; got %v", want, ps)
+		}
 	}
 }
 

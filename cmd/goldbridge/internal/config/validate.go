@@ -60,6 +60,36 @@ func (v *validator) exprSyntax(path, src string) {
 	}
 }
 
+// exprTyped compiles a boolean expression over columns of the given kinds (ColumnKind),
+// as the Gold stage does: an unknown name is a problem here, not at the first run. With
+// no known columns (an unknown source, reported elsewhere) only the syntax is checked.
+func (v *validator) exprTyped(path, src string, cols map[string]string) {
+	if len(cols) == 0 {
+		v.exprSyntax(path, src)
+		return
+	}
+	env := make(map[string]any, len(cols))
+	for name, kind := range cols {
+		switch kind {
+		case "string":
+			env[name] = ""
+		case "int":
+			env[name] = 0
+		case "float", "decimal":
+			env[name] = 0.0
+		case "bool":
+			env[name] = false
+		case "date", "timestamp":
+			env[name] = time.Time{}
+		default:
+			env[name] = nil
+		}
+	}
+	if _, err := expr.Compile(src, expr.Env(env), expr.AsBool()); err != nil {
+		v.add(path, "invalid expression: %s", firstLine(err.Error()))
+	}
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
@@ -534,7 +564,9 @@ func (c *Config) validateMart(v *validator, name string) {
 					}
 				}
 			}
-			cols["is_deleted"] = "bool"
+			if e.Silver.Mode == "upsert" {
+				cols["is_deleted"] = "bool" // only upsert entities soft-delete
+			}
 		}
 	}
 	for i, j := range m.Joins {
@@ -572,7 +604,7 @@ func (c *Config) validateMart(v *validator, name string) {
 		}
 	}
 	if m.Filter != "" {
-		v.exprSyntax(p+".filter", m.Filter)
+		v.exprTyped(p+".filter", m.Filter, cols)
 	}
 	if m.Mode == "snapshot" {
 		// A snapshot's grain is the run's UTC hour, day or month, not a column.
