@@ -193,12 +193,26 @@ func (m *Mart) Levels() ([]mart.Level, error) {
 	return mart.Levels(m.Grouping, m.DimNames(), m.Sets)
 }
 
-// GrainType is the ClickHouse type of the grain column.
+// GrainType is the ClickHouse type of the grain column: Date32 for day and month
+// grains, DateTime64(6, 'UTC') for hours. Both hold [MinGrain, MaxGrain) exactly
+// (ClickHouse's Date stops at 2149-06-06 and wraps later values).
 func (m *Mart) GrainType() string {
 	if m.Grain.Unit == "hour" {
 		return "DateTime64(6, 'UTC')"
 	}
-	return "Date"
+	return "Date32"
+}
+
+// The range of grain values the served grain types hold. ClickHouse clamps or wraps
+// values outside it, so Gold partitions outside it are not served (sync reports them).
+var (
+	MinGrain = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxGrain = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// Servable reports whether the grain range [start, end) fits the served grain type.
+func Servable(start, end time.Time) bool {
+	return !start.Before(MinGrain) && !end.After(MaxGrain)
 }
 
 // PartitionExpr is the PARTITION BY expression.

@@ -71,8 +71,8 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 	var drifts []Drift
 	hot := map[string]bool{}
 	for _, g := range gold {
-		if !g.End.After(cutoff) {
-			continue
+		if !g.End.After(cutoff) || !serving.Servable(g.Start, g.End) {
+			continue // not hot, or not served (Plan.Unservable)
 		}
 		hot[g.ID] = true
 		gs, err := goldStats(ctx, m, tbl, g)

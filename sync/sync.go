@@ -57,8 +57,8 @@ type Options struct {
 
 // Ensured is the outcome of EnsureAhead.
 type Ensured struct {
-	Schema *iceberg.Schema // the Gold schema the DDL was derived from
-	Added  []ddl.Change    // columns added to the live tables
+	Schema  *iceberg.Schema // the Gold schema the DDL was derived from
+	Outcome ddl.Outcome     // what ddl.Ensure found (a rebuild of <t> to do)
 }
 
 // EnsureAhead creates or checks the mart's ClickHouse tables (ddl.Ensure) for the Gold
@@ -68,17 +68,17 @@ func EnsureAhead(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 	if err := FillTypes(m, tbl.Schema()); err != nil {
 		return Ensured{}, err
 	}
-	added, err := ensure(ctx, c, m)
-	return Ensured{Schema: tbl.Schema(), Added: added}, err
+	out, err := ensure(ctx, c, m)
+	return Ensured{Schema: tbl.Schema(), Outcome: out}, err
 }
 
 // ensure runs ddl.Ensure for m, retried on connection errors.
-func ensure(ctx context.Context, c *chconn.Client, m *serving.Mart) (added []ddl.Change, err error) {
+func ensure(ctx context.Context, c *chconn.Client, m *serving.Mart) (out ddl.Outcome, err error) {
 	err = c.Retry(ctx, func(ctx context.Context) error {
-		added, err = ddl.Ensure(ctx, c.Conn(), m)
+		out, err = ddl.Ensure(ctx, c.Conn(), m)
 		return err
 	})
-	return added, err
+	return out, err
 }
 
 func (o *Options) defaults() {
@@ -104,20 +104,24 @@ type Plan struct {
 	Hot  []push.Partition // every hot partition Gold has, oldest first
 	Push []Planned
 	Drop []string // ClickHouse partitions to drop (out of the window, or gone from Gold)
-	// Whole: every partition the table holds is pushed or dropped, so the pushed
-	// partitions can replace the whole table (push.Options.Whole).
-	Whole bool
+	// Unservable: hot Gold partitions whose grain range the served grain type cannot
+	// hold (serving.MinGrain..MaxGrain): never pushed (ClickHouse would wrap them into
+	// other partitions), reported with their Gold row counts.
+	Unservable []push.Partition
 }
 
 // Result of a sync.
 type Result struct {
-	Skipped   string // why nothing was done (circuit open, serving disabled)
-	Added     []ddl.Change
-	Pushed    []Planned
-	Rows      int64
-	Dropped   []string
-	Unchanged int
-	Elapsed   time.Duration
+	Skipped string // why nothing was done (circuit open, serving disabled)
+	// Rebuilt lists the differences of the live <t> from the DDL that made this sync
+	// rebuild it whole from Gold (columns dropped, added or retyped, the old Date grain).
+	Rebuilt    []ddl.Change
+	Unservable []push.Partition // Gold partitions not served (Plan.Unservable)
+	Pushed     []Planned
+	Rows       int64
+	Dropped    []string
+	Unchanged  int
+	Elapsed    time.Duration
 }
 
 // Cutoff is the first grain instant inside the hot window: the start of today (UTC,
@@ -238,6 +242,10 @@ func MakePlan(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table
 		if !g.End.After(cutoff) {
 			continue
 		}
+		if !serving.Servable(g.Start, g.End) {
+			p.Unservable = append(p.Unservable, g)
+			continue
+		}
 		hot[g.ID] = true
 		p.Hot = append(p.Hot, g)
 		st, have := states[g.ID]
@@ -270,16 +278,6 @@ func MakePlan(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table
 		}
 	}
 	sort.Strings(p.Drop)
-	p.Whole = len(p.Push) > 0
-	pushed := map[string]bool{}
-	for _, pp := range p.Push {
-		pushed[pp.ID] = true
-	}
-	for id := range live {
-		if !pushed[id] && !slices.Contains(p.Drop, id) {
-			p.Whole = false
-		}
-	}
 	return p, nil
 }
 
@@ -301,10 +299,17 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		opt.Force = true
 	}
 	var err error
+	var out ddl.Outcome
 	if e := opt.Ensured; e != nil && e.Schema.Equals(tbl.Schema()) && !opt.Rebuild {
-		res.Added = e.Added
-	} else if res.Added, err = ensure(ctx, c, m); err != nil {
+		out = e.Outcome
+	} else if out, err = ensure(ctx, c, m); err != nil {
 		return res, err
+	}
+	if out.Rebuild {
+		// <t> drifted from the DDL: rebuilt whole from Gold, never patched.
+		res.Rebuilt = out.Changes
+		opt.Force = true
+		opt.Log.Warn("served table differs from the mart definition: rebuilding it from Gold", "mart", m.Name, "changes", fmt.Sprint(out.Changes))
 	}
 	ensured := time.Now()
 	var plan Plan
@@ -316,6 +321,17 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	}
 	opt.Log.Debug("planned", "partitions", len(plan.Push), "ensure_s", ensured.Sub(start).Seconds(), "plan_s", time.Since(ensured).Seconds())
 	res.Unchanged = len(plan.Hot) - len(plan.Push)
+	res.Unservable = plan.Unservable
+	for _, u := range plan.Unservable {
+		opt.Log.Warn("gold partition not served: its grain is outside what ClickHouse's grain type holds",
+			"mart", m.Name, "partition", u.ID, "gold_rows", u.Rows, "servable_from", serving.MinGrain.Format(time.DateOnly), "servable_to", serving.MaxGrain.Format(time.DateOnly))
+	}
+	if out.Rebuild && len(plan.Push) == 0 {
+		// Nothing hot in Gold: the rebuilt table is empty.
+		if err := c.Retry(ctx, func(ctx context.Context) error { return rebuildEmpty(ctx, c, m) }); err != nil {
+			return res, fmt.Errorf("sync %s: rebuild: %w", m.Name, err)
+		}
+	}
 
 	// One batch: every planned partition is staged, swapped in and recorded together,
 	// retried as a whole on connection errors.
@@ -329,7 +345,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		err := c.Retry(ctx, func(ctx context.Context) error {
 			var err error
 			r, err = push.Push(ctx, c, m, tbl, parts, push.Options{BatchRows: opt.BatchRows, Streams: opt.Parallelism,
-				Whole: plan.Whole, Fault: opt.Fault, Now: opt.Now, ServerStates: opt.ServerStates})
+				Drop: plan.Drop, Rebuild: out.Rebuild, Fault: opt.Fault, Now: opt.Now, ServerStates: opt.ServerStates})
 			return err
 		})
 		if err != nil {
@@ -348,6 +364,11 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		sort.Slice(res.Pushed, func(i, j int) bool { return res.Pushed[i].ID < res.Pushed[j].ID })
 		res.Rows = r.Rows
 		exchanged = r.Exchanged
+		if out.Rebuild {
+			if err := c.Retry(ctx, func(ctx context.Context) error { return ddl.EnsureView(ctx, c.Conn(), m) }); err != nil {
+				return res, fmt.Errorf("sync %s: %w", m.Name, err)
+			}
+		}
 	}
 	if len(plan.Push) == 0 {
 		// Leftovers of a push that failed after its swap (cheap when there are none).
@@ -357,7 +378,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	}
 	if len(plan.Drop) > 0 {
 		err := c.Retry(ctx, func(ctx context.Context) error {
-			// After an exchange the table holds only the pushed partitions already.
+			// After an exchange the dropped partitions were not carried over.
 			if !exchanged {
 				for i := 0; i < len(plan.Drop); i += 100 {
 					var cmds []string
@@ -385,6 +406,18 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	return res, nil
 }
 
+// rebuildEmpty replaces <t> by an empty table of the DDL (a rebuild with nothing hot).
+func rebuildEmpty(ctx context.Context, c *chconn.Client, m *serving.Mart) error {
+	q := "DROP TABLE IF EXISTS " + ddl.Name(m, m.Table) + " SYNC"
+	if err := c.Conn().Exec(ctx, q); err != nil {
+		return err
+	}
+	if _, err := ddl.Ensure(ctx, c.Conn(), m); err != nil {
+		return err
+	}
+	return nil
+}
+
 // Summary is a one-line description of a result.
 func (r Result) Summary(mart string) string {
 	if r.Skipped != "" {
@@ -399,5 +432,25 @@ func (r Result) Summary(mart string) string {
 	if len(ids) > 0 && len(ids) <= 10 {
 		s += ": " + strings.Join(ids, " ")
 	}
+	if len(r.Rebuilt) > 0 {
+		s += fmt.Sprintf("; rebuilt the served table (%d differences from the mart definition)", len(r.Rebuilt))
+	}
+	if len(r.Unservable) > 0 {
+		s += "; " + UnservableSummary(r.Unservable)
+	}
 	return s
+}
+
+// UnservableSummary describes Gold partitions that are not served.
+func UnservableSummary(parts []push.Partition) string {
+	var rows int64
+	var ids []string
+	for _, p := range parts {
+		rows += p.Rows
+		if len(ids) < 10 {
+			ids = append(ids, p.ID)
+		}
+	}
+	return fmt.Sprintf("%d gold partitions (%d rows) not served: grain outside %s..%s (%s)", len(parts), rows,
+		serving.MinGrain.Format(time.DateOnly), serving.MaxGrain.AddDate(0, 0, -1).Format(time.DateOnly), strings.Join(ids, " "))
 }

@@ -192,12 +192,21 @@ func Statements(m *serving.Mart) []string {
 	return out
 }
 
+// TargetTable returns the CREATE TABLE of a table with the structure, engine, TTL and
+// settings of <t> but never replicated: the next version of <t> that a push builds
+// and exchanges with it.
+func TargetTable(m *serving.Mart, table string) string {
+	return createTable(m, table, false, true)
+}
+
 func createTable(m *serving.Mart, table string, replicated, ttl bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s%s\n(\n%s\n)\nENGINE = %s\nPARTITION BY %s\nORDER BY (%s)",
 		Name(m, table), on(m), columnList(TargetColumns(m)), engine(m, table, replicated), m.PartitionExpr(), names(keyColumns(m)))
 	if ttl && m.TTL > 0 {
-		fmt.Fprintf(&b, "\nTTL toDate(%s) + toIntervalDay(%d) DELETE", serving.Q(m.Grain.As), ttlDays(m.TTL))
+		// toDate32, not toDate: Date wraps grains after 2149-06-06 into the past, and
+		// the TTL would delete them at once.
+		fmt.Fprintf(&b, "\nTTL toDate32(%s) + toIntervalDay(%d) DELETE", serving.Q(m.Grain.As), ttlDays(m.TTL))
 	}
 	b.WriteString("\nSETTINGS allow_nullable_key = 1")
 	return b.String()

@@ -2,13 +2,14 @@ package ddl_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"goldbridge/serving"
 	"goldbridge/serving/chtest"
@@ -85,29 +86,83 @@ func TestValidateRejectsBadIdentifiers(t *testing.T) {
 }
 
 // TestEnsureLive runs the generated DDL on the local ClickHouse, then checks drift
-// handling: a new measure is added with ALTER, a changed type stops with --rebuild.
+// handling: a new measure, a changed type or a column dropped by hand make <t> a
+// rebuild (never an ALTER that would leave an empty column over its rows), a drifted
+// helper table is recreated, and the old Date grain is a rebuild.
 func TestEnsureLive(t *testing.T) {
 	ctx := context.Background()
 	conn := chtest.Conn(t)
 	db := chtest.Database(t)
 	for _, agg := range []bool{false, true} {
-		m := kpi(db, "", agg)
-		m.Table = map[bool]string{true: "agg", false: "sum"}[agg]
-		if _, err := ddl.Ensure(ctx, conn, m); err != nil {
-			t.Fatal(err)
+		fresh := func() *serving.Mart {
+			m := kpi(db, "", agg)
+			m.Table = map[bool]string{true: "agg", false: "sum"}[agg]
+			return m
+		}
+		m := fresh()
+		if out, err := ddl.Ensure(ctx, conn, m); err != nil || out.Rebuild || len(out.Changes) > 0 {
+			t.Fatalf("fresh tables: %+v %v", out, err)
 		}
 		if safe, unsafe, err := ddl.Diff(ctx, conn, m); err != nil || len(safe)+len(unsafe) > 0 {
 			t.Fatalf("fresh tables drift: %v %v %v", safe, unsafe, err)
 		}
 		m.Measures = append(m.Measures, serving.Measure{Name: "refunds", Agg: "sum", Type: "Int64"})
-		added, err := ddl.Ensure(ctx, conn, m)
-		if err != nil || len(added) == 0 {
-			t.Fatalf("new measure: added %v err %v", added, err)
+		out, err := ddl.Ensure(ctx, conn, m)
+		if err != nil || !out.Rebuild {
+			t.Fatalf("new measure: %+v err %v", out, err)
 		}
+		if cols := liveCols(t, conn, db, m.Table); strings.Contains(cols, "refunds") {
+			t.Fatalf("new measure added to the live table by ALTER: %s", cols)
+		}
+		m = fresh()
 		m.Measures[0].Type = "Decimal(38, 4)"
-		_, err = ddl.Ensure(ctx, conn, m)
-		if !errors.Is(err, ddl.ErrDrift) || !strings.Contains(err.Error(), "goldbridge sync --rebuild daily_revenue_kpi") {
-			t.Fatalf("type change: %v", err)
+		if out, err := ddl.Ensure(ctx, conn, m); err != nil || !out.Rebuild {
+			t.Fatalf("type change: %+v %v", out, err)
+		}
+		if !agg {
+			continue // SummingMergeTree refuses to drop its sum columns
+		}
+		m = fresh()
+		last := ddl.TargetColumns(m)[len(ddl.TargetColumns(m))-1].Name
+		if err := conn.Exec(ctx, "ALTER TABLE "+ddl.Name(m, m.Table)+" DROP COLUMN "+serving.Q(last)); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := ddl.Ensure(ctx, conn, m); err != nil || !out.Rebuild || out.Changes[0].Column != last {
+			t.Fatalf("dropped column %s: %+v %v", last, out, err)
+		}
+		if cols := liveCols(t, conn, db, m.Table); strings.Contains(cols, last) {
+			t.Fatalf("dropped column %s re-added: %s", last, cols)
+		}
+		// A helper table that drifted is recreated.
+		if err := conn.Exec(ctx, "ALTER TABLE "+ddl.Name(m, m.Table+ddl.StagingSuffix)+" DROP COLUMN "+serving.Q(last)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ddl.Ensure(ctx, conn, m); err != nil {
+			t.Fatal(err)
+		}
+		if cols := liveCols(t, conn, db, m.Table+ddl.StagingSuffix); !strings.Contains(cols, last) {
+			t.Fatalf("staging table not recreated: %s", cols)
 		}
 	}
+	// The Date grain of older versions is a rebuild (Date wraps after 2149).
+	m := kpi(db, "", false)
+	m.Table = "old_date"
+	old := strings.Replace(ddl.TargetTable(m, m.Table), "`report_date` Date32", "`report_date` Date", 1)
+	if err := conn.Exec(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ddl.Ensure(ctx, conn, m); err != nil || !out.Rebuild {
+		t.Fatalf("Date grain: %+v %v", out, err)
+	}
+}
+
+func liveCols(t *testing.T, conn interface {
+	QueryRow(context.Context, string, ...any) driver.Row
+}, db, table string) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(context.Background(), "SELECT arrayStringConcat(groupArray(name), ',') FROM system.columns WHERE database = ? AND table = ?", db, table).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -96,38 +96,98 @@ func liveColumns(ctx context.Context, conn driver.Conn, db, table string) ([]Col
 	return out, rows.Err()
 }
 
-// Ensure creates the mart's database, tables and view if missing, applies safe
-// ALTER TABLE ADD COLUMNs for new measures (returned), and fails with ErrDrift naming
-// `goldbridge sync --rebuild MART` for any other difference. It never drops data.
-func Ensure(ctx context.Context, conn driver.Conn, m *serving.Mart) ([]Change, error) {
+// Outcome is what Ensure found and did.
+type Outcome struct {
+	Changes []Change // differences of the live tables from the mart's DDL
+	// Rebuild: <t> differs from the DDL (a column added, dropped or retyped by hand, a
+	// new measure, the Date grain of older versions). Its rows cannot be trusted (an
+	// added column would be empty over them), so it must be rebuilt whole from Gold: a
+	// push of every hot partition into a fresh table exchanged with it. The view was
+	// not replaced (it may not compile over the old table); EnsureView does it after.
+	Rebuild bool
+}
+
+// Ensure creates the mart's database, tables and view if missing and compares the
+// live tables with the DDL. The helper tables (staging, detail), which hold nothing
+// between pushes, are recreated when they differ. A difference of <t> itself is
+// returned as Outcome.Rebuild on a single server; with a cluster (no atomic exchange
+// there) it fails with ErrDrift naming `goldbridge sync --rebuild MART`. It never
+// drops or alters <t>, and never adds a column over existing rows.
+func Ensure(ctx context.Context, conn driver.Conn, m *serving.Mart) (Outcome, error) {
 	stmts := Statements(m)
+	exec := func(q string) error {
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("ddl %s: %w", m.Name, err)
+		}
+		return nil
+	}
 	for _, s := range stmts[:len(stmts)-1] {
-		if err := conn.Exec(ctx, s); err != nil {
-			return nil, fmt.Errorf("ddl %s: %w", m.Name, err)
+		if err := exec(s); err != nil {
+			return Outcome{}, err
 		}
 	}
 	safe, unsafe, err := Diff(ctx, conn, m)
 	if err != nil {
-		return nil, err
+		return Outcome{}, err
 	}
-	if len(unsafe) > 0 {
+	var out Outcome
+	helpers := map[string]bool{}
+	for _, c := range append(safe, unsafe...) {
+		out.Changes = append(out.Changes, c)
+		if c.Table == m.Table {
+			out.Rebuild = true
+		} else {
+			helpers[c.Table] = true
+		}
+	}
+	if out.Rebuild && m.Cluster != "" {
 		var s []string
-		for _, c := range unsafe {
+		for _, c := range out.Changes {
 			s = append(s, c.String())
 		}
-		return nil, fmt.Errorf("mart %s: %w: %s; run `goldbridge sync --rebuild %s` to recreate it from Gold",
+		return out, fmt.Errorf("mart %s: %w: %s; run `goldbridge sync --rebuild %s` to recreate it from Gold",
 			m.Name, ErrDrift, strings.Join(s, "; "), m.Name)
 	}
-	for _, c := range safe {
-		q := fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN IF NOT EXISTS %s %s", Name(m, c.Table), on(m), serving.Q(c.Column), c.Want)
-		if err := conn.Exec(ctx, q); err != nil {
-			return nil, fmt.Errorf("ddl %s: %w", m.Name, err)
+	if len(helpers) > 0 {
+		for t := range helpers {
+			if err := exec(fmt.Sprintf("DROP TABLE IF EXISTS %s%s SYNC", Name(m, t), on(m))); err != nil {
+				return out, err
+			}
+		}
+		for _, s := range stmts[:len(stmts)-1] {
+			if err := exec(s); err != nil {
+				return out, err
+			}
 		}
 	}
-	if err := conn.Exec(ctx, stmts[len(stmts)-1]); err != nil {
-		return nil, fmt.Errorf("ddl %s view: %w", m.Name, err)
+	if out.Rebuild {
+		return out, nil
 	}
-	return safe, nil
+	return out, EnsureView(ctx, conn, m)
+}
+
+// EnsureView creates or replaces the mart's _final view.
+func EnsureView(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
+	if err := conn.Exec(ctx, View(m)); err != nil {
+		return fmt.Errorf("ddl %s view: %w", m.Name, err)
+	}
+	return nil
+}
+
+// TargetDrift returns the differences of the live <t> from the DDL (empty if <t> does
+// not exist yet).
+func TargetDrift(ctx context.Context, conn driver.Conn, m *serving.Mart) ([]Change, error) {
+	safe, unsafe, err := Diff(ctx, conn, m)
+	if err != nil {
+		return nil, err
+	}
+	var out []Change
+	for _, c := range append(safe, unsafe...) {
+		if c.Table == m.Table {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // Drop removes the mart's tables and view (for --rebuild); the sync state rows are

@@ -1,8 +1,9 @@
 // Package push moves a set of ClickHouse partitions of a mart from a Gold Iceberg table
-// into ClickHouse in one batch, each partition atomically:
+// into ClickHouse in one batch, and publishes them to readers in one atomic step:
 //
-//  1. clear: drop leftovers of a crashed push and create the batch table <t>__push (the
-//     target's structure)
+//  1. clear: drop leftovers of a crashed push and create the batch table <t>__push:
+//     the next version of <t> (its DDL) when the push is published by exchange,
+//     otherwise a table of the target's structure
 //  2. stage: stream the Gold rows of every partition into it in columnar blocks (ch-go
 //     over the native protocol, or Native format over HTTP), in parallel streams of
 //     whole partitions. Gold is read grain by grain (its partitions), and for an
@@ -13,19 +14,26 @@
 //     Options.ServerStates): the detail rows were staged into <t>__push_detail
 //     (ENGINE = Memory) and one INSERT ... SELECT ... GROUP BY GROUPING SETS per stream
 //     builds every level's states into <t>__push
-//  4. replace: ALTER TABLE <t> REPLACE PARTITION p FROM <t>__push for every partition
-//     (several per statement), or, when the batch is the whole table (Options.Whole),
-//     EXCHANGE TABLES <t> AND <t>__push — the one step readers see
+//  4. replace (publish): on a single server with an Atomic database, when the push
+//     changes more than one partition (pushed or dropped) or rebuilds the table, every
+//     other active partition of <t> is attached to <t>__push from <t> (ATTACH
+//     PARTITION ... FROM: hard links, no copy) and EXCHANGE TABLES <t> AND <t>__push
+//     swaps the whole table — the one step readers see. A single changed partition is
+//     replaced in place (REPLACE PARTITION, or DROP PARTITION when Gold has no rows
+//     for it: a partition is never replaced from an empty source). With a cluster
+//     (no exchange there) each partition is replaced in place
 //  5. record: one insert of the (mart, partition, snapshot, rows, checksum) rows into
 //     _goldbridge_sync
-//  6. cleanup: drop the batch tables
+//  6. cleanup: drop the batch tables (after an exchange, the old <t>)
 //
-// Promise: readers of <t> see each partition old or new, never a mix or a double. A
-// failure or crash at any step leaves <t> old (before 4) or new (from 4 on) per
-// partition; the whole push is safe to repeat and repeating it never changes totals,
-// because step 4 replaces instead of appending. If 4 succeeded but 5 did not, the next
-// sync pushes the same content again. One pusher per mart at a time (they share the
-// batch tables).
+// Promise: on a single server every read of <t> (and of the view <t>_final over it)
+// sees the table before or after a push as a whole: one Gold snapshot, never a mix of
+// two. A failure or crash at any step leaves <t> old (before 4) or new (from 4 on); the
+// whole push is safe to repeat and repeating it never changes totals, because step 4
+// replaces instead of appending. If 4 succeeded but 5 did not, the next sync pushes the
+// same content again. With clickhouse.cluster the promise is per partition: a reader
+// sees each partition old or new, never a double, but may see some partitions of a
+// push before others. One pusher per mart at a time (they share the batch tables).
 package push
 
 import (
@@ -115,12 +123,14 @@ var Steps = []string{StepClear, StepStage, StepStates, StepReplace, StepRecord, 
 type Options struct {
 	BatchRows int // rows per insert block (default 100000)
 	Streams   int // parallel insert streams (default 2)
-	// Whole says that after the push <t> is to hold exactly the pushed partitions (every
-	// partition it has now is pushed or to be dropped). The batch table then becomes the
-	// whole table: one EXCHANGE TABLES instead of a REPLACE PARTITION per partition, and
-	// the partitions not pushed are gone with the old table. Used when the mart has no
-	// cluster and its database is Atomic; otherwise the partitions are replaced.
-	Whole bool
+	// Drop lists partitions of <t> to remove in the same publication (they left the
+	// hot window or Gold). With an exchange they are simply not carried over; otherwise
+	// the caller drops them after the push (Result.Exchanged is false).
+	Drop []string
+	// Rebuild: <t> is replaced whole by the pushed partitions (nothing carried over),
+	// because its structure differs from the DDL. Needs an exchange (no cluster, Atomic
+	// database); the push fails otherwise.
+	Rebuild bool
 	// Fault, if set, is called before each step for every partition of the batch; a
 	// non-nil error aborts the push there (fault injection in tests).
 	Fault func(partition, step string) error
@@ -184,19 +194,20 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		}
 		return nil
 	}
-	target := ddl.Name(m, m.Table)
 	batch := ddl.Name(m, m.Table+PushSuffix)
 	detail := ddl.Name(m, m.Table+PushDetailSuffix)
 	dropBatch := "DROP TABLE IF EXISTS " + batch + ", " + detail
 
-	exchange := false
-	if opt.Whole && m.Cluster == "" {
-		var engine string
-		if err := conn.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", m.Database).Scan(&engine); err != nil {
-			return Result{}, fmt.Errorf("%s: database engine: %w", what, err)
-		}
-		exchange = engine == "Atomic"
+	canExchange, err := CanExchange(ctx, c, m)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", what, err)
 	}
+	if opt.Rebuild && !canExchange {
+		return Result{}, fmt.Errorf("%s: the table must be rebuilt, which needs an Atomic database without a cluster; run `goldbridge sync --rebuild %s`", what, m.Name)
+	}
+	// One partition changes atomically in place; several, or a rebuild, go through the
+	// next version of the table and one exchange.
+	exchange := canExchange && (opt.Rebuild || len(parts)+len(opt.Drop) > 1)
 
 	if err := fault(StepClear); err != nil {
 		return Result{}, err
@@ -206,11 +217,13 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := exec(StepClear, dropBatch); err != nil {
 		return Result{}, err
 	}
-	like := ddl.Name(m, m.Table+ddl.StagingSuffix) // never replicated, no TTL
+	create := "CREATE TABLE " + batch + " AS " + ddl.Name(m, m.Table+ddl.StagingSuffix) // never replicated, no TTL
 	if exchange {
-		like = target // the whole table: engine, TTL and settings of <t>
+		// The next version of <t>: its DDL (engine, TTL, settings), not a copy of the
+		// live table, which may have drifted.
+		create = ddl.TargetTable(m, m.Table+PushSuffix)
 	}
-	if err := exec(StepClear, "CREATE TABLE "+batch+" AS "+like); err != nil {
+	if err := exec(StepClear, create); err != nil {
 		return Result{}, err
 	}
 	// The batch table is filled from Gold grain by grain (SummingMergeTree marts, and
@@ -310,22 +323,12 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		return Result{}, err
 	}
 	if exchange {
-		// Atomic for readers: every partition switches at once.
-		if err := exec(StepReplace, "EXCHANGE TABLES "+target+" AND "+batch); err != nil {
-			return Result{}, err
+		if err := publishExchange(ctx, c, m, parts, opt); err != nil {
+			return Result{}, fmt.Errorf("%s: %s: %w", what, StepReplace, err)
 		}
 		res.Exchanged = true
-	} else {
-		// Atomic per partition: each becomes the staged one (or empty if Gold has none).
-		for i := 0; i < len(parts); i += maxPartitionsPerStream {
-			var cmds []string
-			for _, p := range parts[i:min(i+maxPartitionsPerStream, len(parts))] {
-				cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(p.ID)+" FROM "+batch)
-			}
-			if err := exec(StepReplace, "ALTER TABLE "+target+" "+strings.Join(cmds, ", ")); err != nil {
-				return Result{}, err
-			}
-		}
+	} else if err := publishInPlace(ctx, c, m, parts, res.ByID); err != nil {
+		return Result{}, fmt.Errorf("%s: %s: %w", what, StepReplace, err)
 	}
 
 	if err := fault(StepRecord); err != nil {
@@ -350,6 +353,96 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	res.Elapsed = time.Since(start)
 	res.Steps = steps
 	return res, nil
+}
+
+// CanExchange reports whether the mart's table can be replaced by EXCHANGE TABLES:
+// no cluster, and an Atomic database.
+func CanExchange(ctx context.Context, c *chconn.Client, m *serving.Mart) (bool, error) {
+	if m.Cluster != "" {
+		return false, nil
+	}
+	var engine string
+	if err := c.Conn().QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", m.Database).Scan(&engine); err != nil {
+		return false, fmt.Errorf("database engine: %w", err)
+	}
+	return engine == "Atomic", nil
+}
+
+// publishExchange makes the batch table <t>__push the next version of <t> and swaps
+// them in one EXCHANGE TABLES, the one step readers see: it already holds the pushed
+// partitions; every other active partition of <t> that is not dropped is attached to
+// it from <t> first (hard links, no data copied). Until the exchange <t> is untouched.
+func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, parts []Partition, opt Options) error {
+	target := ddl.Name(m, m.Table)
+	batch := ddl.Name(m, m.Table+PushSuffix)
+	if !opt.Rebuild {
+		live, err := ActivePartitions(ctx, c, m.Database, m.Table)
+		if err != nil {
+			return err
+		}
+		skip := make(map[string]bool, len(parts)+len(opt.Drop))
+		for _, p := range parts {
+			skip[p.ID] = true
+		}
+		for _, id := range opt.Drop {
+			skip[id] = true
+		}
+		var carry []string
+		for _, id := range live {
+			if !skip[id] {
+				carry = append(carry, id)
+			}
+		}
+		for i := 0; i < len(carry); i += maxPartitionsPerStream {
+			var cmds []string
+			for _, id := range carry[i:min(i+maxPartitionsPerStream, len(carry))] {
+				cmds = append(cmds, "ATTACH PARTITION ID "+serving.QS(id)+" FROM "+target)
+			}
+			if err := c.Conn().Exec(ctx, "ALTER TABLE "+batch+" "+strings.Join(cmds, ", ")); err != nil {
+				return fmt.Errorf("carry over %d partitions: %w", len(carry), err)
+			}
+		}
+	}
+	return c.Conn().Exec(ctx, "EXCHANGE TABLES "+target+" AND "+batch)
+}
+
+// publishInPlace replaces each pushed partition of <t> from the batch table (atomic
+// per partition), or drops it where Gold has no rows for it: ClickHouse refuses to
+// replace a partition from an empty source, and an empty partition is a dropped one.
+func publishInPlace(ctx context.Context, c *chconn.Client, m *serving.Mart, parts []Partition, byID map[string]int64) error {
+	batch := ddl.Name(m, m.Table+PushSuffix)
+	for i := 0; i < len(parts); i += maxPartitionsPerStream {
+		var cmds []string
+		for _, p := range parts[i:min(i+maxPartitionsPerStream, len(parts))] {
+			if byID[p.ID] > 0 {
+				cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(p.ID)+" FROM "+batch)
+			} else {
+				cmds = append(cmds, "DROP PARTITION ID "+serving.QS(p.ID))
+			}
+		}
+		if err := c.Conn().Exec(ctx, "ALTER TABLE "+ddl.Name(m, m.Table)+" "+strings.Join(cmds, ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ActivePartitions returns the ids of the active partitions of db.table, sorted.
+func ActivePartitions(ctx context.Context, c *chconn.Client, db, table string) ([]string, error) {
+	rows, err := c.Conn().Query(ctx, "SELECT DISTINCT partition_id FROM system.parts WHERE database = ? AND table = ? AND active ORDER BY partition_id", db, table)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s.%s: %w", db, table, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // prevStep is the step before step ("" for the first).

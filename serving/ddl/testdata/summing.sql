@@ -15,7 +15,7 @@ ORDER BY (mart, partition);
 
 CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi`
 (
-    `report_date` Date,
+    `report_date` Date32,
     `grouping_level` LowCardinality(String),
     `country` Nullable(String),
     `category` Nullable(String),
@@ -27,12 +27,12 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi`
 ENGINE = SummingMergeTree((`revenue`, `orders`))
 PARTITION BY toYYYYMMDD(`report_date`)
 ORDER BY (`report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`)
-TTL toDate(`report_date`) + toIntervalDay(120) DELETE
+TTL toDate32(`report_date`) + toIntervalDay(120) DELETE
 SETTINGS allow_nullable_key = 1;
 
 CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi__staging`
 (
-    `report_date` Date,
+    `report_date` Date32,
     `grouping_level` LowCardinality(String),
     `country` Nullable(String),
     `category` Nullable(String),
