@@ -43,6 +43,7 @@ defaults under --state-dir. Stop it with Ctrl-C or SIGTERM.`,
 				opt.HTTPPort = cfg.ClickHouse.Local.HTTPPort
 			}
 			opt.MaxServerMemory = cfg.ClickHouse.Local.MaxServerMemory
+			opt.Dir = localServerOptions(cfg).Dir
 			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort)
 			return chlocal.RunServer(cmd.Context(), opt)
 		},
@@ -96,10 +97,7 @@ func (a *app) clickhouseHTTP(ctx context.Context, cfg *config.Config) (string, f
 		a.log.Debug("using the running local clickhouse", "url", base)
 		return base, func() {}, nil
 	}
-	srv, err := chlocal.Start(ctx, chlocal.Options{
-		Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort,
-		MaxServerMemory: ch.Local.MaxServerMemory,
-	})
+	srv, err := chlocal.Start(ctx, localServerOptions(cfg))
 	if err != nil {
 		return "", nil, err
 	}

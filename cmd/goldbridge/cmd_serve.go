@@ -187,10 +187,7 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 		base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
 		if chlocal.Ping(ctx, base) != nil {
 			var err error
-			srv, err = chlocal.Start(ctx, chlocal.Options{
-				Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort,
-				MaxServerMemory: ch.Local.MaxServerMemory,
-			})
+			srv, err = chlocal.Start(ctx, localServerOptions(s.cfg))
 			if err != nil {
 				return nil, fmt.Errorf("embedded clickhouse: %w", err)
 			}

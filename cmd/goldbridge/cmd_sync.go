@@ -201,7 +201,7 @@ func (a *app) openClickHouse(ctx context.Context, cfg *config.Config) (*chconn.C
 		opt.Addresses = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 		base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
 		if chlocal.Ping(ctx, base) != nil {
-			srv, err := chlocal.Start(ctx, chlocal.Options{Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort, MaxServerMemory: ch.Local.MaxServerMemory})
+			srv, err := chlocal.Start(ctx, localServerOptions(cfg))
 			if err != nil {
 				return nil, nil, err
 			}

@@ -19,6 +19,7 @@ import (
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
+	"goldbridge/serving/chlocal"
 )
 
 // openLakehouse opens the Iceberg catalog described by the config.
@@ -40,6 +41,16 @@ func openLakehouse(ctx context.Context, cfg *config.Config) (*catalog.Lakehouse,
 		},
 		Properties: props,
 	})
+}
+
+// localServerOptions are the options of the embedded ClickHouse: its working directory is
+// the local warehouse, so that its Iceberg reader can serve goldbridge query.
+func localServerOptions(cfg *config.Config) chlocal.Options {
+	l := cfg.ClickHouse.Local
+	return chlocal.Options{
+		Path: l.Path, TCPPort: l.TCPPort, HTTPPort: l.HTTPPort, MaxServerMemory: l.MaxServerMemory,
+		Dir: catalog.LocalDir(cfg.Lakehouse.Warehouse),
+	}
 }
 
 // fileSources returns the file sources of an entity as the bronze package takes them.

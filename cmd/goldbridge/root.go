@@ -133,6 +133,8 @@ under --state-dir, and a local ClickHouse 26.7 started by goldbridge itself.`,
 		a.serveCmd(),
 		a.demoCmd(),
 		a.clickhouseCmd(),
+		a.tablesCmd(),
+		a.queryCmd(),
 		a.versionCmd(),
 	)
 	return root

@@ -343,6 +343,16 @@ func normalizeWarehouse(w string) (warehouse, localDir string, err error) {
 	}
 }
 
+// LocalDir returns the directory of a local (file:// or plain path) warehouse, or ""
+// for a remote one (s3://) or an invalid one.
+func LocalDir(warehouse string) string {
+	_, dir, err := normalizeWarehouse(warehouse)
+	if err != nil {
+		return ""
+	}
+	return dir
+}
+
 // fileURL returns the file:// URL of an absolute path, percent-escaping
 // characters such as space, '%', '#' and '?' (iceberg-go decodes them).
 func fileURL(dir string) string {

@@ -43,6 +43,10 @@ type Options struct {
 	MaxServerMemory int64     // max_server_memory_usage in bytes; 0 = ClickHouse default
 	Stderr          io.Writer // Start: also receives the child's stdout/stderr; optional
 	Binary          string    // Start: executable to re-exec as the child; default os.Executable()
+	// Dir is the server's working directory, default Path. Relative file names in
+	// queries resolve inside it, and the Iceberg reader (icebergLocal) reads tables
+	// under it only: the local warehouse, for goldbridge query.
+	Dir string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -69,6 +73,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("options: path %q: %w", o.Path, err)
 	}
 	o.Path = p
+	if o.Dir == "" {
+		o.Dir = p
+	}
+	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
+		return o, fmt.Errorf("options: dir %q: %w", o.Dir, err)
+	}
 	if o.LibPath == "" {
 		lp, err := LibPath()
 		if err != nil {

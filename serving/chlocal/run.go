@@ -127,6 +127,13 @@ func RunServer(ctx context.Context, opt Options) error {
 	if err := os.MkdirAll(opt.Path, 0o750); err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
 	}
+	// icebergLocal reads only under the working directory (a child already runs in it).
+	if err := os.MkdirAll(opt.Dir, 0o750); err != nil {
+		return fmt.Errorf("chlocal run: %w", err)
+	}
+	if err := os.Chdir(opt.Dir); err != nil {
+		return fmt.Errorf("chlocal run: %w", err)
+	}
 	lib, err := loadChdb(opt.LibPath)
 	if err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
@@ -279,6 +286,9 @@ func runChild() error {
 	}
 	if opt.LibPath == "" {
 		return errors.New(envLib + " is not set")
+	}
+	if opt.Dir, err = os.Getwd(); err != nil { // Start's Options.Dir
+		return err
 	}
 	if p := os.Getenv(envPPID); p != "" && p != strconv.Itoa(os.Getppid()) {
 		// The parent died before the death signal was armed.

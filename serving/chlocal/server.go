@@ -68,6 +68,9 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	if err := os.MkdirAll(opt.Path, 0o750); err != nil {
 		return nil, fmt.Errorf("chlocal start: %w", err)
 	}
+	if err := os.MkdirAll(opt.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("chlocal start: %w", err)
+	}
 	s := &Server{opt: opt}
 	s.life.Lock()
 	defer s.life.Unlock()
@@ -207,7 +210,7 @@ func (s *Server) start(ctx context.Context) error {
 		w = teeWriter{p.out, opt.Stderr}
 	}
 	p.cmd = exec.Command(opt.Binary)
-	p.cmd.Dir = opt.Path // relative file names in queries resolve inside the data dir
+	p.cmd.Dir = opt.Dir // relative file names and icebergLocal tables resolve inside it
 	p.cmd.Env = childEnv(opt)
 	p.cmd.Stdout = w
 	p.cmd.Stderr = w

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+	"github.com/spf13/cobra"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/silver"
+)
+
+// tableInfo is one line of goldbridge tables.
+type tableInfo struct {
+	Name      string
+	Snapshot  int64 // 0: no snapshot yet
+	Committed time.Time
+	Records   string // rows in data files (Iceberg summary total-records)
+	Deletes   string // delete records (equality + position)
+	Files     string // data files
+	Watermark string // the upstream snapshot the table is processed up to, or ""
+	Local     lakeTable
+}
+
+// watermarkProps name, per layer, the summary property holding the upstream snapshot.
+var watermarkProps = []struct{ prop, layer string }{
+	{silver.PropBronzeSnapshot, "bronze"},
+	{gold.PropSilverSnapshot, "silver"},
+}
+
+// lakeTables loads every table of the catalog.
+func lakeTables(ctx context.Context, lh *catalog.Lakehouse) ([]tableInfo, error) {
+	names, err := lh.Tables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tableInfo, 0, len(names))
+	for _, n := range names {
+		tbl, err := lh.LoadTable(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, describeTable(n, tbl))
+	}
+	return out, nil
+}
+
+func describeTable(name string, tbl *table.Table) tableInfo {
+	ti := tableInfo{Name: name, Records: "0", Deletes: "0", Files: "0"}
+	ti.Local.Dir, _ = localPath(tbl.Location())
+	ti.Local.Metadata, _ = localPath(tbl.MetadataLocation())
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return ti
+	}
+	ti.Snapshot = snap.SnapshotID
+	ti.Committed = time.UnixMilli(snap.TimestampMs).UTC()
+	if snap.Summary != nil {
+		p := snap.Summary.Properties
+		ti.Records, ti.Files = orZero(p["total-records"]), orZero(p["total-data-files"])
+		eq, _ := strconv.ParseInt(p["total-equality-deletes"], 10, 64)
+		pos, _ := strconv.ParseInt(p["total-position-deletes"], 10, 64)
+		ti.Deletes = strconv.FormatInt(eq+pos, 10)
+	}
+	// The newest commit that records a watermark (compactions and maintenance may not).
+	for s := snap; s != nil; {
+		if s.Summary != nil {
+			for _, w := range watermarkProps {
+				if v := s.Summary.Properties[w.prop]; v != "" {
+					ti.Watermark = w.layer + "@" + v
+				}
+			}
+		}
+		if ti.Watermark != "" || s.ParentSnapshotID == nil {
+			break
+		}
+		s = tbl.SnapshotByID(*s.ParentSnapshotID)
+	}
+	return ti
+}
+
+func orZero(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+// localPath is the local path of a file:// location; ok is false for other schemes.
+func localPath(loc string) (string, bool) {
+	u, err := url.Parse(loc)
+	if err != nil || u.Scheme != "file" {
+		return "", false
+	}
+	return filepath.FromSlash(u.Path), true
+}
+
+func (a *app) tablesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "tables",
+		Short: "List every table of the lake with its snapshot, rows, files and watermark",
+		Long: `Lists every Iceberg table of the catalog: its current snapshot and commit time, the
+records in its data files, its delete records (an upsert's replaced versions), its data
+files, and its watermark (the Bronze or Silver snapshot it is processed up to).
+Reads the catalog only: no ClickHouse is needed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			lh, err := openLakehouse(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer lh.Close()
+			tables, err := lakeTables(ctx, lh)
+			if err != nil {
+				return fmt.Errorf("tables: %w", err)
+			}
+			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TABLE\tSNAPSHOT\tCOMMITTED\tRECORDS\tDELETES\tFILES\tWATERMARK")
+			for _, t := range tables {
+				snap, at := "-", "-"
+				if t.Snapshot != 0 {
+					snap, at = strconv.FormatInt(t.Snapshot, 10), t.Committed.Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, snap, at, t.Records, t.Deletes, t.Files, orDash(t.Watermark))
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) queryCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "query SQL",
+		Short: "Run SQL over the lake's tables by name (silver.orders, gold.daily_revenue_kpi) in the embedded ClickHouse",
+		Long: `Runs one SQL statement in ClickHouse, where every lake table named as namespace.table
+(e.g. silver.orders_quarantine) reads that table's current snapshot through ClickHouse's
+Iceberg reader. Other names (the served marts, system tables) are ClickHouse's own.
+
+  goldbridge query "SELECT error_reason, count() FROM silver.orders_quarantine GROUP BY 1"
+
+It needs the embedded ClickHouse (started if not running) and a local (file://) warehouse:
+an external ClickHouse cannot read this machine's warehouse, and an s3:// warehouse is
+not read yet (query it with ClickHouse's icebergS3).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			if err := queryPossible(cfg); err != nil {
+				return &exitError{exitUsage, err}
+			}
+			ctx := cmd.Context()
+			lh, err := openLakehouse(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			tables, err := lakeTables(ctx, lh)
+			lh.Close()
+			if err != nil {
+				return fmt.Errorf("query: %w", err)
+			}
+			byName := map[string]lakeTable{}
+			for _, t := range tables {
+				byName[t.Name] = t.Local
+			}
+			sql, used, err := rewriteLakeSQL(args[0], byName)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("query: %w", err)}
+			}
+			a.log.Debug("query", "lake_tables", strings.Join(used, ","))
+			base, stop, err := a.clickhouseHTTP(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			err = httpQuery(ctx, base, cfg.ClickHouse, sql, a.stdout)
+			if err != nil && strings.Contains(err.Error(), "PATH_ACCESS_DENIED") {
+				err = errors.Join(err, fmt.Errorf("the running ClickHouse on port %d was not started by this goldbridge with the warehouse %s as its directory: stop it and run again", cfg.ClickHouse.Local.HTTPPort, catalog.LocalDir(cfg.Lakehouse.Warehouse)))
+			}
+			return err
+		},
+	}
+}
+
+// queryPossible says why goldbridge query cannot read the lake of cfg, or nil.
+func queryPossible(cfg *config.Config) error {
+	if !cfg.ClickHouse.IsEmbedded() {
+		return fmt.Errorf("query reads the lake through the embedded ClickHouse; clickhouse.addresses names an external server, which cannot read the warehouse %s of this machine (use clickhouse query for the served marts)", cfg.Lakehouse.Warehouse)
+	}
+	if catalog.LocalDir(cfg.Lakehouse.Warehouse) == "" {
+		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s: query it with ClickHouse's icebergS3", cfg.Lakehouse.Warehouse)
+	}
+	return nil
+}
