@@ -156,4 +156,3 @@ func lineOf(out, prefix string) string {
 	}
 	return ""
 }
-
