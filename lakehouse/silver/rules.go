@@ -323,7 +323,7 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 	}
 	// date("2024-01-01") without a zone is already UTC (time.Parse); expr.Timezone is not
 	// used, as it breaks method calls on date() results in expr v1.17.8.
-	opts := []expr.Option{expr.Env(maps.Clone(example)), expr.DisableBuiltin("now")}
+	opts := []expr.Option{expr.Env(maps.Clone(example)), expr.DisableBuiltin("now"), hashOption}
 	if kind == ruleFilter {
 		opts = append(opts, expr.AsBool())
 	}
@@ -501,6 +501,8 @@ func (v *nullAwareVisitor) Visit(n *ast.Node) {
 		}
 	case *ast.IdentifierNode:
 		v.aware = v.aware || x.Value == "$env"
+	case *ast.CallNode:
+		v.aware = v.aware || callsHash(x) // hash() tells NULL from ""
 	}
 }
 

@@ -312,3 +312,22 @@ func yamlPaths(t reflect.Type, prefix string) []string {
 	}
 	return out
 }
+
+// TestDerivedKeyIsValid is issue 19's "Why" 1 (validate part): a derive rule's column may
+// be the key; a float column still may not.
+func TestDerivedKeyIsValid(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(base), "key: [order_id]", "key: [row_key]", 1)
+	src = strings.Replace(src, "      rules:\n", "      rules:\n        - {id: E0, kind: derive, column: row_key, type: string, expr: 'hash(order_id, amount)'}\n", 1)
+	if _, err := Parse([]byte(src), "/tmp/s", env(nil)); err != nil {
+		t.Fatalf("derived key: %v", err)
+	}
+	src = strings.Replace(src, "type: string, expr: 'hash", "type: float64, expr: 'hash", 1)
+	_, err = Parse([]byte(src), "/tmp/s", env(nil))
+	if err == nil || !strings.Contains(err.Error(), "a float column cannot be a key") {
+		t.Fatalf("float key: %v", err)
+	}
+}

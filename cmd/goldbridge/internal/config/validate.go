@@ -411,16 +411,6 @@ func (c *Config) validateEntity(v *validator, name string) {
 	default:
 		v.add(sp+".mode", "must be one of upsert, append, got %q", sv.Mode)
 	}
-	if len(sv.Key) == 0 {
-		v.add(sp+".key", "required")
-	}
-	for i, k := range sv.Key {
-		if kind, ok := cols[k]; !ok {
-			v.add(fmt.Sprintf("%s.key[%d]", sp, i), "unknown column %q", k)
-		} else if kind == "float" {
-			v.add(fmt.Sprintf("%s.key[%d]", sp, i), "a float column cannot be a key")
-		}
-	}
 	if sv.Buckets < 1 || sv.Buckets > 1024 {
 		v.add(sp+".buckets", "must be between 1 and 1024")
 	}
@@ -435,6 +425,17 @@ func (c *Config) validateEntity(v *validator, name string) {
 		}
 	}
 	c.validateRules(v, sp, sv, cols)
+	// The key may name a column a derive rule adds (cols now holds the rules' columns).
+	if len(sv.Key) == 0 {
+		v.add(sp+".key", "required")
+	}
+	for i, k := range sv.Key {
+		if kind, ok := cols[k]; !ok {
+			v.add(fmt.Sprintf("%s.key[%d]", sp, i), "unknown column %q", k)
+		} else if kind == "float" {
+			v.add(fmt.Sprintf("%s.key[%d]", sp, i), "a float column cannot be a key (float text is not an identity: derive one, e.g. with hash(), docs/expressions.md)")
+		}
+	}
 }
 
 func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[string]string) {
