@@ -3,28 +3,42 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/bronze"
+	"goldbridge/lakehouse/forget"
 )
 
 func (a *app) forgetCmd() *cobra.Command {
 	var (
-		where   string
-		confirm bool
+		where           string
+		confirm, dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "forget ENTITY --where 'field = value' --confirm",
-		Short: "Right to be forgotten: delete matching rows from Bronze and expire the history that holds them",
+		Use:   "forget ENTITY --where 'field = value' (--dry-run | --confirm)",
+		Short: "Right to be forgotten: erase a person from Bronze, Silver, Gold and ClickHouse and expire the history that holds them",
 		Long: `The one exception to append-only Bronze, and the last resort after tokenising before the
-lake and crypto-shredding (docs/bronze.md). Rewrites the Bronze data files that hold rows
-whose payload field equals the value, then expires every earlier snapshot and deletes
-the files only they used, so no time travel can serve the rows again. The value is never
-logged or stored (only its SHA-256). Without --confirm it only counts the matches.
-Silver, Gold and ClickHouse are not touched: rebuild them with replay.`,
+lake and crypto-shredding (docs/privacy.md). Rewrites the Bronze data files that hold rows
+whose payload field equals the value, rebuilds the entity's Silver, quarantine and keys
+tables from Bronze, recomputes the Gold marts the entity feeds and pushes them to
+ClickHouse again; then every one of those tables expires all earlier snapshots and deletes
+the files only they used, so no time travel can serve the rows again. Watermarks move with
+the data: the next run continues with no manual step. The value is never logged or stored
+(only its SHA-256). --dry-run prints what it would touch and changes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if confirm && dryRun {
+				return &exitError{exitUsage, errors.New("--confirm and --dry-run exclude each other")}
+			}
+			req, err := bronze.ParseForgetWhere(where)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("--where: %w", err)}
+			}
 			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
 				return err
@@ -34,26 +48,117 @@ Silver, Gold and ClickHouse are not touched: rebuild them with replay.`,
 			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
 				return err
 			}
-			req, err := bronze.ParseForgetWhere(where)
-			if err != nil {
-				return &exitError{exitUsage, fmt.Errorf("--where: %w", err)}
-			}
-			ctx := cmd.Context()
-			lh := p.lh
-			res, err := bronze.Forget(ctx, lh, cfg.Entities[args[0]].Bronze.Table, req, confirm)
-			if errors.Is(err, bronze.ErrNotConfirmed) {
-				return &exitError{exitUsage, err}
-			}
+			target, err := forgetTarget(cfg, args[0])
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "forget %s: %d rows removed from %d data files, snapshot %d; %d earlier snapshots expired, %d files deleted\n",
-				args[0], res.Matched, res.FilesRewritten, res.DeleteSnapshotID, res.ExpiredSnapshots, res.RemovedFiles)
+			target.Log = a.log.With("stage", "forget", "entity", args[0])
+			ctx := cmd.Context()
+			if !confirm {
+				res, err := forget.Plan(ctx, p.lh, target, req)
+				if err != nil {
+					return err
+				}
+				printForgetPlan(a.stdout, res, req)
+				if !dryRun {
+					return &exitError{exitUsage, fmt.Errorf("forget %s: %w: nothing was changed (--confirm to erase, --dry-run to only look)", args[0], bronze.ErrNotConfirmed)}
+				}
+				return nil
+			}
+			res, err := forget.Run(ctx, p.lh, target, req)
+			if err != nil {
+				return err
+			}
+			if !res.Found {
+				fmt.Fprintf(a.stdout, "forget %s: no row with %s in any table; nothing was changed\n", args[0], req)
+				return nil
+			}
+			printForgetRun(a.stdout, res, req)
+			if err := a.syncStage(ctx, p, "sync", res.Marts); err != nil {
+				return fmt.Errorf("forget %s: the lakehouse is clean, but pushing the recomputed marts to ClickHouse failed (run sync or forget again): %w", args[0], err)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&where, "where", "", "payload field and value: 'user_id = u-42' (required)")
-	cmd.Flags().BoolVar(&confirm, "confirm", false, "really delete (without it: count matches only)")
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "really erase")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the tables, files, rows and partitions a forget would touch; change nothing")
 	_ = cmd.MarkFlagRequired("where")
 	return cmd
+}
+
+// forgetTarget is the entity and the marts it feeds (as source or join).
+func forgetTarget(cfg *config.Config, entity string) (forget.Target, error) {
+	spec, err := entitySpec(cfg, entity)
+	if err != nil {
+		return forget.Target{}, err
+	}
+	t := forget.Target{Entity: entity, Bronze: cfg.Entities[entity].Bronze.Table, Silver: spec}
+	var names []string
+	for name, m := range cfg.Marts {
+		if m.Source == entity || slices.ContainsFunc(m.Joins, func(j config.Join) bool { return j.Entity == entity }) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		ms, err := martSpec(cfg, name)
+		if err != nil {
+			return forget.Target{}, err
+		}
+		t.Marts = append(t.Marts, ms)
+	}
+	return t, nil
+}
+
+func printForgetPlan(w io.Writer, res forget.Result, req bronze.ForgetRequest) {
+	if !res.Found {
+		fmt.Fprintf(w, "forget %s (dry run): no row with %s in any table; a forget would change nothing\n", res.Entity, req)
+		return
+	}
+	fmt.Fprintf(w, "forget %s (dry run): %s\n", res.Entity, req)
+	for _, t := range res.Tables {
+		fmt.Fprintf(w, "  %-10s %s: %s; would expire %d snapshots\n", t.Layer, t.Table, rowsText(t), t.Snapshots)
+	}
+	printUnreachable(w, res)
+}
+
+func printForgetRun(w io.Writer, res forget.Result, req bronze.ForgetRequest) {
+	fmt.Fprintf(w, "forget %s: %s erased (bronze snapshot %d, %.2fs)\n", res.Entity, req, res.BronzeSnapshot, res.Elapsed.Seconds())
+	for _, t := range res.Tables {
+		fmt.Fprintf(w, "  %-10s %s: %s; %d snapshots expired, %d data files and %d metadata files deleted\n",
+			t.Layer, t.Table, rowsText(t), t.Snapshots, t.DeletedFiles, t.DeletedMetadata)
+	}
+	printUnreachable(w, res)
+}
+
+func rowsText(t forget.TableReport) string {
+	var s string
+	switch {
+	case t.Layer == forget.LayerGold:
+		s = "recomputed"
+		if n := len(t.Partitions); n > 0 {
+			shown := t.Partitions[:min(n, 8)]
+			s = fmt.Sprintf("%d partitions fed by the subject (%s", n, strings.Join(shown, ", "))
+			if n > len(shown) {
+				s += ", …"
+			}
+			s += ")"
+		}
+	case t.Rows < 0:
+		s = "rebuilt"
+	default:
+		s = fmt.Sprintf("%d rows in %d data files", t.Rows, t.Files)
+	}
+	if t.Note != "" {
+		s += " (" + t.Note + ")"
+	}
+	return s
+}
+
+func printUnreachable(w io.Writer, res forget.Result) {
+	fmt.Fprintln(w, "  not reachable by goldbridge (erase these yourself):")
+	for _, u := range res.Unreachable {
+		fmt.Fprintf(w, "    - %s\n", u)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	iofs "io/fs"
 	"iter"
 	"log/slog"
 	"maps"
@@ -21,7 +20,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
-	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"goldbridge/lakehouse/catalog"
@@ -258,10 +256,10 @@ func Forget(ctx context.Context, lh *catalog.Lakehouse, ident string, req Forget
 		break
 	}
 
-	exp, err := expireBefore(ctx, lh, ident, res.DeleteSnapshotID)
-	res.ExpiredSnapshots, res.RemovedFiles, res.RemovedMetadataFiles = exp.expired, exp.removedData, exp.removedMeta
+	exp, err := lh.ExpireBefore(ctx, ident, res.DeleteSnapshotID)
+	res.ExpiredSnapshots, res.RemovedFiles, res.RemovedMetadataFiles = exp.Snapshots, exp.DataFiles, exp.MetadataFiles
 	if err == nil {
-		res.RemovedOrphanFiles, res.OrphanFilesKept, err = removeOrphans(ctx, lh, ident)
+		res.RemovedOrphanFiles, res.OrphanFilesKept, err = lh.RemoveOrphans(ctx, ident, OrphanAge)
 	}
 	res.Elapsed = time.Since(start)
 	if err != nil {
@@ -296,19 +294,7 @@ func lastForgetSnapshot(tbl *table.Table, field, hash string) int64 {
 }
 
 // checkForgettable refuses tables whose layout Forget cannot fully clean.
-func checkForgettable(tbl *table.Table) error {
-	var refs []string
-	for name := range tbl.Metadata().Refs() {
-		if name != table.MainBranch {
-			refs = append(refs, name)
-		}
-	}
-	if len(refs) > 0 {
-		slices.Sort(refs)
-		return fmt.Errorf("the table has branches or tags (%s) that keep old snapshots alive; remove them first", strings.Join(refs, ", "))
-	}
-	return nil
-}
+func checkForgettable(tbl *table.Table) error { return catalog.CheckMainOnly(tbl) }
 
 // forgetPlan is the outcome of scanning one snapshot.
 type forgetPlan struct {
@@ -550,230 +536,6 @@ func removeFiles(ctx context.Context, tbl *table.Table, files []iceberg.DataFile
 	for _, df := range files {
 		_ = fs.Remove(df.FilePath())
 	}
-}
-
-type expiry struct {
-	expired, removedData, removedMeta int
-}
-
-// expireBefore expires every snapshot that is not keep or a descendant of it, lets
-// iceberg-go delete the files only they referenced, then checks that those files are
-// gone (deleting any left behind) and that no older snapshot survived.
-func expireBefore(ctx context.Context, lh *catalog.Lakehouse, ident string, keep int64) (expiry, error) {
-	var (
-		res     expiry
-		doomed  map[string]bool // path -> is a data file
-		postErr error
-		expired []int64
-		// DELETED entries that retained manifests still hold: they carry the deleted
-		// files' column bounds, i.e. payload prefixes.
-		tombstones int
-		before     *table.Table
-		afterTbl   *table.Table
-	)
-	_, err := lh.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
-		before, doomed, expired, postErr, tombstones = tbl, nil, nil, nil, 0
-		if err := checkForgettable(tbl); err != nil {
-			return nil, err
-		}
-		cur := tbl.CurrentSnapshot()
-		if cur == nil {
-			return nil, fmt.Errorf("snapshot %d is gone", keep)
-		}
-		// Snapshots from the head back to keep are retained; everything else goes.
-		lookup := func(id int64) *table.Snapshot { return tbl.SnapshotByID(id) }
-		retain := 0
-		keepSnap := (*table.Snapshot)(nil)
-		for _, s := range table.AncestorsOf(cur.SnapshotID, lookup) {
-			retain++
-			if s.SnapshotID == keep {
-				keepSnap = &s
-				break
-			}
-		}
-		if keepSnap == nil {
-			return nil, fmt.Errorf("snapshot %d is not an ancestor of the current snapshot %d", keep, cur.SnapshotID)
-		}
-		retained := map[int64]bool{}
-		for _, s := range table.AncestorsOf(cur.SnapshotID, lookup)[:retain] {
-			retained[s.SnapshotID] = true
-		}
-		for _, s := range tbl.Metadata().Snapshots() {
-			if !retained[s.SnapshotID] {
-				expired = append(expired, s.SnapshotID)
-			}
-		}
-		if len(expired) == 0 {
-			return nil, nil
-		}
-		var err error
-		if doomed, tombstones, err = unreferencedAfter(ctx, tbl, retained); err != nil {
-			return nil, err
-		}
-		// ExpireSnapshots keeps what is younger than the age limit; make sure the kept
-		// snapshot is strictly in the past at millisecond resolution.
-		if wait := time.Until(time.UnixMilli(keepSnap.TimestampMs + 2)); wait > 0 {
-			time.Sleep(wait)
-		}
-		tx := tbl.NewTransaction()
-		if err := tx.ExpireSnapshots(table.WithRetainLast(retain), table.WithOlderThan(0)); err != nil {
-			return nil, err
-		}
-		out, err := tx.Commit(ctx)
-		if out != nil && err != nil {
-			// Committed; only the post-commit file deletion failed. Finished below.
-			postErr, err = err, nil
-		}
-		return out, err
-	})
-	if err != nil {
-		return res, err
-	}
-	if len(expired) == 0 {
-		return res, nil
-	}
-	afterTbl, err = lh.LoadTable(ctx, ident)
-	if err != nil {
-		return res, err
-	}
-	remaining := map[int64]bool{}
-	for _, s := range afterTbl.Metadata().Snapshots() {
-		remaining[s.SnapshotID] = true
-	}
-	for _, id := range expired {
-		if remaining[id] {
-			return res, fmt.Errorf("snapshot %d older than snapshot %d was not expired (a ref or min-snapshots-to-keep setting on main keeps it)", id, keep)
-		}
-		res.expired++
-	}
-	fs, err := before.FS(ctx)
-	if err != nil {
-		return res, err
-	}
-	var failed []string
-	for _, p := range slices.Sorted(maps.Keys(doomed)) {
-		if err := ensureGone(fs, p); err != nil {
-			failed = append(failed, fmt.Sprintf("%s: %v", p, err))
-			continue
-		}
-		if doomed[p] {
-			res.removedData++
-		} else {
-			res.removedMeta++
-		}
-	}
-	if len(failed) > 0 {
-		// postErr, if any, is iceberg-go's own failure to delete them after the commit.
-		return res, errors.Join(fmt.Errorf("%d expired files could not be deleted: %s", len(failed), strings.Join(failed, "; ")), postErr)
-	}
-	if tombstones > 0 {
-		return res, fmt.Errorf("the remaining manifests still list %d deleted data files with their column bounds (is write.delete.mode merge-on-read?)", tombstones)
-	}
-	return res, nil
-}
-
-// unreferencedAfter returns the files that the snapshots of tbl reference and that the
-// retained snapshots do not reference as live (path -> whether it is a data file):
-// manifest lists, manifests and data files, including those that retained manifests
-// only list as DELETED.
-func unreferencedAfter(ctx context.Context, tbl *table.Table, retained map[int64]bool) (doomed map[string]bool, tombstones int, err error) {
-	fs, err := tbl.FS(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	all := map[string]bool{}
-	live := map[string]bool{}
-	seenManifest := map[string]bool{}
-	for _, s := range tbl.Metadata().Snapshots() {
-		keep := retained[s.SnapshotID]
-		if keep {
-			live[s.ManifestList] = true
-		}
-		all[s.ManifestList] = false
-		mans, err := s.Manifests(fs)
-		if err != nil {
-			return nil, 0, fmt.Errorf("snapshot %d manifests: %w", s.SnapshotID, err)
-		}
-		for _, man := range mans {
-			if keep {
-				live[man.FilePath()] = true
-			}
-			all[man.FilePath()] = false
-			key := fmt.Sprintf("%t %s", keep, man.FilePath())
-			if seenManifest[key] {
-				continue
-			}
-			seenManifest[key] = true
-			for entry, err := range man.Entries(fs, false) {
-				if err != nil {
-					return nil, 0, fmt.Errorf("manifest %s: %w", man.FilePath(), err)
-				}
-				p := entry.DataFile().FilePath()
-				all[p] = true
-				switch {
-				case !keep:
-				case entry.Status() == iceberg.EntryStatusDELETED:
-					tombstones++
-				default:
-					live[p] = true
-				}
-			}
-		}
-	}
-	for p := range live {
-		delete(all, p)
-	}
-	return all, tombstones, nil
-}
-
-// removeOrphans deletes the unreferenced files older than OrphanAge under the table's
-// data location and counts the younger ones. As a safeguard against a path mix-up in
-// the orphan listing, it never deletes a file that the table metadata references.
-func removeOrphans(ctx context.Context, lh *catalog.Lakehouse, ident string) (removed, kept int, err error) {
-	tbl, err := lh.LoadTable(ctx, ident)
-	if err != nil {
-		return 0, 0, err
-	}
-	fs, err := tbl.FS(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	all, _, err := unreferencedAfter(ctx, tbl, nil) // nothing retained: every referenced file
-	if err != nil {
-		return 0, 0, err
-	}
-	norm := func(p string) string { return strings.TrimPrefix(p, "file://") }
-	referenced := map[string]bool{}
-	for p := range all {
-		referenced[norm(p)] = true
-	}
-	orphans, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(0))
-	if err != nil {
-		return 0, 0, fmt.Errorf("list orphan files: %w", err)
-	}
-	out, err := tbl.DeleteOrphanFiles(ctx, table.WithFilesOlderThan(OrphanAge), table.WithDeleteFunc(func(p string) error {
-		if referenced[norm(p)] {
-			return fmt.Errorf("refusing to delete %s: the table references it", p)
-		}
-		return fs.Remove(p)
-	}))
-	if err != nil {
-		return len(out.DeletedFiles), 0, fmt.Errorf("delete orphan files: %w", err)
-	}
-	return len(out.DeletedFiles), len(orphans.Files()) - len(out.DeletedFiles), nil
-}
-
-// ensureGone deletes path if it still exists.
-func ensureGone(fs iceio.IO, path string) error {
-	f, err := fs.Open(path)
-	if errors.Is(err, iofs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	f.Close()
-	return fs.Remove(path)
 }
 
 // payloadMatcher finds the rows whose payload has path = value.
@@ -1026,4 +788,14 @@ func skipValue(doc string, i int) int {
 		}
 		return j
 	}
+}
+
+// Matches reports whether one raw_payload matches the request (see ForgetRequest); an
+// invalid request matches nothing.
+func (r ForgetRequest) Matches(raw string) bool {
+	path, err := r.path()
+	if err != nil {
+		return false
+	}
+	return newPayloadMatcher(path, r.Value).match(raw)
 }

@@ -1,0 +1,444 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go/table"
+	"go.yaml.in/yaml/v3"
+
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/silver"
+	"goldbridge/serving/chlocal"
+)
+
+// forgetEnv is one state directory of the embedded stack running examples/orders.yaml
+// on its own ClickHouse ports.
+type forgetEnv struct {
+	t     *testing.T
+	bin   string
+	state string
+	cfg   string
+}
+
+func newForgetEnv(t *testing.T) *forgetEnv {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: the embedded stack with a local ClickHouse (skipped with -short)")
+	}
+	if _, err := chlocal.LibPath(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ports, err := chlocal.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["clickhouse"].(map[string]any)["local"] = map[string]any{"tcp_port": ports[0], "http_port": ports[1]}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &forgetEnv{t: t, bin: buildGoldbridge(t), state: filepath.Join(dir, "state"), cfg: filepath.Join(dir, "pipeline.yaml")}
+	writeFile(t, e.cfg, string(out))
+	return e
+}
+
+// run runs one goldbridge command (the built binary: the local ClickHouse is a child
+// process of it) and fails the test unless it exits 0.
+func (e *forgetEnv) run(args ...string) string {
+	e.t.Helper()
+	out, err := e.exec(args...)
+	if err != nil {
+		e.t.Fatalf("goldbridge %s: %v\n%s", strings.Join(args, " "), err, tail(out, 4000))
+	}
+	return out
+}
+
+// exec writes the output to a file, not a pipe: the local ClickHouse the command
+// starts inherits it and may outlive the command by a moment.
+func (e *forgetEnv) exec(args ...string) (string, error) {
+	f, err := os.CreateTemp(e.t.TempDir(), "out")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	cmd := exec.Command(e.bin, append([]string{"-c", e.cfg, "--state-dir", e.state}, args...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	err = cmd.Run()
+	out, rerr := os.ReadFile(f.Name())
+	return string(out), errors.Join(err, rerr)
+}
+
+func (e *forgetEnv) landing() string { return filepath.Join(e.state, "landing", "orders") }
+
+// forgetSubject picks a user of the demo stream with several events, every line of
+// which is valid JSON (forget only matches valid JSON; see docs/bronze.md).
+func forgetSubject(t *testing.T, landing string) string {
+	t.Helper()
+	lines := landingLines(t, landing)
+	count := map[string]int{}
+	invalid := map[string]bool{}
+	for _, l := range lines {
+		i := bytes.Index(l, []byte(`"user_id":"`))
+		if i < 0 {
+			continue
+		}
+		rest := l[i+len(`"user_id":"`):]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 {
+			continue
+		}
+		u := string(rest[:j])
+		count[u]++
+		if !json.Valid(l) {
+			invalid[u] = true
+		}
+	}
+	var users []string
+	for u, n := range count {
+		if n >= 6 && !invalid[u] {
+			users = append(users, u)
+		}
+	}
+	if len(users) == 0 {
+		t.Fatal("no demo user with 6 valid events")
+	}
+	slices.Sort(users)
+	u := users[len(users)/2]
+	for _, l := range lines { // the subject's id occurs in its own lines only
+		if bytes.Contains(l, []byte(u)) && !bytes.Contains(l, []byte(`"user_id":"`+u+`"`)) {
+			t.Fatalf("subject %s occurs in another user's line: %s", u, l)
+		}
+	}
+	return u
+}
+
+func landingLines(t *testing.T, dir string) [][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("landing files in %s: %v", dir, err)
+	}
+	var lines [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			lines = append(lines, slices.Clone(sc.Bytes()))
+		}
+	}
+	return lines
+}
+
+// TestForgetKeepsPipelineRunning: the run after a forget succeeds with no manual step
+// (issue 20: it failed with "bronze snapshot no longer available … rebuild with replay").
+func TestForgetKeepsPipelineRunning(t *testing.T) {
+	e := newForgetEnv(t)
+	e.run("demo", "generate", "--events", "3000", "--seed", "7")
+	e.run("run")
+	subject := forgetSubject(t, e.landing())
+	e.run("forget", "orders", "--where", "user_id = "+subject, "--confirm")
+	e.run("run")
+	e.run("run")
+}
+
+// lakehouse opens the environment's embedded catalog (read only: no command runs).
+func (e *forgetEnv) lakehouse() *catalog.Lakehouse {
+	e.t.Helper()
+	lh, err := catalog.Open(context.Background(), catalog.Config{Type: "sql", URI: filepath.Join(e.state, "catalog.db"),
+		Warehouse: "file://" + filepath.Join(e.state, "warehouse")})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { lh.Close() })
+	return lh
+}
+
+// forgetTables are the tables of examples/orders.yaml.
+var forgetTables = []string{"bronze.orders", "silver.orders_quarantine", "silver.orders", "gold.daily_revenue_kpi"}
+
+// rowStrings renders every row of a record stream, without the columns in skip.
+func rowStrings(t *testing.T, recs func(func(arrow.RecordBatch, error) bool), skip ...string) []string {
+	t.Helper()
+	var out []string
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range int(rec.NumRows()) {
+			var b strings.Builder
+			for c, f := range rec.Schema().Fields() {
+				if slices.Contains(skip, f.Name) {
+					continue
+				}
+				fmt.Fprintf(&b, "%s=%s|", f.Name, rec.Column(c).ValueStr(i))
+			}
+			out = append(out, b.String())
+		}
+		rec.Release()
+	}
+	slices.Sort(out)
+	return out
+}
+
+// parquetCells renders every cell of a Parquet file, read directly (decompressed).
+func parquetCells(t *testing.T, path string) []string {
+	t.Helper()
+	rdr, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer rdr.Close()
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer tbl.Release()
+	var out []string
+	for c := range int(tbl.NumCols()) {
+		for _, chunk := range tbl.Column(c).Data().Chunks() {
+			for i := range chunk.Len() {
+				out = append(out, chunk.ValueStr(i))
+			}
+		}
+	}
+	return out
+}
+
+// subjectTokens are the subject's id and the order ids only the subject's lines hold.
+func subjectTokens(t *testing.T, lines [][]byte, subject string) []string {
+	t.Helper()
+	owner := map[string]map[string]bool{}
+	for _, l := range lines {
+		var v struct {
+			OrderID string `json:"order_id"`
+			UserID  string `json:"user_id"`
+		}
+		if json.Unmarshal(l, &v) != nil || v.OrderID == "" {
+			continue
+		}
+		if owner[v.OrderID] == nil {
+			owner[v.OrderID] = map[string]bool{}
+		}
+		owner[v.OrderID][v.UserID] = true
+	}
+	tokens := []string{subject}
+	for o, users := range owner {
+		if len(users) == 1 && users[subject] {
+			tokens = append(tokens, `"`+o+`"`, o+"\x00") // quoted in payloads; any trailing byte in columns
+		}
+	}
+	if len(tokens) < 2 {
+		t.Fatal("the subject owns no order")
+	}
+	return tokens
+}
+
+// TestForgetCascade is the acceptance test of issue 20's cascade: after
+// `forget --confirm` no file under the warehouse holds the subject (raw bytes and
+// decoded Parquet cells), no snapshot of any table returns them, Silver, the quarantine,
+// Gold and ClickHouse's <t>_final equal a fresh build from the input without the
+// subject's lines, check is clean, and a second forget changes nothing and says so.
+func TestForgetCascade(t *testing.T) {
+	e := newForgetEnv(t)
+	e.run("demo", "generate", "--events", "3000", "--seed", "11")
+	e.run("run")
+	lines := landingLines(t, e.landing())
+	subject := forgetSubject(t, e.landing())
+	tokens := subjectTokens(t, lines, subject)
+	var kept [][]byte
+	subjectLines := 0
+	for _, l := range lines {
+		if bytes.Contains(l, []byte(subject)) {
+			subjectLines++
+			continue
+		}
+		kept = append(kept, l)
+	}
+
+	// The oracle: a second state built from the input without the subject's lines.
+	o := newForgetEnv(t)
+	if err := os.MkdirAll(o.landing(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(e.landing(), "*.jsonl"))
+	writeFile(t, filepath.Join(o.landing(), filepath.Base(files[0])), string(bytes.Join(kept, []byte("\n")))+"\n")
+	o.run("run")
+
+	where := "user_id = " + subject
+	listing := func() []string {
+		var out []string
+		filepath.Walk(filepath.Join(e.state, "warehouse"), func(p string, info os.FileInfo, err error) error {
+			if err == nil && !info.IsDir() {
+				out = append(out, p)
+			}
+			return nil
+		})
+		return out
+	}
+	before := listing()
+	dry := e.run("forget", "orders", "--where", where, "--dry-run")
+	if want := fmt.Sprintf("bronze.orders: %d rows in ", subjectLines); !strings.Contains(dry, want) {
+		t.Errorf("dry run lacks %q:\n%s", want, dry)
+	}
+	if !strings.Contains(dry, "gold.daily_revenue_kpi: ") || !strings.Contains(dry, "partitions fed by the subject") || !strings.Contains(dry, "not reachable") {
+		t.Errorf("dry run lacks the Gold partitions or the unreachable list:\n%s", dry)
+	}
+	if after := listing(); !slices.Equal(before, after) {
+		t.Errorf("the dry run changed the warehouse: %d files before, %d after", len(before), len(after))
+	}
+	out := e.run("forget", "orders", "--where", where, "--confirm")
+	if strings.Contains(out, subject) {
+		t.Errorf("forget printed the value:\n%s", out)
+	}
+	t.Logf("forget:\n%s", out)
+
+	// Byte scan of every file under the warehouse, and of every decoded Parquet cell.
+	for _, p := range listing() {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range tokens[:1] {
+			if bytes.Contains(b, []byte(tok)) {
+				t.Errorf("%s holds the subject's id", p)
+			}
+		}
+		if filepath.Ext(p) != ".parquet" {
+			continue
+		}
+		for _, cell := range parquetCells(t, p) {
+			for _, tok := range tokens {
+				if strings.Contains(cell+"\x00", tok) {
+					t.Errorf("%s holds a cell of the subject: %.80s", p, cell)
+				}
+			}
+		}
+	}
+	// Time travel: no snapshot of any table returns the subject.
+	ctx := context.Background()
+	lh := e.lakehouse()
+	for _, ident := range forgetTables {
+		tbl, err := lh.LoadTable(ctx, ident)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range tbl.Metadata().Snapshots() {
+			_, recs, err := tbl.Scan(table.WithSnapshotID(s.SnapshotID)).ToArrowRecords(ctx)
+			if err != nil {
+				t.Fatalf("%s@%d: %v", ident, s.SnapshotID, err)
+			}
+			for _, r := range rowStrings(t, recs) {
+				if strings.Contains(r, subject) {
+					t.Fatalf("%s@%d returns the subject: %.200s", ident, s.SnapshotID, r)
+				}
+			}
+		}
+	}
+	// Equal to the oracle: Silver's entity columns, the quarantine's payloads and
+	// reasons, Gold without its run columns, ClickHouse's finished values.
+	olh := o.lakehouse()
+	compare := func(ident string, cols []string, skip ...string) {
+		t.Helper()
+		read := func(lh *catalog.Lakehouse) []string {
+			tbl, err := lh.LoadTable(ctx, ident)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := []table.ScanOption{}
+			if cols != nil {
+				opts = append(opts, table.WithSelectedFields(cols...))
+			}
+			_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rowStrings(t, recs, skip...)
+		}
+		got, want := read(lh), read(olh)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %d rows after the forget, %d in the fresh build without the subject; first differences:\n%s",
+				ident, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	compare("silver.orders", []string{"order_id", "user_id", "amount", "currency", "country", "category", "status", "created_at", "updated_at", "op", "is_deleted"})
+	compare("silver.orders_quarantine", []string{silver.QColPayload, silver.QColReason})
+	compare("gold.daily_revenue_kpi", nil, "_calculated_at", "_run_id")
+	const final = "SELECT * FROM marts.daily_revenue_kpi_final ORDER BY ALL FORMAT TSV"
+	if got, want := e.run("clickhouse", "query", final), o.run("clickhouse", "query", final); clean(got) != clean(want) {
+		t.Errorf("daily_revenue_kpi_final differs from the fresh build's:\n%s", firstDiff(strings.Split(clean(got), "\n"), strings.Split(clean(want), "\n")))
+	}
+	if out := e.run("check"); !strings.Contains(out, "no drift") {
+		t.Errorf("check after forget:\n%s", out)
+	}
+	// The pipeline goes on, and a second forget of the same subject changes nothing.
+	e.run("run")
+	before = listing()
+	if out := e.run("forget", "orders", "--where", where, "--confirm"); !strings.Contains(out, "nothing was changed") {
+		t.Errorf("second forget:\n%s", out)
+	}
+	if after := listing(); !slices.Equal(before, after) {
+		t.Errorf("the second forget changed the warehouse: %d files before, %d after", len(before), len(after))
+	}
+}
+
+// clean drops the log lines a command prints beside its result.
+func clean(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "time=") && l != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func firstDiff(got, want []string) string {
+	var b strings.Builder
+	n := 0
+	for _, g := range got {
+		if !slices.Contains(want, g) && n < 3 {
+			fmt.Fprintf(&b, "  only after forget: %.300s\n", g)
+			n++
+		}
+	}
+	n = 0
+	for _, w := range want {
+		if !slices.Contains(got, w) && n < 3 {
+			fmt.Fprintf(&b, "  only in fresh build: %.300s\n", w)
+			n++
+		}
+	}
+	return b.String()
+}
