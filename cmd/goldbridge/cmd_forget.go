@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"slices"
 	"strings"
 
@@ -16,11 +18,11 @@ import (
 
 func (a *app) forgetCmd() *cobra.Command {
 	var (
-		where           string
-		confirm, dryRun bool
+		where                string
+		confirm, dryRun, log bool
 	)
 	cmd := &cobra.Command{
-		Use:   "forget ENTITY --where 'field = value' (--dry-run | --confirm)",
+		Use:   "forget ENTITY --where 'field = value' (--dry-run | --confirm) | forget --log",
 		Short: "Right to be forgotten: erase a person from Bronze, Silver, Gold and ClickHouse and expire the history that holds them",
 		Long: `The one exception to append-only Bronze, and the last resort after tokenising before the
 lake and crypto-shredding (docs/privacy.md). Rewrites the Bronze data files that hold rows
@@ -29,9 +31,21 @@ tables from Bronze, recomputes the Gold marts the entity feeds and pushes them t
 ClickHouse again; then every one of those tables expires all earlier snapshots and deletes
 the files only they used, so no time travel can serve the rows again. Watermarks move with
 the data: the next run continues with no manual step. The value is never logged or stored
-(only its SHA-256). --dry-run prints what it would touch and changes nothing.`,
-		Args: cobra.ExactArgs(1),
+(only its SHA-256). --dry-run prints what it would touch and changes nothing. Every
+finished forget appends a record to the Iceberg table audit.forget_log (when, entity,
+field, SHA-256 of the value, rows removed and snapshots expired per table, who and
+where), which no expiry touches; --log prints it.`,
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if log {
+				if len(args) > 0 || where != "" || confirm || dryRun {
+					return &exitError{exitUsage, errors.New("--log takes no entity and no other flag")}
+				}
+				return a.printForgetLog(cmd)
+			}
+			if len(args) != 1 || where == "" {
+				return &exitError{exitUsage, errors.New("want ENTITY and --where 'field = value' (or --log)")}
+			}
 			if confirm && dryRun {
 				return &exitError{exitUsage, errors.New("--confirm and --dry-run exclude each other")}
 			}
@@ -53,6 +67,7 @@ the data: the next run continues with no manual step. The value is never logged 
 				return err
 			}
 			target.Log = a.log.With("stage", "forget", "entity", args[0])
+			target.Operator, target.Host = operator()
 			ctx := cmd.Context()
 			if !confirm {
 				res, err := forget.Plan(ctx, p.lh, target, req)
@@ -83,8 +98,46 @@ the data: the next run continues with no manual step. The value is never logged 
 	cmd.Flags().StringVar(&where, "where", "", "payload field and value: 'user_id = u-42' (required)")
 	cmd.Flags().BoolVar(&confirm, "confirm", false, "really erase")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the tables, files, rows and partitions a forget would touch; change nothing")
-	_ = cmd.MarkFlagRequired("where")
+	cmd.Flags().BoolVar(&log, "log", false, "print the audit log of finished forgets ("+forget.AuditTable+")")
 	return cmd
+}
+
+// printForgetLog prints audit.forget_log (read only: no state lock).
+func (a *app) printForgetLog(cmd *cobra.Command) error {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	lh, err := openLakehouse(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	defer lh.Close()
+	recs, err := forget.Log(cmd.Context(), lh)
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		fmt.Fprintf(a.stdout, "%s: no forget recorded\n", forget.AuditTable)
+		return nil
+	}
+	for _, r := range recs {
+		fmt.Fprintln(a.stdout, r)
+	}
+	return nil
+}
+
+// operator is who runs the command and where, for the audit log.
+func operator() (who, host string) {
+	who = "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		who = u.Username
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return who, host
 }
 
 // forgetTarget is the entity and the marts it feeds (as source or join).

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"go.yaml.in/yaml/v3"
 
+	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving/chlocal"
@@ -96,7 +98,7 @@ func (e *forgetEnv) landing() string { return filepath.Join(e.state, "landing", 
 
 // forgetSubject picks a user of the demo stream with several events, every line of
 // which is valid JSON (forget only matches valid JSON; see docs/bronze.md).
-func forgetSubject(t *testing.T, landing string) string {
+func forgetSubject(t *testing.T, landing string, skip ...string) string {
 	t.Helper()
 	lines := landingLines(t, landing)
 	count := map[string]int{}
@@ -119,7 +121,7 @@ func forgetSubject(t *testing.T, landing string) string {
 	}
 	var users []string
 	for u, n := range count {
-		if n >= 6 && !invalid[u] {
+		if n >= 6 && !invalid[u] && !slices.Contains(skip, u) {
 			users = append(users, u)
 		}
 	}
@@ -410,6 +412,30 @@ func TestForgetCascade(t *testing.T) {
 	}
 	if after := listing(); !slices.Equal(before, after) {
 		t.Errorf("the second forget changed the warehouse: %d files before, %d after", len(before), len(after))
+	}
+	// The audit log: one record per finished forget, with the hash, never the value;
+	// a forget of another subject (which expires every table's history again) leaves
+	// both records readable.
+	other := forgetSubject(t, e.landing(), subject)
+	e.run("forget", "orders", "--where", "user_id = "+other, "--confirm")
+	log := e.run("forget", "--log")
+	var records []string
+	for _, l := range strings.Split(clean(log), "\n") {
+		records = append(records, l)
+	}
+	if len(records) != 2 {
+		t.Fatalf("forget --log: want 2 records, got:\n%s", log)
+	}
+	for i, v := range []string{subject, other} {
+		if strings.Contains(log, v) {
+			t.Errorf("the audit log holds the value %s:\n%s", v, log)
+		}
+		if want := "orders user_id sha256:" + bronze.ValueHash(v); !strings.Contains(records[i], want) {
+			t.Errorf("record %d lacks %q: %s", i, want, records[i])
+		}
+	}
+	if !strings.Contains(records[0], `"bronze.orders":`+strconv.Itoa(subjectLines)) {
+		t.Errorf("record 0 does not count the %d Bronze rows removed: %s", subjectLines, records[0])
 	}
 }
 

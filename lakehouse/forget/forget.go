@@ -52,6 +52,8 @@ type Target struct {
 	Lookups silver.LookupLoader // for the Silver replay
 	Marts   []gold.MartSpec     // the marts whose source (or a join) is the entity
 	Log     *slog.Logger
+	// Operator and Host are recorded in AuditTable (who ran the forget, and where).
+	Operator, Host string
 }
 
 // Layers of a TableReport.
@@ -113,7 +115,11 @@ func Plan(ctx context.Context, lh *catalog.Lakehouse, t Target, req bronze.Forge
 		return res, fmt.Errorf("forget %s: %w", t.Entity, err)
 	}
 	res.Tables = tables
-	res.Found = found(tables) || pendingForget(ctx, lh, t, req)
+	pending, err := pendingForget(ctx, lh, t, req)
+	if err != nil {
+		return res, fmt.Errorf("forget %s: %w", t.Entity, err)
+	}
+	res.Found = found(tables) || pending
 	res.Unreachable = unreachable(t)
 	res.Elapsed = time.Since(start)
 	return res, nil
@@ -125,26 +131,33 @@ func found(tables []TableReport) bool {
 }
 
 // pendingForget reports whether Bronze records a forget of req that some downstream
-// table has not been sealed for.
-func pendingForget(ctx context.Context, lh *catalog.Lakehouse, t Target, req bronze.ForgetRequest) bool {
+// table has not been sealed for, or that AuditTable has no record of.
+func pendingForget(ctx context.Context, lh *catalog.Lakehouse, t Target, req bronze.ForgetRequest) (bool, error) {
 	bt, err := lh.LoadTable(ctx, t.Bronze)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return false, nil
+	}
 	if err != nil {
-		return false
+		return false, err
 	}
 	f := forgetSnapshot(bt, req)
 	if f == 0 {
-		return false
+		return false, nil
 	}
 	for _, ident := range downstream(t) {
 		tbl, err := lh.LoadTable(ctx, ident)
-		if err != nil {
+		if errors.Is(err, catalog.ErrNoSuchTable) {
 			continue
 		}
+		if err != nil {
+			return false, err
+		}
 		if sealedFor(tbl, req, f) == 0 {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	done, err := recorded(ctx, lh, req, f)
+	return !done, err
 }
 
 // Run erases the subject from the entity's tables (see the package doc). A subject who
@@ -197,6 +210,14 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, t Target, req bronze.Forget
 	for _, m := range t.Marts {
 		if err := res.goldMart(ctx, lh, t, m, req, seal); err != nil {
 			return fail(err)
+		}
+	}
+	// 4. The audit record, once everything is clean (a rerun adds it if this fails).
+	if done, err := recorded(ctx, lh, req, res.BronzeSnapshot); err != nil {
+		return fail(err)
+	} else if !done {
+		if err := appendRecord(ctx, lh, res.record(t, req)); err != nil {
+			return fail(fmt.Errorf("the subject is erased, but the audit record failed (run forget again to write it): %w", err))
 		}
 	}
 	res.Elapsed = time.Since(start)
