@@ -419,10 +419,7 @@ func TestForgetCascade(t *testing.T) {
 	other := forgetSubject(t, e.landing(), subject)
 	e.run("forget", "orders", "--where", "user_id = "+other, "--confirm")
 	log := e.run("forget", "--log")
-	var records []string
-	for _, l := range strings.Split(clean(log), "\n") {
-		records = append(records, l)
-	}
+	records := strings.Split(clean(log), "\n")
 	if len(records) != 2 {
 		t.Fatalf("forget --log: want 2 records, got:\n%s", log)
 	}
