@@ -7,7 +7,7 @@ DEMO_EVENTS ?= 200000
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build clickhouse prometheus bench-deps demo test test-short lint bench bench-go clean
+.PHONY: all build clickhouse prometheus bench-deps demo test test-short lint fuzz bench bench-go clean
 
 all: build
 
@@ -31,7 +31,18 @@ demo: build clickhouse
 test: clickhouse prometheus lint
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz
 	BENCH_QUICK=1 BENCH_RESULTS=bench/data/results $(MAKE) --no-print-directory bench
+
+## fuzz: each fuzz target for FUZZ_TIME (seed corpora in testdata/fuzz; a crash is a failure)
+FUZZ_TIME ?= 5s
+FUZZ_TARGETS := lakehouse/silver:FuzzParseDecimal lakehouse/silver:FuzzParseTimestamp \
+	lakehouse/silver:FuzzParsePayload lakehouse/silver:FuzzRuleEval \
+	lakehouse/bronze:FuzzReadCSV lakehouse/bronze:FuzzReadLines
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZ_TIME) ./$${t%%:*}; \
+	done
 
 ## test-short: unit tests only (no ClickHouse server)
 test-short:

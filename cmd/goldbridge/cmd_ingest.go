@@ -12,7 +12,7 @@ import (
 )
 
 func (a *app) ingestCmd() *cobra.Command {
-	var reingest bool
+	var reingest, retryQuarantined bool
 	cmd := &cobra.Command{
 		Use:   "ingest [ENTITY...]",
 		Short: "Land new source records append-only in bronze.<entity>, exactly once",
@@ -20,7 +20,11 @@ func (a *app) ingestCmd() *cobra.Command {
 into its Bronze table, with audit columns, in one Iceberg commit per entity. The files
 consumed are recorded in the same commit, so running it again adds nothing and a crash
 at any point is repaired by running it again. A landing file that changed after it was
-ingested is reported and skipped; --reingest reads it again.`,
+ingested is reported and skipped; --reingest reads it again. A landing file that cannot be
+read (corrupt compression, broken CSV quoting, unreadable Parquet, permission denied, a
+dangling symbolic link) is quarantined: listed in the summary and the
+goldbridge_quarantined_files metric, recorded in the Bronze table, and skipped until its
+content changes; --retry-quarantined reads it again now. The other files are ingested.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
@@ -32,11 +36,12 @@ ingested is reported and skipped; --reingest reads it again.`,
 			if err != nil {
 				return err
 			}
-			p.reingest = reingest
+			p.reingest, p.retryQuarantined = reingest, retryQuarantined
 			return p.ingest(cmd.Context(), entities)
 		},
 	}
 	cmd.Flags().BoolVar(&reingest, "reingest", false, "read again landing files that changed after they were ingested (their rows land twice in Bronze)")
+	cmd.Flags().BoolVar(&retryQuarantined, "retry-quarantined", false, "read again the quarantined landing files, even unchanged")
 	return cmd
 }
 

@@ -25,10 +25,11 @@ type pipeline struct {
 	lh  *catalog.Lakehouse
 	m   *metrics.Metrics
 
-	reingest bool
-	full     bool
-	ch       *chOpening     // ClickHouse connection opened ahead (run), or nil
-	bg       sync.WaitGroup // metric reads left to run beside the next stages; close waits
+	reingest         bool
+	retryQuarantined bool
+	full             bool
+	ch               *chOpening     // ClickHouse connection opened ahead (run), or nil
+	bg               sync.WaitGroup // metric reads left to run beside the next stages; close waits
 }
 
 // chOpening is a ClickHouse connection being opened while earlier stages run.
@@ -156,8 +157,8 @@ func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 			}
 			progress, done := a.progress(name, total)
 			res, err := bronze.IngestFiles(ctx, p.lh, e.Bronze.Table, srcs, bronze.Options{
-				BatchRows: e.Bronze.BatchRows, Reingest: p.reingest, Progress: progress,
-				Log: a.log.With("stage", "ingest", "entity", name),
+				BatchRows: e.Bronze.BatchRows, Reingest: p.reingest, RetryQuarantined: p.retryQuarantined,
+				Progress: progress, Log: a.log.With("stage", "ingest", "entity", name),
 			})
 			done()
 			if err != nil {
@@ -165,9 +166,13 @@ func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 			}
 			p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
 			p.m.Rows.WithLabelValues("ingest", name, "", "blank").Add(float64(res.Blank))
-			fmt.Fprintf(a.stdout, "ingest %s: %d files (%d already ingested, %d changed and skipped), %d rows, %d blank lines, %.1f MB, %.0f rows/s, batch %s, snapshot %d\n",
-				name, len(res.Files), res.Skipped, len(res.Changed), res.Rows, res.Blank, float64(res.Bytes)/1e6,
+			p.m.FilesQuarantined.WithLabelValues(name).Set(float64(len(res.Quarantined)))
+			fmt.Fprintf(a.stdout, "ingest %s: %d files (%d already ingested, %d changed and skipped, %d quarantined), %d rows, %d blank lines, %.1f MB, %.0f rows/s, batch %s, snapshot %d\n",
+				name, len(res.Files), res.Skipped, len(res.Changed), len(res.Quarantined), res.Rows, res.Blank, float64(res.Bytes)/1e6,
 				float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
+			for _, q := range res.Quarantined {
+				fmt.Fprintf(a.stdout, "    quarantined %s (%d bytes, since %s): %s\n", q.Path, q.Size, q.FirstSeen, q.Reason)
+			}
 		}
 		p.m.LastSuccess.WithLabelValues("ingest", name, "").SetToCurrentTime()
 	}

@@ -8,13 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/cespare/xxhash/v2"
@@ -48,10 +52,13 @@ type landingFile struct {
 	path    string
 	size    int64
 	modTime int64
+	problem string // why the file cannot be read at all (dangling symlink, not a regular file), or ""
 }
 
 // list returns the complete landing files in name order. Hidden files and files still
-// being written by convention (*.tmp, *.partial, *.inprogress) are skipped.
+// being written by convention (*.tmp, *.partial, *.inprogress) are skipped, as are
+// directories. Symbolic links are followed; a dangling link or an entry that is not a
+// regular file is returned with its problem set, to be reported and quarantined.
 func (s FileSource) list() ([]landingFile, error) {
 	entries, err := os.ReadDir(s.Dir)
 	if err != nil {
@@ -72,14 +79,21 @@ func (s FileSource) list() ([]landingFile, error) {
 				continue
 			}
 		}
-		info, err := e.Info()
-		if err != nil {
+		path := filepath.Join(s.Dir, name)
+		info, err := os.Stat(path) // follows a symbolic link
+		switch {
+		case err != nil && e.Type()&fs.ModeSymlink != 0:
+			out = append(out, landingFile{path: path, problem: "dangling symbolic link: " + err.Error()})
+			continue
+		case err != nil:
 			return nil, fmt.Errorf("stat %s: %w", name, err)
-		}
-		if !info.Mode().IsRegular() {
+		case info.IsDir():
+			continue
+		case !info.Mode().IsRegular():
+			out = append(out, landingFile{path: path, modTime: info.ModTime().UnixNano(), problem: "not a regular file (" + info.Mode().Type().String() + ")"})
 			continue
 		}
-		out = append(out, landingFile{path: filepath.Join(s.Dir, name), size: info.Size(), modTime: info.ModTime().UnixNano()})
+		out = append(out, landingFile{path: path, size: info.Size(), modTime: info.ModTime().UnixNano()})
 	}
 	slices.SortFunc(out, func(a, b landingFile) int { return strings.Compare(a.path, b.path) })
 	return out, nil
@@ -132,8 +146,10 @@ func (s FileSource) formatOf(path string) (format, compression string, err error
 type emitFunc func(payload []byte) error
 
 // readFile streams the records of one landing file to emit and returns the xxh64 of the
-// file's bytes and the number of blank lines skipped.
-func (s FileSource) readFile(ctx context.Context, path string, emit emitFunc) (checksum string, blank int64, err error) {
+// file's bytes and the number of blank lines skipped. Only the first size bytes are read
+// (the size seen when the file was listed): what a writer appends meanwhile is left for
+// the next run.
+func (s FileSource) readFile(ctx context.Context, path string, size int64, emit emitFunc) (checksum string, blank int64, err error) {
 	format, compression, err := s.formatOf(path)
 	if err != nil {
 		return "", 0, err
@@ -144,16 +160,17 @@ func (s FileSource) readFile(ctx context.Context, path string, emit emitFunc) (c
 	}
 	defer f.Close()
 	if format == "parquet" {
-		if err := readParquet(ctx, f, emit); err != nil {
+		if err := readParquet(ctx, io.NewSectionReader(f, 0, size), emit); err != nil {
 			return "", 0, err
 		}
-		sum, err := checksumFile(path)
+		sum, err := checksumReader(io.NewSectionReader(f, 0, size))
 		return sum, 0, err
 	}
 	h := xxhash.New()
 	// Every byte read from the file passes through the hash; what the decoders leave
 	// unread (a gzip trailer) is drained into it at the end.
-	var r io.Reader = bufio.NewReaderSize(io.TeeReader(f, h), 1<<20)
+	limited := io.LimitReader(f, size)
+	var r io.Reader = bufio.NewReaderSize(io.TeeReader(limited, h), 1<<20)
 	switch compression {
 	case "gzip":
 		zr, err := gzip.NewReader(r)
@@ -170,6 +187,7 @@ func (s FileSource) readFile(ctx context.Context, path string, emit emitFunc) (c
 		defer zr.Close()
 		r = zr
 	}
+	r = skipBOM(r)
 	switch format {
 	case "jsonl":
 		blank, err = readLines(ctx, r, emit)
@@ -182,14 +200,49 @@ func (s FileSource) readFile(ctx context.Context, path string, emit emitFunc) (c
 		return "", blank, err
 	}
 	// Drain what the decompressor did not need (gzip trailer) so the checksum covers the file.
-	if _, err := io.Copy(io.Discard, io.TeeReader(f, h)); err != nil {
+	if _, err := io.Copy(io.Discard, io.TeeReader(limited, h)); err != nil {
 		return "", blank, err
 	}
 	return fmt.Sprintf("%016x", h.Sum64()), blank, nil
 }
 
+// MaxRecordBytes bounds one record read from a landing file (a JSONL line, a CSV record).
+// A longer JSONL line is not kept whole: it lands as an OversizedPrefix marker with its
+// length and first bytes, which Silver quarantines as record_too_large; a longer CSV
+// record fails its file (a runaway quote), which is quarantined.
+const MaxRecordBytes = 16 << 20
+
+// OversizedPrefix starts the raw_payload that stands for a record longer than
+// MaxRecordBytes: OversizedPrefix + "<length>:" + the record's first oversizedHead bytes.
+const OversizedPrefix = "\x00oversized:"
+
+const oversizedHead = 1024
+
+// oversizedPayload is the marker payload of a record of n bytes that starts with head.
+func oversizedPayload(n int64, head []byte) []byte {
+	head = head[:min(len(head), oversizedHead)]
+	for len(head) > 0 && !utf8.Valid(head) { // do not cut a character in two
+		head = head[:len(head)-1]
+	}
+	return append(strconv.AppendInt([]byte(OversizedPrefix), n, 10), append([]byte{':'}, head...)...)
+}
+
+// utf8BOM is dropped from the start of a JSONL or CSV file: it marks the encoding and is
+// no part of the first record.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// skipBOM returns r without a leading UTF-8 byte order mark.
+func skipBOM(r io.Reader) io.Reader {
+	br := bufio.NewReaderSize(r, 1<<20)
+	if b, err := br.Peek(len(utf8BOM)); err == nil && bytes.Equal(b, utf8BOM) {
+		_, _ = br.Discard(len(utf8BOM))
+	}
+	return br
+}
+
 // readLines emits every non-blank line without its "\n" terminator; every other byte,
-// "\r" included, is kept. Lines of any length are supported.
+// "\r" included, is kept. A line longer than MaxRecordBytes is emitted as its
+// oversizedPayload, read through without holding it.
 func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, err error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var long []byte
@@ -200,11 +253,16 @@ func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, er
 			}
 		}
 		line, err := br.ReadSlice('\n')
+		var total int64
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
+			total = int64(len(line))
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
+				total += int64(len(line))
+				if len(long) <= MaxRecordBytes {
+					long = append(long, line...)
+				}
 			}
 			line = long
 		}
@@ -213,6 +271,14 @@ func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, er
 		}
 		if len(line) > 0 {
 			content := bytes.TrimSuffix(line, []byte{'\n'})
+			if n := total; n > MaxRecordBytes {
+				if err == nil { // the line ended with its "\n"
+					n--
+				}
+				if n > MaxRecordBytes {
+					content = oversizedPayload(n, line)
+				}
+			}
 			if len(bytes.TrimSpace(content)) == 0 {
 				blank++
 			} else if eerr := emit(content); eerr != nil {
@@ -229,7 +295,8 @@ func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, er
 // the header survives in every payload. Values stay strings; a field that is not valid
 // UTF-8 is written as BinaryPrefix + base64, like a binary payload.
 func readCSV(ctx context.Context, r io.Reader, delim rune, emit emitFunc) error {
-	cr := csv.NewReader(r)
+	lr := &recordLimiter{r: r}
+	cr := csv.NewReader(lr)
 	if delim != 0 {
 		cr.Comma = delim
 	}
@@ -243,6 +310,7 @@ func readCSV(ctx context.Context, r io.Reader, delim rune, emit emitFunc) error 
 		return fmt.Errorf("csv header: %w", err)
 	}
 	header = slices.Clone(header)
+	lr.start = cr.InputOffset()
 	var buf []byte
 	for n := 0; ; n++ {
 		if n&0xfff == 0 {
@@ -257,6 +325,7 @@ func readCSV(ctx context.Context, r io.Reader, delim rune, emit emitFunc) error 
 		if err != nil {
 			return fmt.Errorf("csv: %w", err)
 		}
+		lr.start = cr.InputOffset()
 		buf = append(buf[:0], '{')
 		for i, v := range rec {
 			if i > 0 {
@@ -277,8 +346,26 @@ func readCSV(ctx context.Context, r io.Reader, delim rune, emit emitFunc) error 
 	}
 }
 
+// recordLimiter fails the CSV reader once it has delivered more than MaxRecordBytes past
+// the start of the record being read (encoding/csv keeps reading a quoted field to the
+// end of the input).
+type recordLimiter struct {
+	r         io.Reader
+	start     int64 // input offset where the current record starts (set by readCSV)
+	delivered int64
+}
+
+func (l *recordLimiter) Read(p []byte) (int, error) {
+	if l.delivered-l.start > MaxRecordBytes {
+		return 0, fmt.Errorf("a record is longer than %d bytes (an unclosed quote?)", MaxRecordBytes)
+	}
+	n, err := l.r.Read(p)
+	l.delivered += int64(n)
+	return n, err
+}
+
 // readParquet emits each row as a JSON object (column name → value).
-func readParquet(ctx context.Context, f *os.File, emit emitFunc) error {
+func readParquet(ctx context.Context, f parquet.ReaderAtSeeker, emit emitFunc) error {
 	pf, err := file.NewParquetReader(f)
 	if err != nil {
 		return fmt.Errorf("parquet: %w", err)
@@ -343,9 +430,17 @@ func checksumFile(path string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	h := xxhash.New()
-	if _, err := io.Copy(h, f); err != nil {
+	sum, err := checksumReader(f)
+	if err != nil {
 		return "", fmt.Errorf("checksum %s: %w", path, err)
+	}
+	return sum, nil
+}
+
+func checksumReader(r io.Reader) (string, error) {
+	h := xxhash.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("%016x", h.Sum64()), nil
 }

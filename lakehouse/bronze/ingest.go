@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,8 @@ import (
 type Options struct {
 	BatchRows int  // rows per Arrow batch (default 16384)
 	Reingest  bool // re-read landing files whose content changed after they were ingested
+	// RetryQuarantined reads the quarantined landing files again even when unchanged.
+	RetryQuarantined bool
 	// Progress, if set, is called after each batch with the bytes and rows read so far.
 	Progress func(bytesRead, rows int64)
 	Log      *slog.Logger
@@ -49,10 +52,13 @@ type Result struct {
 	Files      []FileRecord // files ingested by this run
 	Skipped    int          // landing files ingested before and unchanged
 	Changed    []string     // landing files that changed after ingestion and were not re-read
-	Rows       int64
-	Blank      int64
-	Bytes      int64
-	Elapsed    time.Duration
+	// Quarantined are the landing files that could not be read, newly or still (see
+	// QuarantinedFile); the other files of the run are ingested.
+	Quarantined []QuarantinedFile
+	Rows        int64
+	Blank       int64
+	Bytes       int64
+	Elapsed     time.Duration
 }
 
 // IngestFiles loads the landing files of sources that Bronze has not seen yet into the
@@ -75,17 +81,47 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		return res, fmt.Errorf("bronze %s: %w", ident, err)
 	}
 
+	quarantine, err := QuarantinedFiles(run.Table())
+	if err != nil {
+		return res, fmt.Errorf("bronze %s: %w", ident, err)
+	}
+	quarantineChanged := false
+	addQuarantine := func(f landingFile, reason string, rows int64) {
+		q := QuarantinedFile{Path: f.path, Size: f.size, ModTime: f.modTime, Reason: reason, Rows: rows,
+			FirstSeen: time.Now().UTC().Format(time.RFC3339)}
+		if f.problem == "" {
+			q.Checksum, _ = checksumFile(f.path) // "" when it cannot be read at all
+		}
+		if prev, ok := quarantine[f.path]; ok {
+			q.FirstSeen = prev.FirstSeen
+		}
+		quarantine[f.path], quarantineChanged = q, true
+		res.Quarantined = append(res.Quarantined, q)
+		opt.Log.Warn("landing file quarantined: not ingested (retried when it changes, or with --retry-quarantined)",
+			"file", f.path, "reason", reason, "rows_landed", rows)
+	}
+
 	type planned struct {
 		src  FileSource
 		file landingFile
 	}
 	var plan []planned
+	listed := map[string]bool{}
 	for _, src := range sources {
 		files, err := src.list()
 		if err != nil {
 			return res, fmt.Errorf("bronze %s source %s: %w", ident, src.Name, err)
 		}
 		for _, f := range files {
+			listed[f.path] = true
+			if q, ok := quarantine[f.path]; ok && !opt.RetryQuarantined && q.sameContent(f) {
+				res.Quarantined = append(res.Quarantined, q) // still quarantined, unchanged
+				continue
+			}
+			if f.problem != "" {
+				addQuarantine(f, f.problem, 0)
+				continue
+			}
 			prev, ok := seen[f.path]
 			if !ok {
 				plan = append(plan, planned{src, f})
@@ -108,7 +144,13 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 			}
 		}
 	}
-	if len(plan) == 0 {
+	for path := range quarantine { // a quarantined file that was removed is forgotten
+		if !listed[path] {
+			delete(quarantine, path)
+			quarantineChanged = true
+		}
+	}
+	if len(plan) == 0 && !quarantineChanged {
 		res.Elapsed = time.Since(start)
 		return res, nil
 	}
@@ -120,11 +162,24 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 	err = run.Write(ctx, func(emit Emit) error {
 		for _, p := range plan {
 			rows0 := run.Rows()
-			checksum, blank, err := p.src.readFile(ctx, p.file.path, func(payload []byte) error {
-				return emit(payload, p.src.System, p.file.path, time.Time{})
+			var emitErr error
+			checksum, blank, err := p.src.readFile(ctx, p.file.path, p.file.size, func(payload []byte) error {
+				emitErr = emit(payload, p.src.System, p.file.path, time.Time{})
+				return emitErr
 			})
+			if err != nil && (emitErr != nil || ctx.Err() != nil) {
+				return fmt.Errorf("read %s: %w", p.file.path, err) // the write failed, not the file
+			}
 			if err != nil {
-				return fmt.Errorf("read %s: %w", p.file.path, err)
+				// The records read before the failure stay in the batch (they are whole
+				// records); the file is quarantined and read again from its start when it
+				// changes. See docs/bronze.md, "Unreadable files".
+				addQuarantine(p.file, firstLine(err.Error()), run.Rows()-rows0)
+				continue
+			}
+			if _, ok := quarantine[p.file.path]; ok {
+				delete(quarantine, p.file.path)
+				quarantineChanged = true
 			}
 			res.Bytes += p.file.size
 			res.Blank += blank
@@ -150,6 +205,11 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		PropSource: strings.Join(names, ","),
 		PropFiles:  string(filesJSON),
 		PropBlank:  strconv.FormatInt(res.Blank, 10),
+	}
+	if quarantineChanged {
+		if run.tableProps, err = quarantineProperty(quarantine); err != nil {
+			return res, err
+		}
 	}
 	res.SnapshotID, err = run.Commit(ctx, props, func(tbl *table.Table) error {
 		// Another writer may have committed the same files meanwhile: never commit twice.
@@ -187,6 +247,8 @@ type Run struct {
 	opt       Options
 	rows      int64
 	dataFiles []iceberg.DataFile
+	// tableProps are set on the table in the commit (the files quarantine), or nil.
+	tableProps iceberg.Properties
 }
 
 // NewRun prepares a write to the Bronze table ident (created if missing).
@@ -322,6 +384,11 @@ func (r *Run) Commit(ctx context.Context, props iceberg.Properties, precheck fun
 		tx := tbl.NewTransaction()
 		if err := tx.AddDataFiles(ctx, r.dataFiles, all); err != nil {
 			return nil, err
+		}
+		if r.tableProps != nil {
+			if err := tx.SetProperties(r.tableProps); err != nil {
+				return nil, err
+			}
 		}
 		return tx.Commit(ctx)
 	})
@@ -540,4 +607,72 @@ func (g *uuidGen) next() []byte {
 		j += 2
 	}
 	return g.buf[:]
+}
+
+// PropQuarantine is the Bronze table property that lists the quarantined landing files:
+// a JSON list of QuarantinedFile, set in the same commit as the run's data.
+const PropQuarantine = "goldbridge.files-quarantine"
+
+// QuarantinedFile is a landing file that could not be read (corrupt compression, broken
+// CSV quoting, unreadable Parquet, permission denied, a dangling symbolic link, ...). It is
+// skipped until its content changes (size, mtime and checksum) or the ingest is run with
+// RetryQuarantined; the other files are ingested meanwhile.
+type QuarantinedFile struct {
+	Path      string `json:"path"`
+	Size      int64  `json:"size"`
+	ModTime   int64  `json:"mtime_ns"`
+	Checksum  string `json:"xxh64,omitempty"` // "" when the file could not be opened
+	Reason    string `json:"reason"`
+	FirstSeen string `json:"first_seen"` // RFC 3339, UTC
+	Rows      int64  `json:"rows"`       // records read before the failure (they landed)
+}
+
+// sameContent tells whether the listed file is still the quarantined content.
+func (q QuarantinedFile) sameContent(f landingFile) bool {
+	if f.size != q.Size {
+		return false
+	}
+	if f.modTime == q.ModTime {
+		return true
+	}
+	sum, err := checksumFile(f.path)
+	return err == nil && sum == q.Checksum
+}
+
+// QuarantinedFiles returns the quarantined landing files of a Bronze table, by path.
+func QuarantinedFiles(tbl *table.Table) (map[string]QuarantinedFile, error) {
+	out := map[string]QuarantinedFile{}
+	raw, ok := tbl.Properties()[PropQuarantine]
+	if !ok || raw == "" {
+		return out, nil
+	}
+	var list []QuarantinedFile
+	if err := json.Unmarshal([]byte(raw), &list); err != nil {
+		return nil, fmt.Errorf("bad table property %s: %w", PropQuarantine, err)
+	}
+	for _, q := range list {
+		out[q.Path] = q
+	}
+	return out, nil
+}
+
+func quarantineProperty(m map[string]QuarantinedFile) (iceberg.Properties, error) {
+	list := make([]QuarantinedFile, 0, len(m))
+	for _, q := range m {
+		list = append(list, q)
+	}
+	slices.SortFunc(list, func(a, b QuarantinedFile) int { return strings.Compare(a.Path, b.Path) })
+	raw, err := json.Marshal(list)
+	if err != nil {
+		return nil, err
+	}
+	return iceberg.Properties{PropQuarantine: string(raw)}, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 300 {
+		s = s[:300]
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package silver
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/valyala/fastjson"
+
+	"goldbridge/lakehouse/bronze"
 )
 
 // parser types one payload into a row of Values. It is not safe for concurrent use
@@ -51,11 +54,17 @@ func newParser(cols []ColumnSpec) (*parser, error) {
 
 // parse fills row (len(cols)) from payload; on failure it returns the quarantine reason.
 func (ps *parser) parse(payload []byte, row []Value) string {
+	if len(payload) > MaxPayloadBytes {
+		return payloadTooLarge
+	}
 	if len(bytes.TrimSpace(payload)) == 0 || payload[0] != '{' && bytes.TrimSpace(payload)[0] != '{' {
 		return "invalid_json: not a JSON object"
 	}
 	doc, err := ps.p.ParseBytes(payload)
 	if err != nil {
+		if strings.Contains(err.Error(), "too big depth") {
+			return payloadDepthReason
+		}
 		return "invalid_json: " + firstLine(err.Error())
 	}
 	if doc.Type() != fastjson.TypeObject {
@@ -209,16 +218,25 @@ func clip(s string) string {
 	return s
 }
 
+// parseTime reads a timestamp or date text of at most MaxTimeText bytes; an epoch number
+// must fall in years 0001-9999.
 func parseTime(format, s, def string) (time.Time, error) {
 	s = strings.TrimSpace(s)
+	if len(s) > MaxTimeText {
+		return time.Time{}, fmt.Errorf("time text of %d bytes exceeds the limit of %d", len(s), MaxTimeText)
+	}
 	switch format {
 	case "epoch_s", "epoch_ms", "epoch_us":
 		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return time.Time{}, fmt.Errorf("not an epoch number %q", clip(s))
 		}
 		mult := map[string]float64{"epoch_s": 1e6, "epoch_ms": 1e3, "epoch_us": 1}[format]
-		return time.UnixMicro(int64(math.Round(f * mult))).UTC(), nil
+		us := math.Round(f * mult)
+		if us < float64(minEpochMicros) || us >= float64(endEpochMicros) {
+			return time.Time{}, fmt.Errorf("epoch %q is outside years 0001-9999", clip(s))
+		}
+		return time.UnixMicro(int64(us)).UTC(), nil
 	case "", "rfc3339":
 		t, err := time.Parse(def, s)
 		if err != nil && def == time.RFC3339Nano {
@@ -242,12 +260,46 @@ func parseTime(format, s, def string) (time.Time, error) {
 	}
 }
 
+// Limits of the textual values Silver types (see docs/silver.md, "Limits"). Past them a
+// value is a quarantine reason, never an allocation that grows with the input.
+const (
+	// MaxDecimalText is the longest decimal literal read (sign, digits, point, exponent).
+	MaxDecimalText = 1024
+	// MaxDecimalExponent bounds the exponent of a decimal literal (1e5000 is refused; a
+	// decimal128 holds at most 38 digits, so larger exponents only matter for zeros).
+	MaxDecimalExponent = 4096
+	// MaxTimeText is the longest timestamp or date text read.
+	MaxTimeText = 256
+	// MaxPayloadBytes is the largest payload Silver parses; Bronze stores larger
+	// records only up to its own line limit (docs/bronze.md).
+	MaxPayloadBytes = 16 << 20
+)
+
+var payloadTooLarge = fmt.Sprintf("payload_too_large: over %d bytes", MaxPayloadBytes)
+
+// recordTooLarge is the reason of a Bronze row that stands for a landing record longer
+// than bronze.MaxRecordBytes (its raw_payload keeps the length and first bytes).
+var recordTooLarge = fmt.Sprintf("record_too_large: over %d bytes", bronze.MaxRecordBytes)
+
+// Epoch numbers are accepted from year 0001 to the end of 9999 (the range of RFC 3339);
+// both bounds are exact as float64.
+var minEpochMicros, endEpochMicros = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(),
+	time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+
+// payloadDepthReason is the quarantine reason of a payload nested deeper than fastjson's
+// limit (fastjson.MaxDepth levels of objects and arrays).
+var payloadDepthReason = fmt.Sprintf("invalid_json: nested deeper than %d levels", fastjson.MaxDepth)
+
 // parseDecimal parses a decimal literal exactly, rounding half away from zero to scale
-// (as a cast to DECIMAL(p,s) does), and fails when it does not fit the precision.
+// (as a cast to DECIMAL(p,s) does), and fails when it does not fit the precision. Its
+// work and memory are bounded by MaxDecimalText and MaxDecimalExponent.
 func parseDecimal(s string, prec, scale int) (decimal128.Num, error) {
 	bad := func() (decimal128.Num, error) { return decimal128.Num{}, fmt.Errorf("not a decimal %q", clip(s)) }
 	if s == "" {
 		return bad()
+	}
+	if len(s) > MaxDecimalText {
+		return decimal128.Num{}, fmt.Errorf("decimal text of %d bytes exceeds the limit of %d", len(s), MaxDecimalText)
 	}
 	neg := false
 	i := 0
@@ -259,8 +311,11 @@ func parseDecimal(s string, prec, scale int) (decimal128.Num, error) {
 	exp := 0
 	if e := strings.IndexAny(rest, "eE"); e >= 0 {
 		x, err := strconv.Atoi(rest[e+1:])
-		if err != nil {
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			return bad()
+		}
+		if err != nil || x > MaxDecimalExponent || x < -MaxDecimalExponent {
+			return decimal128.Num{}, fmt.Errorf("decimal exponent of %q exceeds ±%d", clip(s), MaxDecimalExponent)
 		}
 		exp, rest = x, rest[:e]
 	}
@@ -286,7 +341,10 @@ func parseDecimal(s string, prec, scale int) (decimal128.Num, error) {
 			roundUp = cut < len(digits) && digits[cut] >= '5'
 			digits = digits[:cut]
 		}
-	} else {
+	} else if digits != "" {
+		if len(digits)+shift > prec { // checked before the zeros are written
+			return decimal128.Num{}, fmt.Errorf("%q does not fit decimal(%d,%d)", clip(s), prec, scale)
+		}
 		digits += strings.Repeat("0", shift)
 	}
 	if len(digits) > prec {

@@ -219,7 +219,7 @@ type ruleSet struct {
 // clone returns a ruleSet sharing the compiled programs and lookup tables, with its own
 // environment and VM.
 func (r *ruleSet) clone() *ruleSet {
-	return &ruleSet{rules: r.rules, cols: r.cols, sync: r.sync, inEnv: r.inEnv, env: maps.Clone(r.env)}
+	return &ruleSet{rules: r.rules, cols: r.cols, sync: r.sync, inEnv: r.inEnv, env: maps.Clone(r.env), vm: vm.VM{MemoryBudget: MaxRuleMemory}}
 }
 
 // compileRules compiles every rule once against the typed columns. It returns the extra
@@ -246,7 +246,7 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 		example[c.Name] = ruleEnvValue(c.Type, Value{})
 		return len(all) - 1, nil
 	}
-	rs := &ruleSet{}
+	rs := &ruleSet{vm: vm.VM{MemoryBudget: MaxRuleMemory}}
 	reads := map[int]bool{}
 	ids := map[string]bool{}
 	for n, sp := range specs {
@@ -321,14 +321,21 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 		}
 		target = ColumnSpec{Name: sp.Column, Type: t}
 	}
+	if len(sp.Expr) > MaxRuleExprBytes {
+		return cr, fmt.Errorf("expr of %d bytes exceeds the limit of %d", len(sp.Expr), MaxRuleExprBytes)
+	}
 	// date("2024-01-01") without a zone is already UTC (time.Parse); expr.Timezone is not
 	// used, as it breaks method calls on date() results in expr v1.17.8.
-	opts := []expr.Option{expr.Env(maps.Clone(example)), expr.DisableBuiltin("now"), hashOption}
+	opts := []expr.Option{expr.Env(maps.Clone(example)), expr.DisableBuiltin("now"), hashOption,
+		expr.MaxNodes(MaxRuleNodes), expr.Function("repeat", boundedRepeat, new(func(string, int) string))}
 	if kind == ruleFilter {
 		opts = append(opts, expr.AsBool())
 	}
 	prog, err := expr.Compile(sp.Expr, opts...)
 	if err != nil {
+		return cr, err
+	}
+	if err := checkClosureNesting(prog.Node()); err != nil {
 		return cr, err
 	}
 	cr.prog = prog
@@ -969,6 +976,88 @@ func (r *ruleSet) violations(row []Value, fn func(id string)) {
 		out, err := r.vm.Run(ru.prog, r.env)
 		if pass, _ := out.(bool); err != nil || !pass {
 			fn(ru.id)
+		}
+	}
+}
+
+// Limits of the rules' expressions (docs/silver.md, "Limits"). A rule past a compile-time
+// limit is a config error naming the rule; a row that pushes an evaluation past a
+// run-time one is quarantined with "<id>:memory_budget_exceeded".
+//
+// Per row, an expression's work is bounded by its nodes times the size of the collections
+// it loops over, and those are bounded too: a range (a..b) is charged to the VM's memory
+// budget (MaxRuleMemory elements), split() yields at most one element per byte of
+// its payload-bounded input, repeat() at most MaxRuleStringBytes, and a loop (all, any,
+// map, filter, reduce, ...) may not run inside another loop's predicate.
+const (
+	MaxRuleExprBytes   = 4096    // expression text
+	MaxRuleNodes       = 1000    // parsed expression nodes
+	MaxRuleStringBytes = 1 << 20 // a string built by repeat()
+	MaxRuleMemory      = 1e6     // the VM's memory budget per evaluation (elements of ranges, maps, ...)
+)
+
+// boundedRepeat is expr's repeat() with its result limited to MaxRuleStringBytes (the
+// builtin checks only the count, so a long string repeated 10^6 times was allocated).
+func boundedRepeat(params ...any) (any, error) {
+	s, _ := params[0].(string)
+	n, _ := params[1].(int)
+	if n < 0 {
+		return nil, fmt.Errorf("invalid argument for repeat (expected positive integer, got %d)", n)
+	}
+	if n > 0 && len(s) > MaxRuleStringBytes/n {
+		return nil, fmt.Errorf("memory budget exceeded: repeat of %d bytes %d times", len(s), n)
+	}
+	return strings.Repeat(s, n), nil
+}
+
+// checkClosureNesting refuses a loop inside another loop's predicate (a predicate, a
+// range or a builtin that walks a collection), whose cost per row would be the product of
+// two collection sizes.
+func checkClosureNesting(root ast.Node) error {
+	var outer loopFinder
+	ast.Walk(&root, &outer)
+	for _, p := range outer.predicates {
+		var inner loopFinder
+		body := p.Node
+		ast.Walk(&body, &inner)
+		if inner.loops > 0 {
+			return errors.New("a loop (a range, all, any, map, filter, sum, sort, ...) inside another loop's predicate is not allowed: its cost per row is unbounded")
+		}
+	}
+	return nil
+}
+
+// loopFinder collects the predicates of an expression and counts its loops.
+type loopFinder struct {
+	predicates []*ast.PredicateNode
+	loops      int
+}
+
+// collectionBuiltins are the builtins that walk a whole array or map.
+var collectionBuiltins = map[string]bool{
+	"all": true, "none": true, "any": true, "one": true, "filter": true, "map": true, "count": true,
+	"sum": true, "find": true, "findIndex": true, "findLast": true, "findLastIndex": true, "groupBy": true,
+	"sortBy": true, "reduce": true, "sort": true, "join": true, "mean": true, "median": true, "min": true,
+	"max": true, "concat": true, "flatten": true, "uniq": true, "keys": true, "values": true,
+	"toPairs": true, "fromPairs": true, "reverse": true, "repeat": true, "split": true, "splitAfter": true,
+}
+
+func (v *loopFinder) Visit(n *ast.Node) {
+	switch x := (*n).(type) {
+	case *ast.PredicateNode:
+		v.predicates = append(v.predicates, x)
+		v.loops++
+	case *ast.BinaryNode:
+		if x.Operator == ".." {
+			v.loops++
+		}
+	case *ast.BuiltinNode:
+		if collectionBuiltins[x.Name] {
+			v.loops++
+		}
+	case *ast.CallNode:
+		if id, ok := x.Callee.(*ast.IdentifierNode); ok && collectionBuiltins[id.Value] {
+			v.loops++ // repeat, our own function
 		}
 	}
 }

@@ -779,6 +779,8 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 			} else {
 				reason = "invalid_utf8"
 			}
+		} else if strings.HasPrefix(raw, bronze.OversizedPrefix) {
+			reason = recordTooLarge
 		} else {
 			payload = unsafe.Slice(unsafe.StringData(raw), len(raw)) // only read
 		}

@@ -23,6 +23,8 @@ type Metrics struct {
 	HotPartitions *prometheus.GaugeVec     // mart, tier
 	SkippedRuns   prometheus.Counter       // scheduled runs skipped because the previous one still ran
 	CalculatedAt  *prometheus.GaugeVec     // mart: last successful Gold calculation, unix seconds
+	// FilesQuarantined is the number of landing files of an entity that could not be read.
+	FilesQuarantined *prometheus.GaugeVec // entity
 }
 
 // New registers every goldbridge metric plus the Go and process collectors.
@@ -67,9 +69,12 @@ func New() *Metrics {
 		CalculatedAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_gold_calculated_timestamp_seconds", Help: "Unix time of a mart's last successful Gold calculation (_calculated_at).",
 		}, []string{"mart"}),
+		FilesQuarantined: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_quarantined_files", Help: "Landing files of an entity that could not be read and are skipped until they change.",
+		}, []string{"entity"}),
 	}
 	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
-		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt,
+		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
