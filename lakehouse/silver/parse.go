@@ -195,20 +195,32 @@ func convertString(c ColumnSpec, s string) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
+		if err := inTimeRange(t.UnixMicro(), s); err != nil {
+			return Value{}, err
+		}
 		return Value{I: int64(t.Unix() / 86400)}, nil
 	case Timestamp:
 		if c.Format == "" || c.Format == "rfc3339" {
 			if us, ok := fastRFC3339(s); ok {
-				return Value{I: us}, nil
+				return Value{I: us}, inTimeRange(us, s)
 			}
 		}
 		t, err := parseTime(c.Format, s, time.RFC3339Nano)
 		if err != nil {
 			return Value{}, err
 		}
-		return Value{I: t.UnixMicro()}, nil
+		return Value{I: t.UnixMicro()}, inTimeRange(t.UnixMicro(), s)
 	}
 	return Value{}, fmt.Errorf("unsupported type %s", c.Type)
+}
+
+// inTimeRange refuses an instant outside years 0001-9999 (time.Parse reads year 0000, and
+// an offset can push 9999-12-31 past the end).
+func inTimeRange(us int64, s string) error {
+	if us < minEpochMicros || us >= endEpochMicros {
+		return fmt.Errorf("%q is outside years 0001-9999", clip(s))
+	}
+	return nil
 }
 
 func clip(s string) string {
