@@ -54,6 +54,16 @@ type Target struct {
 	Log     *slog.Logger
 	// Operator and Host are recorded in AuditTable (who ran the forget, and where).
 	Operator, Host string
+
+	fault func(step string) error // test hook: called after each step; an error stops Run there
+}
+
+// step runs the test hook after a step.
+func (t Target) step(name string) error {
+	if t.fault == nil {
+		return nil
+	}
+	return t.fault(name)
 }
 
 // Layers of a TableReport.
@@ -195,6 +205,9 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, t Target, req bronze.Forget
 		r.Snapshots, r.DeletedFiles, r.DeletedMetadata = br.ExpiredSnapshots, br.RemovedFiles+br.RemovedOrphanFiles, br.RemovedMetadataFiles
 	})
 	t.Log.Info("forget: bronze done", "table", t.Bronze, "rows", br.Matched, "snapshot", res.BronzeSnapshot)
+	if err := t.step("bronze"); err != nil {
+		return fail(err)
+	}
 	seal := iceberg.Properties{
 		bronze.PropForgetField: req.Field,
 		bronze.PropForgetHash:  bronze.ValueHash(req.Value),
@@ -271,6 +284,9 @@ func (res *Result) silverLayer(ctx context.Context, lh *catalog.Lakehouse, t Tar
 			return err
 		}
 		t.Log.Info("forget: silver rebuilt", "table", t.Silver.Table, "bronze_rows", r.Read, "snapshot", r.SnapshotID)
+		if err := t.step("replay"); err != nil {
+			return err
+		}
 		tables, err := survey(ctx, lh, Target{Entity: t.Entity, Silver: t.Silver}, req)
 		if err != nil {
 			return err
@@ -283,6 +299,9 @@ func (res *Result) silverLayer(ctx context.Context, lh *catalog.Lakehouse, t Tar
 	}
 	for _, st := range silverTables(t) {
 		if err := res.sealAndExpire(ctx, lh, st[0], st[1], req, seal); err != nil {
+			return err
+		}
+		if err := t.step("seal " + st[1]); err != nil {
 			return err
 		}
 	}
@@ -303,6 +322,9 @@ func (res *Result) goldMart(ctx context.Context, lh *catalog.Lakehouse, t Target
 			return fmt.Errorf("recompute %s (the subject's contributions stay in Gold until it passes; run forget again then): %w", m.Name, err)
 		}
 		t.Log.Info("forget: gold recomputed", "mart", m.Name, "partitions", len(r.Partitions), "snapshot", r.SnapshotID)
+		if err := t.step("gold " + m.Name); err != nil {
+			return err
+		}
 	}
 	res.Marts = append(res.Marts, m.Name)
 	return res.sealAndExpire(ctx, lh, LayerGold, m.Table, req, seal)

@@ -181,7 +181,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIden
 			}
 			s := bronzeTbl.SnapshotByID(marks[i].id)
 			if s == nil {
-				return res, fmt.Errorf("%w: silver %s last processed bronze snapshot %d, which was expired; rebuild with `goldbridge replay %s`",
+				return res, fmt.Errorf("%w: silver %s last processed bronze snapshot %d, which was expired; rebuild with `goldbridge replay %s` (or, if a `goldbridge forget` was interrupted, run that forget again: it rebuilds and cleans every table)",
 					ErrBronzeExpired, spec.Name, marks[i].id, spec.Name)
 			}
 			marks[i].seq = s.SequenceNumber
