@@ -21,9 +21,12 @@ func (a *app) runCmd() *cobra.Command {
 		Use:   "run",
 		Short: "One-shot run of the whole chain: ingest → silver → gold → sync, for cron and Kubernetes CronJobs",
 		Long: `Runs every stage for all entities and marts once, in data-flow order, and prints a
-summary. A mart whose circuit opens does not stop the others; its sync is skipped.
-Exit codes: 0 success, 1 failure, 2 usage or config error, 3 a mart's circuit is open,
-4 reconciliation found drift, 5 freshness SLA breached.
+summary. Each source, entity and mart succeeds or fails on its own: a failing one is
+reported (named in the error, exit 1) while the others still go through every stage. A
+mart whose circuit opens does not stop the others; its sync is skipped.
+Exit codes: 0 success, 1 failure (the failed sources, entities or marts are named),
+2 usage or config error, 3 a mart's circuit is open, 4 reconciliation found drift,
+5 freshness SLA breached, 6 a Silver quarantine gate stopped an entity.
 Metrics go to metrics.textfile (node_exporter textfile collector) or metrics.pushgateway
 when configured.`,
 		Args: cobra.NoArgs,
@@ -80,6 +83,7 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 	}
 	start := time.Now()
 	var circuit error
+	var failed []error // a stage's failures do not stop the next stages (source isolation)
 	for _, st := range []string{"ingest", "silver", "gold", "sync", "check"} {
 		if !contains(stages, st) {
 			continue
@@ -100,10 +104,19 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 			continue
 		}
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			failed = append(failed, err)
 		}
 	}
 	a.log.Info("run finished", "stages", fmt.Sprint(stages), "seconds", fmt.Sprintf("%.2f", time.Since(start).Seconds()))
+	switch {
+	case len(failed) == 1:
+		return failed[0]
+	case len(failed) > 1:
+		return errors.Join(failed...)
+	}
 	if circuit != nil {
 		return &exitError{exitCircuitOpen, circuit}
 	}

@@ -100,6 +100,7 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 		Key: sv.Key, UpdatedAt: sv.UpdatedAt, Op: sv.Op, OpValues: sv.OpValues,
 		EventTime: sv.EventTime, Lookback: sv.Lookback.D(), KeysTable: sv.KeysTable, Buckets: sv.Buckets, SortBy: sv.SortBy,
 		WarnQuarantinePct: *sv.Quality.WarnQuarantinePct, WarnDuplicatePct: *sv.Quality.WarnDuplicatePct,
+		FailQuarantinePct: *sv.Quality.FailQuarantinePct,
 	}
 	for _, c := range sv.Columns {
 		t, err := silver.ParseType(c.Type)

@@ -129,52 +129,107 @@ func (p *pipeline) observe(stage string, start time.Time, err error) {
 	p.m.Runs.WithLabelValues(stage, outcome).Inc()
 }
 
+// failures collects what failed in a stage while the other entities, sources or marts
+// went on (source isolation): err names each of them.
+type failures struct {
+	stage string
+	names []string
+	errs  []error
+}
+
+func (f *failures) add(name string, err error) {
+	f.names = append(f.names, name)
+	f.errs = append(f.errs, err)
+}
+
+// err is nil when nothing failed; its exit code is that of the first failure that has one
+// (exitError), else exitFailure.
+func (f *failures) err() error {
+	if len(f.errs) == 0 {
+		return nil
+	}
+	if len(f.errs) == 1 {
+		return f.errs[0]
+	}
+	return fmt.Errorf("%s failed for %s: %w", f.stage, strings.Join(f.names, ", "), errors.Join(f.errs...))
+}
+
+// ingest lands each entity's sources; a source that fails (a broker down, a landing
+// directory gone) is reported and the other sources and entities are still ingested.
 func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 	start := time.Now()
 	defer func() { p.observe("ingest", start, err) }()
 	a := p.a
+	failed := failures{stage: "ingest"}
 	for _, name := range entities {
 		e := p.cfg.Entities[name]
 		kafka, err := kafkaSources(p.cfg, name)
 		if err != nil {
 			return err
 		}
+		ok := true
 		for _, ks := range kafka {
 			res, err := bronze.IngestKafka(ctx, p.lh, e.Bronze.Table, ks, bronze.Options{
 				BatchRows: e.Bronze.BatchRows, Log: a.log.With("stage", "ingest", "entity", name, "source", ks.Name),
 			})
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if err != nil {
-				return fmt.Errorf("ingest %s from %s: %w", name, ks.Name, err)
+				ok = false
+				failed.add(name+" source "+ks.Name, fmt.Errorf("ingest %s from %s: %w", name, ks.Name, err))
+				a.log.Error("source failed; the other sources go on", "stage", "ingest", "entity", name, "source", ks.Name, "err", err)
+				continue
 			}
 			p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
 			fmt.Fprintf(a.stdout, "ingest %s: kafka %s: %d records, %.0f rows/s, batch %s, snapshot %d\n",
 				name, ks.Topic, res.Rows, float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
 		}
 		if srcs := fileSources(p.cfg, name); len(srcs) > 0 {
-			var total int64
-			for _, s := range srcs {
-				total += dirSize(s)
-			}
-			progress, done := a.progress(name, total)
-			res, err := bronze.IngestFiles(ctx, p.lh, e.Bronze.Table, srcs, bronze.Options{
-				BatchRows: e.Bronze.BatchRows, Reingest: p.reingest, RetryQuarantined: p.retryQuarantined,
-				Progress: progress, Log: a.log.With("stage", "ingest", "entity", name),
-			})
-			done()
-			if err != nil {
-				return fmt.Errorf("ingest %s: %w", name, err)
-			}
-			p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
-			p.m.Rows.WithLabelValues("ingest", name, "", "blank").Add(float64(res.Blank))
-			p.m.FilesQuarantined.WithLabelValues(name).Set(float64(len(res.Quarantined)))
-			fmt.Fprintf(a.stdout, "ingest %s: %d files (%d already ingested, %d changed and skipped, %d quarantined), %d rows, %d blank lines, %.1f MB, %.0f rows/s, batch %s, snapshot %d\n",
-				name, len(res.Files), res.Skipped, len(res.Changed), len(res.Quarantined), res.Rows, res.Blank, float64(res.Bytes)/1e6,
-				float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
-			for _, q := range res.Quarantined {
-				fmt.Fprintf(a.stdout, "    quarantined %s (%d bytes, since %s): %s\n", q.Path, q.Size, q.FirstSeen, q.Reason)
+			if err := p.ingestFiles(ctx, name, srcs); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				ok = false
+				names := make([]string, len(srcs))
+				for i, s := range srcs {
+					names[i] = s.Name
+				}
+				failed.add(name+" source "+strings.Join(names, ","), fmt.Errorf("ingest %s: %w", name, err))
+				a.log.Error("source failed; the other sources go on", "stage", "ingest", "entity", name, "source", strings.Join(names, ","), "err", err)
 			}
 		}
-		p.m.LastSuccess.WithLabelValues("ingest", name, "").SetToCurrentTime()
+		if ok {
+			p.m.LastSuccess.WithLabelValues("ingest", name, "").SetToCurrentTime()
+		}
+	}
+	return failed.err()
+}
+
+// ingestFiles lands the landing files of one entity's file sources.
+func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.FileSource) error {
+	a, e := p.a, p.cfg.Entities[name]
+	var total int64
+	for _, s := range srcs {
+		total += dirSize(s)
+	}
+	progress, done := a.progress(name, total)
+	res, err := bronze.IngestFiles(ctx, p.lh, e.Bronze.Table, srcs, bronze.Options{
+		BatchRows: e.Bronze.BatchRows, Reingest: p.reingest, RetryQuarantined: p.retryQuarantined,
+		Progress: progress, Log: a.log.With("stage", "ingest", "entity", name),
+	})
+	done()
+	if err != nil {
+		return err
+	}
+	p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
+	p.m.Rows.WithLabelValues("ingest", name, "", "blank").Add(float64(res.Blank))
+	p.m.FilesQuarantined.WithLabelValues(name).Set(float64(len(res.Quarantined)))
+	fmt.Fprintf(a.stdout, "ingest %s: %d files (%d already ingested, %d changed and skipped, %d quarantined), %d rows, %d blank lines, %.1f MB, %.0f rows/s, batch %s, snapshot %d\n",
+		name, len(res.Files), res.Skipped, len(res.Changed), len(res.Quarantined), res.Rows, res.Blank, float64(res.Bytes)/1e6,
+		float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
+	for _, q := range res.Quarantined {
+		fmt.Fprintf(a.stdout, "    quarantined %s (%d bytes, since %s): %s\n", q.Path, q.Size, q.FirstSeen, q.Reason)
 	}
 	return nil
 }
@@ -183,6 +238,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 	start := time.Now()
 	defer func() { p.observe("silver", start, err) }()
 	a := p.a
+	failed := failures{stage: "silver"}
 	for _, name := range entities {
 		spec, err := entitySpec(p.cfg, name)
 		if err != nil {
@@ -191,9 +247,18 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 		res, err := silver.Run(ctx, p.lh, spec, p.cfg.Entities[name].Bronze.Table, silver.Options{
 			Log: a.log.With("stage", "silver", "entity", name),
 		})
-		if err != nil {
-			return fmt.Errorf("silver %s: %w", name, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
+		if errors.Is(err, silver.ErrQuarantineGate) {
+			p.m.QuarantineGate.WithLabelValues(name).Set(1)
+		}
+		if err != nil {
+			failed.add(name, fmt.Errorf("silver %s: %w", name, err))
+			a.log.Error("entity failed; the other entities go on", "stage", "silver", "entity", name, "err", err)
+			continue
+		}
+		p.m.QuarantineGate.WithLabelValues(name).Set(0)
 		c := res.Counts
 		merged := "merged"
 		if spec.Mode == silver.ModeAppend {
@@ -205,7 +270,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 		p.m.LastSuccess.WithLabelValues("silver", name, "").SetToCurrentTime()
 		a.printSilverResult("silver", spec, res)
 	}
-	return nil
+	return failed.err()
 }
 
 // gold runs every mart; a mart whose circuit opens does not stop the others, and the
@@ -215,6 +280,7 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 	defer func() { p.observe("gold", start, err) }()
 	a := p.a
 	var opened []string
+	failed := failures{stage: "gold"}
 	for _, name := range marts {
 		spec, err := martSpec(p.cfg, name)
 		if err != nil {
@@ -233,8 +299,13 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 			opened = append(opened, name)
 			continue
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if err != nil {
-			return err
+			failed.add(name, err)
+			a.log.Error("mart failed; the other marts go on", "stage", "gold", "mart", name, "err", err)
+			continue
 		}
 		p.m.CircuitOpen.WithLabelValues(name).Set(0)
 		p.m.Rows.WithLabelValues("gold", "", name, "computed").Add(float64(res.Rows))
@@ -255,6 +326,9 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 		}
 		fmt.Fprintf(a.stdout, "gold %s: %s, %d silver rows -> %d gold rows, %.2fs, run %s, snapshot %d\n",
 			name, scope, res.SilverRows, res.Rows, res.Elapsed.Seconds(), res.RunID, res.SnapshotID)
+	}
+	if err := failed.err(); err != nil {
+		return err
 	}
 	if len(opened) > 0 {
 		return fmt.Errorf("marts %s: %w", strings.Join(opened, ", "), gold.ErrCircuitOpen)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/cmd/goldbridge/internal/metrics"
 	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/silver"
 )
 
 // Exit codes of goldbridge; docs/operations.md documents them for cron and Kubernetes.
@@ -27,6 +29,9 @@ const (
 	exitCircuitOpen = 3 // a critical data-quality check failed; the mart's circuit is open
 	exitDrift       = 4 // check found ClickHouse partitions that differ from Gold
 	exitStale       = 5 // freshness SLA breached
+	// exitQuarantineGate: a Silver run quarantined more than its fail_quarantine_pct and
+	// committed nothing (data, not config: fix the producer or the spec).
+	exitQuarantineGate = 6
 )
 
 // exitError carries a specific exit code through cobra.
@@ -54,8 +59,15 @@ type app struct {
 	metrics        *metrics.Metrics
 }
 
-// run executes one command line and returns the process exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// run executes one command line and returns the process exit code. A panic is an
+// internal failure (exit 1), not the Go runtime's exit 2, which means a usage error here.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "goldbridge: internal error: %v\n%s", r, debug.Stack())
+			code = exitFailure
+		}
+	}()
 	a := &app{stdout: stdout, stderr: stderr}
 	root := a.rootCmd()
 	root.SetArgs(args)
@@ -78,6 +90,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if errors.Is(err, silver.ErrQuarantineGate) {
+		return exitQuarantineGate
 	}
 	if errors.Is(err, gold.ErrCircuitOpen) {
 		return exitCircuitOpen

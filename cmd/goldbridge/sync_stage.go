@@ -30,20 +30,24 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 	defer stop()
 	defer c.Close()
 	drifted := 0
+	failed := failures{stage: stage}
 	for _, name := range served {
 		mc := p.cfg.Marts[name]
 		m := servingMart(p.cfg, name)
 		tbl, err := p.lh.LoadTable(ctx, mc.Table)
 		if err != nil {
-			return fmt.Errorf("%s %s: gold table: %w (run gold first)", stage, name, err)
+			failed.add(name, fmt.Errorf("%s %s: gold table: %w (run gold first)", stage, name, err))
+			continue
 		}
 		if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
-			return err
+			failed.add(name, err)
+			continue
 		}
 		if stage == "check" {
 			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
 			if err != nil {
-				return err
+				failed.add(name, err)
+				continue
 			}
 			p.m.Drift.WithLabelValues(name).Set(float64(len(gbsync.DriftPartitions(drifts))))
 			if len(drifts) > 0 {
@@ -71,7 +75,11 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 			if !fresh.LastCalculated.IsZero() {
 				p.m.SyncLag.WithLabelValues(name).Set(time.Since(fresh.LastCalculated).Seconds())
 			}
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			failed.add(name, err)
+			continue
 		}
 		p.m.Rows.WithLabelValues("sync", "", name, "pushed").Add(float64(res.Rows))
 		if res.Skipped != "" {
@@ -83,6 +91,9 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 			p.m.DataNewest.WithLabelValues(name, "clickhouse").Set(float64(t.Unix()))
 		}
 		p.m.LastSuccess.WithLabelValues("sync", "", name).SetToCurrentTime()
+	}
+	if err := failed.err(); err != nil {
+		return err
 	}
 	if drifted > 0 {
 		return &exitError{exitDrift, fmt.Errorf("drift found between Gold and ClickHouse in %d mart(s)", drifted)}

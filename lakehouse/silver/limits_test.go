@@ -2,6 +2,8 @@ package silver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -191,5 +193,51 @@ func TestRuleRepeatIsBounded(t *testing.T) {
 	row = ruleRow(t, 0, "o1", "1.00", "ab", "new", "3", "2026-01-01T00:00:00Z")
 	if got := rs.apply(row); got != "" || row[2].S != "ababab" {
 		t.Fatalf("repeat(ab, 3) = %q (%s)", row[2].S, got)
+	}
+}
+
+// TestQuarantineGate: a run that quarantines more than FailQuarantinePct of its rows
+// commits nothing (no Silver, quarantine or watermark change) and names the top reasons;
+// below the gate it commits as before (issue 17: 100% quarantined exited 0 with a WARN).
+func TestQuarantineGate(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	var lines []string
+	for i := range 10 {
+		lines = append(lines, fmt.Sprintf(`{"order_id":"o%d","user_id":"u","amount":"x%d","updated_at":"2026-11-20T10:00:00Z"}`, i, i))
+	}
+	lines = append(lines, `{"user_id":"u","updated_at":"2026-11-20T10:00:00Z"}`)
+	if err := os.WriteFile(filepath.Join(landing, "1.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ingest(t, lh, landing)
+	spec := ordersSpec()
+	spec.FailQuarantinePct = 50
+	for range 2 { // the same verdict every time: nothing moved
+		_, err := Run(ctx, lh, spec, "bronze.orders", Options{})
+		if !errors.Is(err, ErrQuarantineGate) {
+			t.Fatalf("err %v, want the quarantine gate", err)
+		}
+		for _, want := range []string{"11 of 11 bronze rows quarantined (100.00%)", "invalid_amount (10)", "missing_order_id (1)", "nothing committed"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error lacks %q: %v", want, err)
+			}
+		}
+		for _, ident := range []string{"silver.orders", "silver.orders_quarantine"} {
+			tbl, err := lh.LoadTable(ctx, ident)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := tbl.CurrentSnapshot(); s != nil {
+				t.Fatalf("%s committed snapshot %d", ident, s.SnapshotID)
+			}
+		}
+	}
+	// Above the share: the same rows commit, quarantined with their reasons.
+	spec.FailQuarantinePct = 100
+	res, err := Run(ctx, lh, spec, "bronze.orders", Options{})
+	if err != nil || res.Quarantined != 11 || res.QuarantineSnapshotID == 0 {
+		t.Fatalf("with the gate at 100%%: %+v (%v)", res.Counts, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -68,6 +69,12 @@ type Result struct {
 	Quality Quality
 	Elapsed time.Duration
 }
+
+// ErrQuarantineGate means a run quarantined more of its Bronze rows than the entity's
+// FailQuarantinePct: nothing was committed (a broken producer or a wrong spec, not bad
+// records); the error names the top reasons. Running again fails the same way until the
+// cause is fixed (the spec, or the gate raised).
+var ErrQuarantineGate = errors.New("quarantine gate")
 
 // ErrBronzeExpired means the Bronze snapshot Silver processed last is gone; only a
 // replay can rebuild Silver then.
@@ -227,6 +234,10 @@ func run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIden
 		return false
 	}
 
+	if err := e.quarantineGate(); err != nil {
+		res.Counts = e.counts
+		return fail(err)
+	}
 	// Quarantine first: it carries its own watermark, so a crash before the Silver
 	// commit does not quarantine the same rows twice. The keys table last: a key in it
 	// means the event is in Silver.
@@ -338,6 +349,7 @@ type engine struct {
 	replaced     map[int]map[int64]bool // upsert: per sort_by column, the values of the versions replaced (see PropReplacedPrefix)
 	bucketShards bool                   // shard by the Iceberg bucket of the key (each data file from one shard)
 	counts       Counts
+	reasons      map[string]int64 // quarantined rows by reason class (before ": "), for the gate
 	quar         *array.RecordBuilder
 	runID        string
 	now          time.Time
@@ -846,6 +858,11 @@ func (e *engine) merge(c *chunk, sinks sink, width int) {
 		if reason := c.reason[j]; reason != "" {
 			if toSilver {
 				e.counts.Quarantined++
+				class, _, _ := strings.Cut(reason, ": ")
+				if e.reasons == nil {
+					e.reasons = map[string]int64{}
+				}
+				e.reasons[class]++
 			}
 			if toQuarantine {
 				e.addQuarantine(b.payloads.Value(i), b.events.Value(i), reason, b.ingest, i, b.files.Value(i))
@@ -929,4 +946,26 @@ func (e *engine) addQuarantine(raw, eventID, reason string, ingest *array.Timest
 		f[5].(*array.TimestampBuilder).Append(ingest.Value(i))
 	}
 	f[6].(*array.StringBuilder).Append(file)
+}
+
+// quarantineGate fails the run, before anything is committed, when it quarantined more
+// than spec.FailQuarantinePct of the Bronze rows it read.
+func (e *engine) quarantineGate() error {
+	c, limit := e.counts, e.spec.FailQuarantinePct
+	if limit <= 0 || c.Read == 0 || pct(c.Quarantined, c.Read) <= limit {
+		return nil
+	}
+	classes := slices.Collect(maps.Keys(e.reasons))
+	slices.SortFunc(classes, func(a, b string) int {
+		if d := cmp64(e.reasons[b], e.reasons[a]); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	var top []string
+	for _, r := range classes[:min(len(classes), 3)] {
+		top = append(top, fmt.Sprintf("%s (%d)", r, e.reasons[r]))
+	}
+	return fmt.Errorf("%w: %d of %d bronze rows quarantined (%.2f%%), above fail_quarantine_pct %g%%; nothing committed; top reasons: %s",
+		ErrQuarantineGate, c.Quarantined, c.Read, pct(c.Quarantined, c.Read), limit, strings.Join(top, ", "))
 }

@@ -142,6 +142,9 @@ type EntitySpec struct {
 	// Quality warning thresholds in percent of the Bronze rows of a run: the report
 	// warns when the quarantined (duplicate) share is above them.
 	WarnQuarantinePct, WarnDuplicatePct float64
+	// FailQuarantinePct is the quarantine gate: a run that quarantines a larger share of
+	// its Bronze rows commits nothing and fails with ErrQuarantineGate (0 = no gate).
+	FailQuarantinePct float64
 }
 
 // Value is one typed cell. I holds Int32/Int64, Date (days since 1970-01-01) and

@@ -195,6 +195,8 @@ type Lookup struct {
 type Quality struct {
 	WarnQuarantinePct *float64 `yaml:"warn_quarantine_pct"`
 	WarnDuplicatePct  *float64 `yaml:"warn_duplicate_pct"`
+	// FailQuarantinePct is the quarantine gate (silver.EntitySpec.FailQuarantinePct).
+	FailQuarantinePct *float64 `yaml:"fail_quarantine_pct"`
 }
 
 // Mart is one Gold KPI mart and how it is served from ClickHouse.

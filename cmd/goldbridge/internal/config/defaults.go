@@ -7,18 +7,19 @@ import (
 
 // Defaults of the embedded stack and of every optional setting; docs/config.md lists them.
 const (
-	DefaultCatalogName      = "goldbridge"
-	DefaultCHDatabase       = "marts"
-	DefaultCHLocalTCPPort   = 19000
-	DefaultCHLocalHTTPPort  = 18123
-	DefaultBatchRows        = 100_000
-	DefaultBronzeBatchRows  = 16_384 // small Arrow batches keep ingestion memory flat
-	DefaultBuckets          = 16
-	DefaultHotWindow        = Duration(90 * 24 * time.Hour)
-	DefaultQualityWarnPct   = 5.0
-	DefaultAnomalyTrailing  = 7
-	DefaultAnomalyTolerance = 0.5
-	DefaultListen           = "127.0.0.1:9464"
+	DefaultCatalogName              = "goldbridge"
+	DefaultCHDatabase               = "marts"
+	DefaultCHLocalTCPPort           = 19000
+	DefaultCHLocalHTTPPort          = 18123
+	DefaultBatchRows                = 100_000
+	DefaultBronzeBatchRows          = 16_384 // small Arrow batches keep ingestion memory flat
+	DefaultBuckets                  = 16
+	DefaultHotWindow                = Duration(90 * 24 * time.Hour)
+	DefaultQualityWarnPct           = 5.0
+	DefaultQualityFailQuarantinePct = 50.0 // entities.<name>.silver.quality.fail_quarantine_pct
+	DefaultAnomalyTrailing          = 7
+	DefaultAnomalyTolerance         = 0.5
+	DefaultListen                   = "127.0.0.1:9464"
 )
 
 func (c *Config) applyDefaults() {
@@ -97,6 +98,10 @@ func (c *Config) applyDefaults() {
 		if sv.Quality.WarnQuarantinePct == nil {
 			v := DefaultQualityWarnPct
 			sv.Quality.WarnQuarantinePct = &v
+		}
+		if sv.Quality.FailQuarantinePct == nil {
+			v := DefaultQualityFailQuarantinePct
+			sv.Quality.FailQuarantinePct = &v
 		}
 		if sv.Quality.WarnDuplicatePct == nil {
 			v := DefaultQualityWarnPct

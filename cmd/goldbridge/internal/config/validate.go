@@ -419,7 +419,8 @@ func (c *Config) validateEntity(v *validator, name string) {
 			v.add(fmt.Sprintf("%s.sort_by[%d]", sp, i), "unknown column %q", c)
 		}
 	}
-	for path, pct := range map[string]*float64{sp + ".quality.warn_quarantine_pct": sv.Quality.WarnQuarantinePct, sp + ".quality.warn_duplicate_pct": sv.Quality.WarnDuplicatePct} {
+	for path, pct := range map[string]*float64{sp + ".quality.warn_quarantine_pct": sv.Quality.WarnQuarantinePct, sp + ".quality.warn_duplicate_pct": sv.Quality.WarnDuplicatePct,
+		sp + ".quality.fail_quarantine_pct": sv.Quality.FailQuarantinePct} {
 		if pct != nil && (*pct < 0 || *pct > 100) {
 			v.add(path, "must be a percentage between 0 and 100")
 		}

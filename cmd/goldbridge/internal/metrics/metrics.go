@@ -25,6 +25,8 @@ type Metrics struct {
 	CalculatedAt  *prometheus.GaugeVec     // mart: last successful Gold calculation, unix seconds
 	// FilesQuarantined is the number of landing files of an entity that could not be read.
 	FilesQuarantined *prometheus.GaugeVec // entity
+	// QuarantineGate is 1 while an entity's last Silver run was stopped by its quarantine gate.
+	QuarantineGate *prometheus.GaugeVec // entity
 }
 
 // New registers every goldbridge metric plus the Go and process collectors.
@@ -72,9 +74,12 @@ func New() *Metrics {
 		FilesQuarantined: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_quarantined_files", Help: "Landing files of an entity that could not be read and are skipped until they change.",
 		}, []string{"entity"}),
+		QuarantineGate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_silver_quarantine_gate", Help: "1 while an entity's last Silver run quarantined more than fail_quarantine_pct and committed nothing.",
+		}, []string{"entity"}),
 	}
 	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
-		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined,
+		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined, m.QuarantineGate,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
