@@ -14,17 +14,6 @@ import (
 	"goldbridge/lakehouse/mart"
 )
 
-// Aggregations of a measure (docs/gold.md).
-const (
-	AggSum           = "sum"
-	AggCount         = "count"
-	AggCountDistinct = "count_distinct"
-	AggAvg           = "avg"
-	AggMin           = "min"
-	AggMax           = "max"
-	AggQuantiles     = "quantiles"
-)
-
 // Grain is the time column of a mart: one Gold partition per value.
 type Grain struct {
 	As   string // column name, e.g. report_date
@@ -43,7 +32,7 @@ type Dim struct {
 // Float64); count_distinct and quantiles ignore it.
 type Measure struct {
 	Name      string
-	Agg       string
+	Agg       mart.Agg
 	Type      string
 	Quantiles []float64
 }
@@ -148,12 +137,12 @@ func (m *Mart) Validate() error {
 			return err
 		}
 		switch ms.Agg {
-		case AggSum, AggCount, AggMin, AggMax, AggAvg:
+		case mart.Sum, mart.Count, mart.Min, mart.Max, mart.Avg:
 			if !typeRE.MatchString(ms.Type) || ms.Type == "String" || ms.Type == "Bool" {
 				return fmt.Errorf("mart %s: measure %s: unsupported type %q", m.Name, ms.Name, ms.Type)
 			}
-		case AggCountDistinct:
-		case AggQuantiles:
+		case mart.CountDistinct:
+		case mart.Quantiles:
 			if len(ms.Quantiles) == 0 {
 				return fmt.Errorf("mart %s: measure %s: no quantile levels", m.Name, ms.Name)
 			}
@@ -171,7 +160,7 @@ func (m *Mart) Validate() error {
 // than sum and count.
 func (m *Mart) Aggregating() bool {
 	for _, ms := range m.Measures {
-		if ms.Agg != AggSum && ms.Agg != AggCount {
+		if !ms.Agg.Additive() {
 			return true
 		}
 	}

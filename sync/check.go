@@ -40,7 +40,7 @@ type levelStats struct {
 func checkedMeasures(m *serving.Mart) []serving.Measure {
 	var out []serving.Measure
 	for _, ms := range m.Measures {
-		if ms.Agg != serving.AggQuantiles {
+		if d, _ := ms.Agg.Desc(); d.Checked {
 			out = append(out, ms)
 		}
 	}
@@ -48,7 +48,7 @@ func checkedMeasures(m *serving.Mart) []serving.Measure {
 }
 
 func isFloat(m *serving.Mart, ms serving.Measure) bool {
-	return ms.Type == "Float64" && ms.Agg != serving.AggCountDistinct && ms.Agg != serving.AggCount
+	return ms.Type == "Float64" && ms.Agg != mart.CountDistinct && ms.Agg != mart.Count
 }
 
 // Check compares every hot partition of the mart between Gold and ClickHouse: rows per

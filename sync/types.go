@@ -56,11 +56,11 @@ func FillTypes(m *serving.Mart, sch *iceberg.Schema) error {
 	for i := range m.Measures {
 		ms := &m.Measures[i]
 		switch ms.Agg {
-		case serving.AggCount:
+		case mart.Count:
 			ms.Type = "Int64"
-		case serving.AggSum, serving.AggMin, serving.AggMax:
+		case mart.Sum, mart.Min, mart.Max:
 			ms.Type, err = typeOf(ms.Name)
-		case serving.AggAvg:
+		case mart.Avg:
 			ms.Type, err = typeOf(mart.SumCol(ms.Name))
 		}
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 func (a *app) goldCmd() *cobra.Command {
-	var full bool
+	var full, rebuild bool
 	cmd := &cobra.Command{
 		Use:   "gold [MART...]",
 		Short: "Recompute the Gold partitions touched by Silver changes, through the data-quality gateway",
@@ -19,7 +19,9 @@ func (a *app) goldCmd() *cobra.Command {
 touched (both the new and the previous version of every changed row count), checks them
 with the mart's data-quality checks and replaces exactly those partitions in one commit.
 A failed critical check publishes nothing, opens the mart's circuit (sync then skips the
-mart) and exits with code 3; the next passing run closes it. --full rebuilds everything.`,
+mart) and exits with code 3; the next passing run closes it. --full recomputes every
+partition; --rebuild drops the Gold table and computes it again (what a changed mart
+definition does unless its on_change is fail).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
@@ -31,11 +33,12 @@ mart) and exits with code 3; the next passing run closes it. --full rebuilds eve
 			if err != nil {
 				return err
 			}
-			p.full = full
+			p.full, p.rebuild = full, rebuild
 			return p.gold(cmd.Context(), marts)
 		},
 	}
-	cmd.Flags().BoolVar(&full, "full", false, "rebuild every partition")
+	cmd.Flags().BoolVar(&full, "full", false, "recompute every partition")
+	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "drop the Gold table and compute it again")
 	return cmd
 }
 

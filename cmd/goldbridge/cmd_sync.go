@@ -13,6 +13,7 @@ import (
 
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
@@ -165,7 +166,7 @@ func servingMart(cfg *config.Config, name string) *serving.Mart {
 		m.Dimensions = append(m.Dimensions, serving.Dim{Name: d})
 	}
 	for _, ms := range mc.Measures {
-		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: ms.Agg, Quantiles: ms.Quantiles})
+		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: mart.Agg(ms.Agg), Quantiles: ms.Quantiles})
 	}
 	return m
 }

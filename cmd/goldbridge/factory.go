@@ -18,6 +18,7 @@ import (
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving/chlocal"
 )
@@ -187,7 +188,7 @@ func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	}
 	spec := gold.MartSpec{
 		Name: name, Table: m.Table, SourceTable: ent.Silver.Table, SourceKey: ent.Silver.Key, SourceColumns: cols,
-		Mode: m.Mode, Filter: m.Filter, GrainColumn: m.Grain.Column, GrainUnit: m.Grain.Unit, GrainAs: m.Grain.As,
+		Mode: m.Mode, OnChange: m.OnChange, Filter: m.Filter, GrainColumn: m.Grain.Column, GrainUnit: m.Grain.Unit, GrainAs: m.Grain.As,
 		Grouping: m.Grouping, GroupingSets: m.GroupingSets,
 	}
 	// The row's columns: the source's, then each join's (dimension and measure types).
@@ -218,7 +219,7 @@ func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	}
 	for _, ms := range m.Measures {
 		spec.Measures = append(spec.Measures, gold.MeasureSpec{
-			Name: ms.Name, Agg: ms.Agg, Column: ms.Column, InputType: rowCols[ms.Column], Quantiles: ms.Quantiles,
+			Name: ms.Name, Agg: mart.Agg(ms.Agg), Column: ms.Column, InputType: rowCols[ms.Column], Quantiles: ms.Quantiles,
 		})
 	}
 	for _, c := range m.Checks {

@@ -28,6 +28,7 @@ type pipeline struct {
 	reingest         bool
 	retryQuarantined bool
 	full             bool
+	rebuild          bool           // gold --rebuild
 	ch               *chOpening     // ClickHouse connection opened ahead (run), or nil
 	bg               sync.WaitGroup // metric reads left to run beside the next stages; close waits
 }
@@ -286,7 +287,7 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 		if err != nil {
 			return err
 		}
-		res, err := gold.Run(ctx, p.lh, spec, gold.Options{Full: p.full, Log: a.log.With("stage", "gold", "mart", name)})
+		res, err := gold.Run(ctx, p.lh, spec, gold.Options{Full: p.full, Rebuild: p.rebuild, Log: a.log.With("stage", "gold", "mart", name)})
 		for _, f := range res.Report.Failures {
 			p.m.DQFailures.WithLabelValues(name, f.Check, f.Severity).Inc()
 			fmt.Fprintf(a.stdout, "gold %s: check %s (%s, %s) failed on %d rows\n", name, f.Check, f.Type, f.Severity, f.Count)

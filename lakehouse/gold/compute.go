@@ -18,6 +18,7 @@ import (
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 
+	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 )
 
@@ -500,13 +501,13 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 		for i, ms := range m.Measures {
 			a := g.accs[i]
 			switch ms.Agg {
-			case "sum":
+			case mart.Sum:
 				appendSum(next(), a, ms.InputType)
-			case "count":
+			case mart.Count:
 				next().(*array.Int64Builder).Append(a.n)
-			case "count_distinct":
+			case mart.CountDistinct:
 				next().(*array.Int64Builder).Append(a.distinct)
-			case "avg":
+			case mart.Avg:
 				bl := next()
 				switch {
 				case a.n == 0:
@@ -518,16 +519,16 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 				default:
 					bl.(*array.Float64Builder).Append(float64(a.isum) / float64(a.n))
 				}
-			case "min", "max":
+			case mart.Min, mart.Max:
 				v := a.min
-				if ms.Agg == "max" {
+				if ms.Agg == mart.Max {
 					v = a.max
 				}
 				if !a.hasMM {
 					v = silver.Value{Null: true}
 				}
 				appendValue(next(), v, ms.InputType)
-			case "quantiles":
+			case mart.Quantiles:
 				lb := next().(*array.ListBuilder)
 				if len(a.vals) == 0 {
 					lb.AppendNull()
@@ -546,7 +547,7 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 		for i, ms := range m.Measures {
 			a := g.accs[i]
 			switch ms.Agg {
-			case "count_distinct":
+			case mart.CountDistinct:
 				lb := next().(*array.ListBuilder)
 				if !carries {
 					lb.AppendNull()
@@ -559,10 +560,10 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 				for _, k := range p.distinctTexts(i, g.grain, a.ids) {
 					vb.Append(k)
 				}
-			case "avg":
+			case mart.Avg:
 				appendSum(next(), a, ms.InputType)
 				next().(*array.Int64Builder).Append(a.n)
-			case "quantiles":
+			case mart.Quantiles:
 				lb := next().(*array.ListBuilder)
 				if !carries {
 					lb.AppendNull()

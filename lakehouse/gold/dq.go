@@ -251,7 +251,7 @@ func checkConsistency(rec arrow.RecordBatch, cols map[string]int, m MartSpec, fl
 			s.levels = append(s.levels, lv)
 		}
 		for _, ms := range m.Measures {
-			if ms.Agg != "sum" && ms.Agg != "count" {
+			if !ms.Agg.Additive() {
 				continue
 			}
 			a := rec.Column(cols[ms.Name])

@@ -60,7 +60,7 @@ func newPartial(m MartSpec) (*partial, error) {
 		p.dims[i].init(d.Type)
 	}
 	for i, ms := range m.Measures {
-		if ms.Agg == "count_distinct" {
+		if ms.Agg == mart.CountDistinct {
 			p.distinct[i] = &keySets{typ: ms.InputType, byGrain: map[int64]*keySet{}}
 		}
 	}
@@ -92,7 +92,7 @@ func (p *partial) add(grain int64, dims, vals []silver.Value) {
 func (g *baseGroup) add(ms []MeasureSpec, vals []silver.Value, distinct []*keySets) {
 	for i, m := range ms {
 		a := &g.accs[i]
-		if m.Agg == "count" {
+		if m.Agg == mart.Count {
 			a.n++
 			continue
 		}
@@ -102,7 +102,7 @@ func (g *baseGroup) add(ms []MeasureSpec, vals []silver.Value, distinct []*keySe
 		}
 		a.n++
 		switch m.Agg {
-		case "sum", "avg":
+		case mart.Sum, mart.Avg:
 			switch m.InputType.Kind {
 			case silver.Decimal:
 				a.dsum = a.dsum.Add(v.D)
@@ -111,14 +111,14 @@ func (g *baseGroup) add(ms []MeasureSpec, vals []silver.Value, distinct []*keySe
 			default:
 				a.isum += v.I
 			}
-		case "min", "max":
+		case mart.Min, mart.Max:
 			a.minMax(v, m.InputType)
-		case "count_distinct":
+		case mart.CountDistinct:
 			id := distinct[i].of(g.grain).id(v)
 			if k := len(a.ids); k == 0 || a.ids[k-1] != id {
 				a.ids = append(a.ids, id)
 			}
-		case "quantiles":
+		case mart.Quantiles:
 			a.vals = append(a.vals, floatOf(v, m.InputType))
 		}
 	}
@@ -216,7 +216,7 @@ func (p *partial) rows() []*group {
 			for oi, g := range groups {
 				for i, ms := range p.m.Measures {
 					a := &g.accs[i]
-					if ms.Agg == "count_distinct" {
+					if ms.Agg == mart.CountDistinct {
 						gen++
 						if gen == 0 { // wrapped: start the stamps over
 							clear(stamps[i])
@@ -280,11 +280,11 @@ func (p *partial) outGroup(si int, set []int, bg *baseGroup) *group {
 func (a *acc) merge(b *acc, ms MeasureSpec) {
 	a.n += b.n
 	switch ms.Agg {
-	case "sum", "avg":
+	case mart.Sum, mart.Avg:
 		a.dsum = a.dsum.Add(b.dsum)
 		a.isum += b.isum
 		a.fsum += b.fsum
-	case "min", "max":
+	case mart.Min, mart.Max:
 		if b.hasMM {
 			if !a.hasMM || less(b.min, a.min, ms.InputType) {
 				a.min = b.min
@@ -294,7 +294,7 @@ func (a *acc) merge(b *acc, ms MeasureSpec) {
 			}
 			a.hasMM = true
 		}
-	case "quantiles":
+	case mart.Quantiles:
 		a.vals = append(a.vals, b.vals...)
 	}
 }

@@ -22,8 +22,11 @@ import (
 
 // Options tune one Gold run.
 type Options struct {
-	Full bool // rebuild every partition
-	Log  *slog.Logger
+	Full bool // recompute every partition
+	// Rebuild drops the Gold table and computes it again (also what a changed mart
+	// definition does, see MartSpec.OnChange).
+	Rebuild bool
+	Log     *slog.Logger
 
 	afterCompute func()           // test hook: after the checks, before the commit
 	now          func() time.Time // test hook: the run's clock (snapshot grain, _calculated_at)
@@ -84,6 +87,9 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	}
 	gt, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), m.tableProperties())
 	if err != nil {
+		return fail(err)
+	}
+	if gt, err = m.evolve(ctx, lh, gt, opt.Rebuild, opt.Log.Info); err != nil {
 		return fail(err)
 	}
 	res.SilverFrom = Watermark(gt)
@@ -232,6 +238,12 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		}
 		if tbl.Properties()[PropCircuit] == "open" {
 			if err := tx.SetProperties(iceberg.Properties{PropCircuit: "closed", PropCircuitReason: "", PropCircuitSince: now.Format(time.RFC3339)}); err != nil {
+				return nil, err
+			}
+		}
+		if spec := m.specJSON(); tbl.Properties()[PropSpec] != spec {
+			// A table from before PropSpec whose columns are the mart's: recorded now.
+			if err := tx.SetProperties(iceberg.Properties{PropSpec: spec}); err != nil {
 				return nil, err
 			}
 		}

@@ -22,7 +22,7 @@ type Dim struct {
 // MeasureSpec is one aggregate of a mart.
 type MeasureSpec struct {
 	Name      string
-	Agg       string // sum | count | count_distinct | avg | min | max | quantiles
+	Agg       mart.Agg
 	Column    string
 	InputType silver.Type
 	Quantiles []float64 // levels in (0, 1) for quantiles, in output order
@@ -83,6 +83,9 @@ type MartSpec struct {
 	GroupingSets [][]string
 	Measures     []MeasureSpec
 	Checks       []CheckSpec
+	// OnChange is what a run does when the mart's definition changed since its Gold
+	// table was built: OnChangeRebuild (also when empty) or OnChangeFail.
+	OnChange string
 }
 
 // Summary keys and properties of Gold tables (the column names are package mart's).
@@ -170,7 +173,7 @@ func (m MartSpec) validate() error {
 		return err
 	}
 	for _, ms := range m.Measures {
-		if ms.Agg != "quantiles" {
+		if ms.Agg != mart.Quantiles {
 			continue
 		}
 		if len(ms.Quantiles) == 0 {

@@ -87,27 +87,27 @@ func (m MartSpec) columns() []outCol {
 	cols = append(cols, col(mart.ColGroupingLevel, silver.Type{Kind: silver.String}, true))
 	for _, ms := range m.Measures {
 		switch ms.Agg {
-		case "sum":
+		case mart.Sum:
 			cols = append(cols, col(ms.Name, sumType(ms.InputType), false))
-		case "count", "count_distinct":
+		case mart.Count, mart.CountDistinct:
 			cols = append(cols, col(ms.Name, longT, true))
-		case "avg":
+		case mart.Avg:
 			cols = append(cols, col(ms.Name, avgType(ms.InputType), false))
-		case "min", "max":
+		case mart.Min, mart.Max:
 			cols = append(cols, col(ms.Name, ms.InputType, false))
-		case "quantiles":
+		case mart.Quantiles:
 			cols = append(cols, doubleList(ms.Name))
 		}
 	}
 	for _, ms := range m.Measures {
 		switch ms.Agg {
-		case "count_distinct":
+		case mart.CountDistinct:
 			cols = append(cols, outCol{name: mart.KeysCol(ms.Name),
 				ice:   &iceberg.ListType{Element: iceberg.PrimitiveTypes.String, ElementRequired: true},
 				arrow: arrow.ListOf(arrow.BinaryTypes.String)})
-		case "avg":
+		case mart.Avg:
 			cols = append(cols, col(mart.SumCol(ms.Name), sumType(ms.InputType), false), col(mart.CountCol(ms.Name), longT, true))
-		case "quantiles":
+		case mart.Quantiles:
 			cols = append(cols, doubleList(mart.ValuesCol(ms.Name)))
 		}
 	}
@@ -164,9 +164,10 @@ func (m MartSpec) tableProperties() iceberg.Properties {
 		"write.parquet.compression-codec": "zstd",
 		"write.parquet.compression-level": "1",
 		PropCircuit:                       "closed",
+		PropSpec:                          m.specJSON(),
 	}
 	for _, ms := range m.Measures {
-		if ms.Agg == "count_distinct" {
+		if ms.Agg.List() == mart.ListKeys {
 			props["write.parquet.dict-encoding-enabled.column."+mart.KeysCol(ms.Name)+".list.element"] = "false"
 		}
 	}

@@ -51,3 +51,24 @@ func TestMask(t *testing.T) {
 		t.Fatalf("mask %b", m)
 	}
 }
+
+func TestAggDescriptors(t *testing.T) {
+	for _, a := range Aggs() {
+		d, ok := a.Desc()
+		if !ok || d.Agg != a {
+			t.Fatalf("%s: no descriptor", a)
+		}
+		if (d.List == ListNone) != (a.ListCol("m") == "") {
+			t.Errorf("%s: list column %q for list %d", a, a.ListCol("m"), d.List)
+		}
+		if d.Additive && d.Simple != "sum" {
+			t.Errorf("%s: additive but merged with %q", a, d.Simple)
+		}
+	}
+	if Agg("median").Valid() {
+		t.Error("median is no aggregate")
+	}
+	if CountDistinct.ListCol("c") != "c__keys" || Quantiles.ListCol("q") != "q__values" || Sum.ListCol("s") != "" {
+		t.Error("list columns")
+	}
+}

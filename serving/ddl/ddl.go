@@ -89,15 +89,15 @@ func TargetColumns(m *serving.Mart) []Column {
 	}
 	for _, ms := range m.Measures {
 		switch ms.Agg {
-		case serving.AggSum, serving.AggCount:
+		case mart.Sum, mart.Count:
 			cols = append(cols, Column{ms.Name, simple("sum", ms.Type)})
-		case serving.AggMin, serving.AggMax:
-			cols = append(cols, Column{ms.Name, simple(ms.Agg, ms.Type)})
-		case serving.AggAvg:
+		case mart.Min, mart.Max:
+			cols = append(cols, Column{ms.Name, simple(ms.Agg.Simple(), ms.Type)})
+		case mart.Avg:
 			cols = append(cols, Column{avgSumName(ms), simple("sum", ms.Type)}, Column{avgCountName(ms), simple("sum", "Int64")})
-		case serving.AggCountDistinct:
+		case mart.CountDistinct:
 			cols = append(cols, Column{StateColumn(ms), "AggregateFunction(" + m.Distinct + ", String)"})
-		case serving.AggQuantiles:
+		case mart.Quantiles:
 			cols = append(cols, Column{StateColumn(ms), "AggregateFunction(groupArray, Float64)"})
 		}
 	}
@@ -115,13 +115,13 @@ func WireColumns(m *serving.Mart) []Column {
 	cols := keyColumns(m)
 	for _, ms := range m.Measures {
 		switch ms.Agg {
-		case serving.AggSum, serving.AggCount, serving.AggMin, serving.AggMax:
+		case mart.Sum, mart.Count, mart.Min, mart.Max:
 			cols = append(cols, Column{ms.Name, ms.Type})
-		case serving.AggAvg:
+		case mart.Avg:
 			cols = append(cols, Column{avgSumName(ms), ms.Type}, Column{avgCountName(ms), "Int64"})
-		case serving.AggCountDistinct:
+		case mart.CountDistinct:
 			cols = append(cols, Column{mart.KeysCol(ms.Name), "Array(String)"})
-		case serving.AggQuantiles:
+		case mart.Quantiles:
 			cols = append(cols, Column{mart.ValuesCol(ms.Name), "Array(Float64)"})
 		}
 	}
@@ -260,17 +260,17 @@ func View(m *serving.Mart) string {
 func FinalExpr(m *serving.Mart, ms serving.Measure) string {
 	q := serving.Q
 	switch ms.Agg {
-	case serving.AggSum, serving.AggCount:
+	case mart.Sum, mart.Count:
 		return "sum(" + q(ms.Name) + ")"
-	case serving.AggMin, serving.AggMax:
-		return ms.Agg + "(" + q(ms.Name) + ")"
-	case serving.AggCountDistinct:
+	case mart.Min, mart.Max:
+		return ms.Agg.Simple() + "(" + q(ms.Name) + ")"
+	case mart.CountDistinct:
 		return "toInt64(" + m.Distinct + "Merge(" + q(StateColumn(ms)) + "))"
-	case serving.AggQuantiles:
+	case mart.Quantiles:
 		// Nearest rank on the merged values: element ceil(p*n) of the sorted array, as Gold.
 		return fmt.Sprintf("arrayMap(p -> arraySort(groupArrayMerge(%s))[greatest(1, toUInt64(ceil(p * length(groupArrayMerge(%s)))))], [%s])",
 			q(StateColumn(ms)), q(StateColumn(ms)), quantileArgs(ms.Quantiles))
-	case serving.AggAvg:
+	case mart.Avg:
 		s, c := "sum("+q(avgSumName(ms))+")", "sum("+q(avgCountName(ms))+")"
 		if scale, ok := decimalScale(ms.Type); ok {
 			// Exact: divide with one extra digit (truncating), then round half away from
@@ -376,16 +376,16 @@ func statesInsert(m *serving.Mart, c mart.Level, group []mart.Level, into, from,
 	sel = append(sel, level+" AS "+q(mart.ColGroupingLevel))
 	for _, ms := range m.Measures {
 		switch ms.Agg {
-		case serving.AggSum, serving.AggCount:
+		case mart.Sum, mart.Count:
 			sel = append(sel, "sum("+q(ms.Name)+") AS "+q(ms.Name))
-		case serving.AggMin, serving.AggMax:
-			sel = append(sel, ms.Agg+"("+q(ms.Name)+") AS "+q(ms.Name))
-		case serving.AggAvg:
+		case mart.Min, mart.Max:
+			sel = append(sel, ms.Agg.Simple()+"("+q(ms.Name)+") AS "+q(ms.Name))
+		case mart.Avg:
 			sel = append(sel, "sum("+q(avgSumName(ms))+") AS "+q(avgSumName(ms)), "sum("+q(avgCountName(ms))+") AS "+q(avgCountName(ms)))
-		case serving.AggCountDistinct:
+		case mart.CountDistinct:
 			sel = append(sel, fmt.Sprintf("CAST(%sArrayState(%s), 'AggregateFunction(%s, String)') AS %s",
 				m.Distinct, q(mart.KeysCol(ms.Name)), m.Distinct, q(StateColumn(ms))))
-		case serving.AggQuantiles:
+		case mart.Quantiles:
 			sel = append(sel, fmt.Sprintf("CAST(groupArrayArrayState(%s), 'AggregateFunction(groupArray, Float64)') AS %s",
 				q(mart.ValuesCol(ms.Name)), q(StateColumn(ms))))
 		}

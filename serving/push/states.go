@@ -429,7 +429,7 @@ func stateColumns(m *serving.Mart) (wcols []ddl.Column, fields []string, specs [
 	stateAt = map[int]int{}
 	lists := map[string]serving.Measure{}
 	for _, ms := range m.Measures {
-		if ms.Agg == serving.AggCountDistinct || ms.Agg == serving.AggQuantiles {
+		if ms.Agg.List() != mart.ListNone {
 			lists[ddl.StateColumn(ms)] = ms
 		}
 	}
@@ -439,12 +439,8 @@ func stateColumns(m *serving.Mart) (wcols []ddl.Column, fields []string, specs [
 			fields = append(fields, wc.Name)
 			continue
 		}
-		sp := stateSpec{col: &stateCol{typ: proto.ColumnType(wc.Type)}, field: i, distinct: ms.Agg == serving.AggCountDistinct}
-		if sp.distinct {
-			fields = append(fields, mart.KeysCol(ms.Name))
-		} else {
-			fields = append(fields, mart.ValuesCol(ms.Name))
-		}
+		sp := stateSpec{col: &stateCol{typ: proto.ColumnType(wc.Type)}, field: i, distinct: ms.Agg.List() == mart.ListKeys}
+		fields = append(fields, ms.Agg.ListCol(ms.Name))
 		stateAt[i] = len(specs)
 		specs = append(specs, sp)
 	}

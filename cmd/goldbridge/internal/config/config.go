@@ -204,7 +204,8 @@ type Mart struct {
 	Source       string     `yaml:"source"`
 	Joins        []Join     `yaml:"joins"`
 	Table        string     `yaml:"table"`
-	Mode         string     `yaml:"mode"` // incremental | snapshot
+	Mode         string     `yaml:"mode"`      // incremental | snapshot
+	OnChange     string     `yaml:"on_change"` // rebuild | fail: when the definition changed since Gold was built
 	Filter       string     `yaml:"filter"`
 	Grain        Grain      `yaml:"grain"`
 	Dimensions   []string   `yaml:"dimensions"`

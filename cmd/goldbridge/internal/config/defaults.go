@@ -113,6 +113,7 @@ func (c *Config) applyDefaults() {
 	for name, m := range c.Marts {
 		setDefault(&m.Table, lh.Namespaces.Gold+"."+name)
 		setDefault(&m.Mode, "incremental")
+		setDefault(&m.OnChange, "rebuild")
 		setDefault(&m.Grouping, "none")
 		setDefault(&m.Grain.Unit, "day")
 		if m.Grain.As == "" {

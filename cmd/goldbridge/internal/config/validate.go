@@ -13,6 +13,8 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/robfig/cron/v3"
+
+	"goldbridge/lakehouse/mart"
 )
 
 var (
@@ -537,7 +539,14 @@ func checkLiteral(kind, s string) error {
 	return nil
 }
 
-var validAggs = []string{"sum", "count", "count_distinct", "avg", "min", "max", "quantiles"}
+// aggNames are the aggregates' names (lakehouse/mart).
+func aggNames() string {
+	var out []string
+	for _, a := range mart.Aggs() {
+		out = append(out, string(a))
+	}
+	return strings.Join(out, ", ")
+}
 
 func (c *Config) validateMart(v *validator, name string) {
 	p := "marts." + name
@@ -547,6 +556,7 @@ func (c *Config) validateMart(v *validator, name string) {
 	}
 	v.tableIdent(p+".table", m.Table)
 	v.oneOf(p+".mode", m.Mode, "incremental", "snapshot")
+	v.oneOf(p+".on_change", m.OnChange, "rebuild", "fail")
 	cols := map[string]string{}
 	if v.required(p+".source", m.Source) {
 		e, ok := c.Entities[m.Source]
@@ -666,20 +676,20 @@ func (c *Config) validateMart(v *validator, name string) {
 			}
 			outNames[ms.Name] = true
 		}
-		if !slices.Contains(validAggs, ms.Agg) {
-			v.add(mp+".agg", "must be one of %s, got %q", strings.Join(validAggs, ", "), ms.Agg)
+		if !mart.Agg(ms.Agg).Valid() {
+			v.add(mp+".agg", "must be one of %s, got %q", aggNames(), ms.Agg)
 			continue
 		}
 		if ms.Column == "" {
-			if ms.Agg != "count" {
+			if d, _ := mart.Agg(ms.Agg).Desc(); d.Input != mart.InputNone {
 				v.add(mp+".column", "required for %s", ms.Agg)
 			}
 		} else if k, ok := cols[ms.Column]; !ok && len(cols) > 0 {
 			v.add(mp+".column", "unknown column %q", ms.Column)
-		} else if ok && (ms.Agg == "sum" || ms.Agg == "avg" || ms.Agg == "quantiles") && k != "int" && k != "float" && k != "decimal" {
+		} else if d, _ := mart.Agg(ms.Agg).Desc(); ok && d.Input == mart.InputNumeric && k != "int" && k != "float" && k != "decimal" {
 			v.add(mp+".column", "%s needs a numeric column, %q is %s", ms.Agg, ms.Column, k)
 		}
-		if ms.Agg == "quantiles" {
+		if mart.Agg(ms.Agg) == mart.Quantiles {
 			if len(ms.Quantiles) == 0 {
 				v.add(mp+".quantiles", "required for quantiles (e.g. [0.5, 0.9, 0.99])")
 			}

@@ -1,0 +1,146 @@
+package gold
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/mart"
+)
+
+// PropSpec is the Gold table property holding the definition of the mart the table was
+// built for (specJSON): when the mart's definition changes, the table is rebuilt.
+const PropSpec = "goldbridge.mart-spec"
+
+// What a changed mart definition does (MartSpec.OnChange).
+const (
+	OnChangeRebuild = "rebuild" // drop the Gold table and compute it again for the new definition
+	OnChangeFail    = "fail"    // stop, naming the command that rebuilds it
+)
+
+// ErrSpecChanged means the mart's definition changed since its Gold table was built and
+// the mart's on_change is fail.
+var ErrSpecChanged = fmt.Errorf("mart definition changed since its gold table was built")
+
+// specJSON is the canonical text of everything that defines a Gold table's content:
+// source, mode, filter, grain, dimensions, grouping, measures and joins.
+func (m MartSpec) specJSON() string {
+	type dim struct{ Name, Type string }
+	type measure struct {
+		Name      string
+		Agg       mart.Agg
+		Column    string    `json:",omitempty"`
+		Input     string    `json:",omitempty"`
+		Quantiles []float64 `json:",omitempty"`
+	}
+	type join struct {
+		Entity, Table, Type string
+		On                  []JoinOn
+		Columns             []string
+	}
+	v := struct {
+		Source     string
+		Mode       string `json:",omitempty"`
+		Filter     string `json:",omitempty"`
+		Grain      [3]string
+		Dimensions []dim
+		Grouping   string     `json:",omitempty"`
+		Sets       [][]string `json:",omitempty"`
+		Measures   []measure
+		Joins      []join `json:",omitempty"`
+	}{Source: m.SourceTable, Mode: m.Mode, Filter: m.Filter, Grain: [3]string{m.GrainColumn, m.GrainUnit, m.GrainAs},
+		Grouping: m.Grouping, Sets: m.GroupingSets}
+	for _, d := range m.Dims {
+		v.Dimensions = append(v.Dimensions, dim{d.Name, d.Type.String()})
+	}
+	for _, ms := range m.Measures {
+		in := ""
+		if ms.Column != "" {
+			in = ms.InputType.String()
+		}
+		v.Measures = append(v.Measures, measure{ms.Name, ms.Agg, ms.Column, in, ms.Quantiles})
+	}
+	for _, j := range m.Joins {
+		v.Joins = append(v.Joins, join{j.Entity, j.Table, j.Type, j.On, j.Columns})
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// specChanges names the parts of two specJSON texts that differ.
+func specChanges(old, cur string) string {
+	var a, b map[string]json.RawMessage
+	if json.Unmarshal([]byte(old), &a) != nil || json.Unmarshal([]byte(cur), &b) != nil {
+		return "definition"
+	}
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if string(a[k]) != string(b[k]) {
+			out = append(out, strings.ToLower(k))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// sameColumns reports whether two schemas have the same columns (names, types,
+// nullability) in the same order, whatever their field ids.
+func sameColumns(a, b *iceberg.Schema) bool {
+	fa, fb := a.Fields(), b.Fields()
+	return slices.EqualFunc(fa, fb, func(x, y iceberg.NestedField) bool {
+		return x.Name == y.Name && x.Required == y.Required && x.Type.String() == y.Type.String()
+	})
+}
+
+// evolve returns the Gold table for the mart's current definition. A table built for
+// another definition (PropSpec differs; for a table from before PropSpec, its columns
+// differ) is dropped and created again empty, so the run computes it in full: with one
+// log line saying what changed, or, with OnChange fail or none requested, an error
+// naming the command to run. rebuild forces it.
+func (m MartSpec) evolve(ctx context.Context, lh *catalog.Lakehouse, gt *table.Table, rebuild bool, log func(msg string, args ...any)) (*table.Table, error) {
+	cur := m.specJSON()
+	old, recorded := gt.Properties()[PropSpec]
+	var what string
+	switch {
+	case rebuild:
+		what = "rebuild requested"
+	case recorded && old == cur:
+		return gt, nil
+	case !recorded && sameColumns(gt.Schema(), m.icebergSchema()):
+		return gt, nil // built before PropSpec for this layout: adopted at its next commit
+	case recorded:
+		what = specChanges(old, cur)
+	default:
+		what = "columns"
+	}
+	if !rebuild && m.OnChange == OnChangeFail {
+		return nil, fmt.Errorf("%w (%s): run `goldbridge gold --rebuild %s` to rebuild %s, or set marts.%s.on_change: rebuild",
+			ErrSpecChanged, what, m.Name, m.Table, m.Name)
+	}
+	log("mart definition changed: rebuilding the gold table", "mart", m.Name, "table", m.Table, "changed", what)
+	id, err := catalog.ParseIdent(m.Table)
+	if err != nil {
+		return nil, err
+	}
+	if err := lh.Catalog().DropTable(ctx, id); err != nil {
+		return nil, fmt.Errorf("drop %s: %w", m.Table, err)
+	}
+	gt, _, err = lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), m.tableProperties())
+	if err != nil {
+		return nil, err
+	}
+	return gt, nil
+}

@@ -1,0 +1,126 @@
+package gold
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"goldbridge/demo"
+	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/lakehouse/mart"
+)
+
+// TestMartEvolution: after a change of the mart's definition, the next run rebuilds the
+// Gold table, which then equals a fresh build of the new definition; with on_change
+// fail it stops with ErrSpecChanged and leaves the table as it was.
+func TestMartEvolution(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 3000, Seed: 11, End: time.Date(2026, 5, 31, 0, 0, 0, 0, time.UTC), Days: 5}); err != nil {
+		t.Fatal(err)
+	}
+	loadAndSilver(t, lh, landing)
+	base := func(table string) MartSpec {
+		m := kpiMart(table)
+		m.Checks = nil
+		return m
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*MartSpec)
+	}{
+		{"add_dimension", func(m *MartSpec) { m.Dims = append(m.Dims, Dim{Name: "status", Type: typ("string")}) }},
+		{"remove_dimension", func(m *MartSpec) { m.Dims = m.Dims[:1] }},
+		{"add_measure", func(m *MartSpec) {
+			m.Measures = append(m.Measures, MeasureSpec{Name: "max_amount", Agg: mart.Max, Column: "amount", InputType: typ("decimal(18,2)")})
+		}},
+		{"rename_measure", func(m *MartSpec) { m.Measures[0].Name = "revenue" }},
+		{"grain_unit", func(m *MartSpec) { m.GrainUnit = "month" }},
+		{"grouping", func(m *MartSpec) { m.Grouping, m.GroupingSets = "sets", [][]string{{"country"}, {}} }},
+		{"filter", func(m *MartSpec) { m.Filter = `not is_deleted and status == "paid"` }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := base("gold.evolve_" + tc.name)
+			if _, err := Run(ctx, lh, old, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			before := goldRows(t, lh, old.Table)
+			cur := old
+			cur.Dims, cur.Measures = slices.Clone(old.Dims), slices.Clone(old.Measures)
+			tc.change(&cur)
+
+			cur.OnChange = OnChangeFail
+			if _, err := Run(ctx, lh, cur, Options{}); !errors.Is(err, ErrSpecChanged) {
+				t.Fatalf("on_change fail: %v, want ErrSpecChanged", err)
+			}
+			if got := goldRows(t, lh, old.Table); !slices.Equal(got, before) {
+				t.Fatal("on_change fail changed the table")
+			}
+
+			cur.OnChange = ""
+			res, err := Run(ctx, lh, cur, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Full {
+				t.Fatalf("the rebuild was not a full run: %+v", res)
+			}
+			fresh := cur
+			fresh.Table = "gold.fresh_" + tc.name
+			if _, err := Run(ctx, lh, fresh, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			got, want := goldRows(t, lh, cur.Table), goldRows(t, lh, fresh.Table)
+			if len(want) == 0 || !slices.Equal(got, want) {
+				t.Fatalf("evolved table (%d rows) != fresh build (%d rows)\n%v\n%v", len(got), len(want), first(got, 3), first(want, 3))
+			}
+			// Converged: the next run changes nothing.
+			if res, err := Run(ctx, lh, cur, Options{}); err != nil || res.SnapshotID != 0 {
+				t.Fatalf("rerun: %+v %v", res, err)
+			}
+		})
+	}
+}
+
+// TestAdoptTableWithoutSpec: a table built before the definition was recorded is kept
+// when its columns are the mart's (and the definition recorded at its next commit), and
+// rebuilt when they are not.
+func TestAdoptTableWithoutSpec(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 500, Seed: 12, End: time.Date(2026, 5, 31, 0, 0, 0, 0, time.UTC), Days: 3}); err != nil {
+		t.Fatal(err)
+	}
+	loadAndSilver(t, lh, landing)
+	m := kpiMart("gold.adopt")
+	m.Checks = nil
+	props := m.tableProperties()
+	delete(props, PropSpec)
+	if _, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), props); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(ctx, lh, m, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	gt, err := lh.LoadTable(ctx, m.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gt.Properties()[PropSpec] != m.specJSON() {
+		t.Fatalf("definition not recorded: %q", gt.Properties()[PropSpec])
+	}
+	// Same columns, no record, but a run after a change of the columns rebuilds.
+	other := kpiMart("gold.adopt_other")
+	if _, _, err := lh.LoadOrCreateTable(ctx, other.Table, m.icebergSchema(), m.partitionSpec(), props); err != nil {
+		t.Fatal(err)
+	}
+	other.Dims = other.Dims[:1]
+	other.Checks = nil
+	if _, err := Run(ctx, lh, other, Options{}); err != nil {
+		t.Fatalf("rebuild of an unrecorded table with other columns: %v", err)
+	}
+}

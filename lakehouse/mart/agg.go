@@ -1,0 +1,103 @@
+package mart
+
+import "slices"
+
+// Agg is the aggregate of a measure, as the config names it.
+type Agg string
+
+// The aggregates (docs/gold.md).
+const (
+	Sum           Agg = "sum"
+	Count         Agg = "count"
+	CountDistinct Agg = "count_distinct"
+	Avg           Agg = "avg"
+	Min           Agg = "min"
+	Max           Agg = "max"
+	Quantiles     Agg = "quantiles"
+)
+
+// Input is what an aggregate takes from a row.
+type Input int
+
+const (
+	InputNone    Input = iota // no column (count counts rows)
+	InputAny                  // a column of any type
+	InputNumeric              // an int, float or decimal column
+)
+
+// List is the hidden mergeable list a measure keeps on its carrier rows.
+type List int
+
+const (
+	ListNone   List = iota
+	ListKeys        // KeysCol: the distinct values as text (a uniqExact/uniq state)
+	ListValues      // ValuesCol: the inputs as doubles (a groupArray state)
+)
+
+// AggDesc describes one aggregate for every layer: what it takes, what Gold writes,
+// how ClickHouse keeps it and how check compares it.
+type AggDesc struct {
+	Agg   Agg
+	Input Input
+	List  List
+	// Additive: the rows of a level sum to the coarser level's value (the consistency
+	// check; a SummingMergeTree keeps it).
+	Additive bool
+	// Simple is the ClickHouse SimpleAggregateFunction that merges the finished value
+	// ("sum", "min", "max"); empty when the served value is finished from hidden
+	// columns or a state.
+	Simple string
+	// Checked: check compares the sum of the value over a level's rows.
+	Checked bool
+}
+
+var aggs = []AggDesc{
+	{Agg: Sum, Input: InputNumeric, Additive: true, Simple: "sum", Checked: true},
+	{Agg: Count, Input: InputNone, Additive: true, Simple: "sum", Checked: true},
+	{Agg: CountDistinct, Input: InputAny, List: ListKeys, Checked: true},
+	{Agg: Avg, Input: InputNumeric, Checked: true},
+	{Agg: Min, Input: InputAny, Simple: "min", Checked: true},
+	{Agg: Max, Input: InputAny, Simple: "max", Checked: true},
+	{Agg: Quantiles, Input: InputNumeric, List: ListValues},
+}
+
+// Aggs lists the aggregates in documentation order.
+func Aggs() []Agg {
+	out := make([]Agg, len(aggs))
+	for i, d := range aggs {
+		out[i] = d.Agg
+	}
+	return out
+}
+
+// Desc is the aggregate's descriptor; ok is false for an unknown aggregate.
+func (a Agg) Desc() (AggDesc, bool) {
+	i := slices.IndexFunc(aggs, func(d AggDesc) bool { return d.Agg == a })
+	if i < 0 {
+		return AggDesc{}, false
+	}
+	return aggs[i], true
+}
+
+// Valid reports whether a is a known aggregate.
+func (a Agg) Valid() bool { _, ok := a.Desc(); return ok }
+
+// Additive reports whether the rows of a level sum to the coarser level's value.
+func (a Agg) Additive() bool { d, _ := a.Desc(); return d.Additive }
+
+// List is the hidden list the aggregate keeps on carrier rows (ListNone: none).
+func (a Agg) List() List { d, _ := a.Desc(); return d.List }
+
+// ListCol names measure's hidden list column ("" when the aggregate keeps none).
+func (a Agg) ListCol(measure string) string {
+	switch a.List() {
+	case ListKeys:
+		return KeysCol(measure)
+	case ListValues:
+		return ValuesCol(measure)
+	}
+	return ""
+}
+
+// Simple is the ClickHouse function that merges the finished values ("" for none).
+func (a Agg) Simple() string { d, _ := a.Desc(); return d.Simple }

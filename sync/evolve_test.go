@@ -1,0 +1,113 @@
+package sync_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/lakehouse/mart"
+	"goldbridge/serving"
+	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtest"
+	"goldbridge/serving/ddl"
+	gbsync "goldbridge/sync"
+)
+
+// finalText reads <t>_final, one tab-separated line per row, sorted.
+func finalText(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
+	t.Helper()
+	rows, err := c.Conn().Query(context.Background(), fmt.Sprintf("SELECT formatRow('TabSeparated', *) FROM %s.%s", serving.Q(m.Database), serving.Q(m.Table+ddl.ViewSuffix)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestMartEvolutionServed: after a change of the mart's definition, gold rebuilds the
+// Gold table and the next sync the ClickHouse tables (a drifted <t> is rebuilt from
+// Gold); <t>_final then equals a fresh push of the new Gold table, and check is clean.
+func TestMartEvolutionServed(t *testing.T) {
+	chtest.Require(t)
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	demoSilver(t, lh, end)
+	db := chtest.Database(t)
+	c := client(t, db)
+	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	for _, tc := range []struct {
+		name   string
+		change func(*gold.MartSpec)
+	}{
+		{"add_dimension", func(m *gold.MartSpec) {
+			m.Dims = append(m.Dims, gold.Dim{Name: "status", Type: silverType("string")})
+		}},
+		{"add_measure", func(m *gold.MartSpec) {
+			m.Measures = append(m.Measures, gold.MeasureSpec{Name: "min_amount", Agg: mart.Min, Column: "amount", InputType: silverType("decimal(18,2)")})
+		}},
+		{"rename_measure", func(m *gold.MartSpec) { m.Measures[0].Name = "total_revenue" }},
+		{"grain_unit", func(m *gold.MartSpec) { m.GrainUnit = "month" }},
+		{"grouping", func(m *gold.MartSpec) { m.Grouping, m.GroupingSets = "sets", [][]string{{"country"}, {}} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := groupingMart("evo_"+tc.name, "rollup", nil)
+			if _, err := gold.Run(ctx, lh, old, gold.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			push := func(spec gold.MartSpec, table string, opt gbsync.Options) (*serving.Mart, error) {
+				tbl, err := lh.LoadTable(ctx, spec.Table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := servedMart(db, spec, "uniqExact")
+				m.Table, m.PartitionBy = table, "month"
+				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+					t.Fatal(err)
+				}
+				opt.Now = clock
+				_, err = gbsync.Sync(ctx, c, m, tbl, opt)
+				if err == nil {
+					if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+						t.Fatalf("check %s: %v %v", table, drifts, err)
+					}
+				}
+				return m, err
+			}
+			if _, err := push(old, "evo_"+tc.name, gbsync.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			cur := old
+			cur.Dims, cur.Measures = slices.Clone(old.Dims), slices.Clone(old.Measures)
+			tc.change(&cur)
+			if _, err := gold.Run(ctx, lh, cur, gold.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			evolved, err := push(cur, "evo_"+tc.name, gbsync.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := push(cur, "fresh_"+tc.name, gbsync.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := finalText(t, c, evolved), finalText(t, c, fresh)
+			if len(want) == 0 || !slices.Equal(got, want) {
+				t.Fatalf("evolved _final (%d rows) != fresh (%d rows)\n%s", len(got), len(want), diffRows(got, want))
+			}
+		})
+	}
+}
