@@ -3,7 +3,10 @@ package sync_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +67,7 @@ func oracleTable(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db strin
 	t.Helper()
 	ctx := context.Background()
 	if err := c.Conn().Exec(ctx, fmt.Sprintf(`CREATE TABLE %s.s (created_at DateTime64(6,'UTC'), country Nullable(String),
-		category Nullable(String), amount Nullable(Decimal(18,2)), user_id String) ENGINE=Memory`, serving.Q(db))); err != nil {
+		category Nullable(String), amount Nullable(Decimal(18,2)), user_id String, status Nullable(String)) ENGINE=Memory`, serving.Q(db))); err != nil {
 		t.Fatal(err)
 	}
 	batch, err := c.Conn().PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.s", serving.Q(db)))
@@ -97,7 +100,7 @@ func oracleTable(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db strin
 				return &s
 			}
 			ts := time.UnixMicro(int64(col("created_at").(*array.Timestamp).Value(i))).UTC()
-			if err := batch.Append(ts, str("country"), str("category"), str("amount"), *str("user_id")); err != nil {
+			if err := batch.Append(ts, str("country"), str("category"), str("amount"), *str("user_id"), str("status")); err != nil {
 				t.Fatal(err)
 			}
 			n++
@@ -157,25 +160,27 @@ func servedMart(db string, g gold.MartSpec, distinct string) *serving.Mart {
 
 // oracleRows computes the mart over <db>.s with ClickHouse GROUPING SETS: the level
 // name from the grouping flags, the average as the exact quotient rounded half away
-// from zero at 8 digits, nearest-rank quantiles.
-func oracleRows(t *testing.T, c *chconn.Client, db, distinct string, levels [][]string) []string {
+// from zero at 8 digits, nearest-rank quantiles. grain is the SQL of the grain value.
+func oracleRows(t *testing.T, c *chconn.Client, db, distinct, grain string, dims []string, levels [][]string) []string {
 	t.Helper()
 	var sets []string
 	for _, l := range levels {
-		sets = append(sets, "("+strings.Join(append([]string{"d"}, l...), ", ")+")")
+		sets = append(sets, "("+strings.Join(append([]string{"g"}, l...), ", ")+")")
 	}
 	// A dimension no set keeps is no GROUP BY key: NULL and rolled up.
-	dims := map[string]string{}
-	for _, d := range []string{"country", "category"} {
-		dims[d] = d + ", grouping(" + d + ")"
-		if !slices.ContainsFunc(levels, func(l []string) bool { return slices.Contains(l, d) }) {
-			dims[d] = "CAST(NULL, 'Nullable(String)'), toUInt64(1)"
+	var sel []string
+	for _, d := range dims {
+		if slices.ContainsFunc(levels, func(l []string) bool { return slices.Contains(l, d) }) {
+			sel = append(sel, "ifNull("+d+", '∅')", "grouping("+d+")")
+		} else {
+			sel = append(sel, "'∅'", "toUInt64(1)")
 		}
 	}
-	q := fmt.Sprintf(`SELECT toString(toDate(created_at)) AS d, %s, %s,
+	q := fmt.Sprintf(`SELECT formatDateTime(%s AS g, '%%F %%T'), [%s], [%s],
 		toString(sum(amount)), count(), %s(user_id), count(amount), toString(max(amount)),
 		arrayMap(p -> arraySort(groupArray(toFloat64(amount)))[greatest(1, toUInt64(ceil(p * count(amount))))], [0.5, 0.9])
-		FROM %s.s GROUP BY GROUPING SETS (%s) SETTINGS group_by_use_nulls = 1`, dims["country"], dims["category"], distinct, serving.Q(db), strings.Join(sets, ", "))
+		FROM %s.s GROUP BY GROUPING SETS (%s) SETTINGS group_by_use_nulls = 1`,
+		grain, strings.Join(oddEven(sel, 0), ", "), strings.Join(oddEven(sel, 1), ", "), distinct, serving.Q(db), strings.Join(sets, ", "))
 	rows, err := c.Conn().Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -184,23 +189,22 @@ func oracleRows(t *testing.T, c *chconn.Client, db, distinct string, levels [][]
 	var out []string
 	for rows.Next() {
 		var d, sum, maxA string
-		var country, category *string
-		var gc, gk uint64 // grouping flags
+		var vals []string
+		var flags []uint64
 		var n, uniq, nAmount uint64
 		var qs []float64
-		if err := rows.Scan(&d, &country, &gc, &category, &gk, &sum, &n, &uniq, &nAmount, &maxA, &qs); err != nil {
+		if err := rows.Scan(&d, &vals, &flags, &sum, &n, &uniq, &nAmount, &maxA, &qs); err != nil {
 			t.Fatal(err)
 		}
 		var kept []string
-		if gc == 0 {
-			kept = append(kept, "country")
-		}
-		if gk == 0 {
-			kept = append(kept, "category")
+		for i, f := range flags {
+			if f == 0 {
+				kept = append(kept, dims[i])
+			}
 		}
 		level := "by_" + strings.Join(kept, "_")
 		switch len(kept) {
-		case 2:
+		case len(dims):
 			level = "detail"
 		case 0:
 			level = "total"
@@ -209,13 +213,7 @@ func oracleRows(t *testing.T, c *chconn.Client, db, distinct string, levels [][]
 		if nAmount > 0 {
 			avg = decimal.RequireFromString(sum).DivRound(decimal.NewFromInt(int64(nAmount)), 8).StringFixed(8)
 		}
-		nz := func(p *string) string {
-			if p == nil {
-				return "∅"
-			}
-			return *p
-		}
-		out = append(out, fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d|%d|%s|%s|%v", d, nz(country), nz(category), gc, gk, level,
+		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v", d, vals, flags, level,
 			decimal.RequireFromString(sum).StringFixed(2), n, uniq, avg, decimal.RequireFromString(maxA).StringFixed(2), qs))
 	}
 	if err := rows.Err(); err != nil {
@@ -225,12 +223,26 @@ func oracleRows(t *testing.T, c *chconn.Client, db, distinct string, levels [][]
 	return out
 }
 
+// oddEven returns the elements of s at even (from 0) or odd (from 1) positions.
+func oddEven(s []string, from int) []string {
+	var out []string
+	for i := from; i < len(s); i += 2 {
+		out = append(out, s[i])
+	}
+	return out
+}
+
 // servedRows reads <t>_final in the oracle's form.
 func servedRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	t.Helper()
-	q := fmt.Sprintf(`SELECT toString(report_date), ifNull(country, '∅'), ifNull(category, '∅'), grouping_country, grouping_category,
+	var vals, flags []string
+	for _, d := range m.Dimensions {
+		vals = append(vals, "ifNull(toString("+serving.Q(d.Name)+"), '∅')")
+		flags = append(flags, "toUInt64("+serving.Q("grouping_"+d.Name)+")")
+	}
+	q := fmt.Sprintf(`SELECT formatDateTime(%s, '%%F %%T'), [%s], [%s],
 		toString(grouping_level), toString(revenue), orders, customers, ifNull(toString(avg_amount), 'NULL'), toString(max_amount), p_amount
-		FROM %s.%s`, serving.Q(m.Database), serving.Q(m.Table+"_final"))
+		FROM %s.%s`, serving.Q(m.Grain.As), strings.Join(vals, ", "), strings.Join(flags, ", "), serving.Q(m.Database), serving.Q(m.Table+"_final"))
 	rows, err := c.Conn().Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -238,17 +250,18 @@ func servedRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var d, co, ca, lv, rev, avg, maxA string
-		var gc, gk uint8
+		var d, lv, rev, avg, maxA string
+		var vs []string
+		var fs []uint64
 		var orders, cust int64
 		var qs []float64
-		if err := rows.Scan(&d, &co, &ca, &gc, &gk, &lv, &rev, &orders, &cust, &avg, &maxA, &qs); err != nil {
+		if err := rows.Scan(&d, &vs, &fs, &lv, &rev, &orders, &cust, &avg, &maxA, &qs); err != nil {
 			t.Fatal(err)
 		}
 		if avg != "NULL" {
 			avg = decimal.RequireFromString(avg).StringFixed(8)
 		}
-		out = append(out, fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d|%d|%s|%s|%v", d, co, ca, gc, gk, lv,
+		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v", d, vs, fs, lv,
 			decimal.RequireFromString(rev).StringFixed(2), orders, cust, avg, decimal.RequireFromString(maxA).StringFixed(2), qs))
 	}
 	if err := rows.Err(); err != nil {
@@ -307,7 +320,7 @@ func TestServedGroupings(t *testing.T) {
 				if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, ServerStates: v.serverStates}); err != nil {
 					t.Fatal(err)
 				}
-				want := oracleRows(t, c, db, v.distinct, tc.levels)
+				want := oracleRows(t, c, db, v.distinct, "toDate(created_at)", []string{"country", "category"}, tc.levels)
 				if got := servedRows(t, c, m); !slices.Equal(got, want) {
 					t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
 				}
@@ -337,4 +350,132 @@ func diffRows(got, want []string) string {
 		}
 	}
 	return b.String()
+}
+
+// randomMarts is the number of random marts TestServedRandomMarts checks
+// (GB_RANDOM_MARTS raises it).
+func randomMarts() int {
+	if n, err := strconv.Atoi(os.Getenv("GB_RANDOM_MARTS")); err == nil && n > 0 {
+		return n
+	}
+	return 50
+}
+
+// randomMart draws a mart over the demo orders: 1-3 dimensions in any order, a grouping
+// (none, rollup, cube, sets with or without the detail level, with or without ()), an
+// hour, day or month grain; it returns the spec, the oracle's grouping sets and grain SQL.
+func randomMart(r *rand.Rand, name string) (gold.MartSpec, [][]string, string) {
+	all := []string{"country", "category", "status"}
+	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	dims := all[:1+r.IntN(3)]
+	subset := func() []string {
+		var s []string
+		for _, d := range dims {
+			if r.IntN(2) == 0 {
+				s = append(s, d)
+			}
+		}
+		return s
+	}
+	var grouping string
+	var sets, levels [][]string
+	add := func(l []string) {
+		if !slices.ContainsFunc(levels, func(x []string) bool { return slices.Equal(x, l) }) {
+			levels = append(levels, l)
+			sets = append(sets, l)
+		}
+	}
+	switch r.IntN(5) {
+	case 0:
+		grouping, levels = "none", [][]string{dims}
+	case 1:
+		grouping = "rollup"
+		for k := len(dims); k >= 0; k-- {
+			levels = append(levels, dims[:k])
+		}
+	case 2:
+		grouping = "cube"
+		for mask := 0; mask < 1<<len(dims); mask++ {
+			var l []string
+			for i, d := range dims {
+				if mask&(1<<i) != 0 {
+					l = append(l, d)
+				}
+			}
+			levels = append(levels, l)
+		}
+	default: // sets, with the detail level one time in three
+		grouping = "sets"
+		if r.IntN(3) == 0 {
+			add(dims)
+		}
+		for range 1 + r.IntN(3) {
+			add(subset())
+		}
+		if r.IntN(2) == 0 {
+			add([]string{})
+		}
+	}
+	spec := groupingMart(name, grouping, nil)
+	if grouping == "sets" {
+		spec.GroupingSets = sets
+	}
+	spec.Dims = nil
+	for _, d := range dims {
+		spec.Dims = append(spec.Dims, gold.Dim{Name: d, Type: silverType("string")})
+	}
+	unit := []string{"hour", "day", "month"}[r.IntN(3)]
+	spec.GrainUnit = unit
+	grain := map[string]string{"hour": "toStartOfHour(created_at)", "day": "toDate(created_at)", "month": "toStartOfMonth(created_at)"}[unit]
+	return spec, levels, grain
+}
+
+// TestServedRandomMarts: random marts (randomMart) over the demo orders, each computed
+// by Gold and served through one of the three state paths, equal ClickHouse GROUPING
+// SETS over the live Silver rows, with check clean.
+func TestServedRandomMarts(t *testing.T) {
+	chtest.Require(t)
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	demoSilver(t, lh, end)
+	db := chtest.Database(t)
+	c := client(t, db)
+	oracleTable(t, lh, c, db)
+	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	r := rand.New(rand.NewPCG(15, 0))
+	for i := range randomMarts() {
+		spec, levels, grain := randomMart(r, fmt.Sprintf("r%03d", i))
+		path := r.IntN(3)
+		t.Run(fmt.Sprintf("%s_%s_%v_%s_%d", spec.Name, spec.Grouping, spec.GroupingSets, spec.GrainUnit, path), func(t *testing.T) {
+			if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
+				t.Fatalf("gold: %v", err)
+			}
+			tbl, err := lh.LoadTable(ctx, spec.Table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := servedMart(db, spec, []string{"uniqExact", "uniqExact", "uniq"}[path])
+			if spec.GrainUnit == "month" {
+				m.PartitionBy = "month"
+			}
+			if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, ServerStates: path == 1}); err != nil {
+				t.Fatal(err)
+			}
+			var dims []string
+			for _, d := range spec.Dims {
+				dims = append(dims, d.Name)
+			}
+			want := oracleRows(t, c, db, m.Distinct, grain, dims, levels)
+			if got := servedRows(t, c, m); len(want) == 0 || !slices.Equal(got, want) {
+				t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
+			}
+			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				t.Fatalf("check: %v %v", drifts, err)
+			}
+		})
+	}
 }
