@@ -146,6 +146,11 @@ func (m *Mart) Validate() error {
 			if len(ms.Quantiles) == 0 {
 				return fmt.Errorf("mart %s: measure %s: no quantile levels", m.Name, ms.Name)
 			}
+			for _, q := range ms.Quantiles {
+				if err := mart.CheckQuantile(q); err != nil {
+					return fmt.Errorf("mart %s: measure %s: %w", m.Name, ms.Name, err)
+				}
+			}
 		default:
 			return fmt.Errorf("mart %s: measure %s: unknown agg %q", m.Name, ms.Name, ms.Agg)
 		}

@@ -25,7 +25,7 @@ type MeasureSpec struct {
 	Agg       mart.Agg
 	Column    string
 	InputType silver.Type
-	Quantiles []float64 // levels in (0, 1) for quantiles, in output order
+	Quantiles []float64 // levels in (0, 1] for quantiles (mart.CheckQuantile), in output order
 }
 
 // JoinSpec joins another Silver entity's current rows into the mart's source rows
@@ -180,8 +180,8 @@ func (m MartSpec) validate() error {
 			return fmt.Errorf("measure %s: no quantile levels", ms.Name)
 		}
 		for _, q := range ms.Quantiles {
-			if !(q > 0 && q <= 1) {
-				return fmt.Errorf("measure %s: quantile %v is not in (0, 1]", ms.Name, q)
+			if err := mart.CheckQuantile(q); err != nil {
+				return fmt.Errorf("measure %s: %w", ms.Name, err)
 			}
 		}
 	}

@@ -1,6 +1,9 @@
 package mart
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // Agg is the aggregate of a measure, as the config names it.
 type Agg string
@@ -101,3 +104,12 @@ func (a Agg) ListCol(measure string) string {
 
 // Simple is the ClickHouse function that merges the finished values ("" for none).
 func (a Agg) Simple() string { d, _ := a.Desc(); return d.Simple }
+
+// CheckQuantile reports whether q is a valid quantile level: in (0, 1], where 1 is the
+// largest value (nearest rank, docs/gold.md).
+func CheckQuantile(q float64) error {
+	if !(q > 0 && q <= 1) {
+		return fmt.Errorf("quantile %v is not in (0, 1]", q)
+	}
+	return nil
+}

@@ -331,3 +331,26 @@ func TestDerivedKeyIsValid(t *testing.T) {
 		t.Fatalf("float key: %v", err)
 	}
 }
+
+// TestQuantileLevels: the levels validate accepts are the ones Gold and serving take
+// (mart.CheckQuantile): (0, 1], 1 being the largest value.
+func TestQuantileLevels(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := "      - {name: avg_order_value,  agg: avg,            column: amount}"
+	for _, c := range []struct {
+		levels string
+		ok     bool
+	}{{"[0.5, 0.9, 1]", true}, {"[0.5]", true}, {"[0]", false}, {"[1.5]", false}, {"[-0.1]", false}} {
+		src := strings.Replace(string(base), from, from+"\n      - {name: amount_q, agg: quantiles, column: amount, quantiles: "+c.levels+"}", 1)
+		_, err := Parse([]byte(src), "/tmp/s", env(nil))
+		var ps Problems
+		errors.As(err, &ps)
+		bad := slices.ContainsFunc(ps, func(p Problem) bool { return strings.HasSuffix(p.Path, ".quantiles") })
+		if bad == c.ok || c.ok && err != nil {
+			t.Errorf("quantiles %s: %v", c.levels, err)
+		}
+	}
+}

@@ -694,8 +694,8 @@ func (c *Config) validateMart(v *validator, name string) {
 				v.add(mp+".quantiles", "required for quantiles (e.g. [0.5, 0.9, 0.99])")
 			}
 			for _, q := range ms.Quantiles {
-				if q <= 0 || q >= 1 {
-					v.add(mp+".quantiles", "each quantile must be between 0 and 1, got %v", q)
+				if err := mart.CheckQuantile(q); err != nil {
+					v.add(mp+".quantiles", "%v", err)
 				}
 			}
 		} else if len(ms.Quantiles) > 0 {
