@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,15 +15,16 @@ import (
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/forget"
+	"goldbridge/lakehouse/pii"
 )
 
 func (a *app) forgetCmd() *cobra.Command {
 	var (
-		where                string
+		where, shred         string
 		confirm, dryRun, log bool
 	)
 	cmd := &cobra.Command{
-		Use:   "forget ENTITY --where 'field = value' (--dry-run | --confirm) | forget --log",
+		Use:   "forget ENTITY (--where 'field = value' | --shred SUBJECT) (--dry-run | --confirm) | forget --log",
 		Short: "Right to be forgotten: erase a person from Bronze, Silver, Gold and ClickHouse and expire the history that holds them",
 		Long: `The one exception to append-only Bronze, and the last resort after tokenising before the
 lake and crypto-shredding (docs/privacy.md). Rewrites the Bronze data files that hold rows
@@ -34,24 +36,31 @@ the data: the next run continues with no manual step. The value is never logged 
 (only its SHA-256). --dry-run prints what it would touch and changes nothing. Every
 finished forget appends a record to the Iceberg table audit.forget_log (when, entity,
 field, SHA-256 of the value, rows removed and snapshots expired per table, who and
-where), which no expiry touches; --log prints it.`,
+where), which no expiry touches; --log prints it.
+
+With --shred SUBJECT (entities with a pii section: crypto-shredding) Bronze is not
+touched: the subject's key is deleted, so its encrypted fields read as NULL; Silver,
+Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if log {
-				if len(args) > 0 || where != "" || confirm || dryRun {
+				if len(args) > 0 || where != "" || shred != "" || confirm || dryRun {
 					return &exitError{exitUsage, errors.New("--log takes no entity and no other flag")}
 				}
 				return a.printForgetLog(cmd)
 			}
-			if len(args) != 1 || where == "" {
-				return &exitError{exitUsage, errors.New("want ENTITY and --where 'field = value' (or --log)")}
+			if len(args) != 1 || (where == "") == (shred == "") {
+				return &exitError{exitUsage, errors.New("want ENTITY and one of --where 'field = value' or --shred SUBJECT (or --log)")}
 			}
 			if confirm && dryRun {
 				return &exitError{exitUsage, errors.New("--confirm and --dry-run exclude each other")}
 			}
-			req, err := bronze.ParseForgetWhere(where)
-			if err != nil {
-				return &exitError{exitUsage, fmt.Errorf("--where: %w", err)}
+			var req bronze.ForgetRequest
+			if where != "" {
+				var err error
+				if req, err = bronze.ParseForgetWhere(where); err != nil {
+					return &exitError{exitUsage, fmt.Errorf("--where: %w", err)}
+				}
 			}
 			p, done, err := a.openWriter(cmd.Context())
 			if err != nil {
@@ -69,6 +78,41 @@ where), which no expiry touches; --log prints it.`,
 			target.Log = a.log.With("stage", "forget", "entity", args[0])
 			target.Operator, target.Host = operator()
 			ctx := cmd.Context()
+			if _, target.Decrypt, err = piiOptions(ctx, p.lh, cfg, args[0]); err != nil {
+				return err
+			}
+			if shred != "" {
+				pc := cfg.Entities[args[0]].PII
+				if pc == nil {
+					return &exitError{exitUsage, fmt.Errorf("--shred: entities.%s has no pii section (see docs/privacy.md)", args[0])}
+				}
+				req = bronze.ForgetRequest{Field: config.PIIKey(pc.Subject), Value: shred}
+				if !confirm {
+					res, err := forget.Plan(ctx, p.lh, target, req)
+					if err != nil {
+						return err
+					}
+					printForgetPlan(a.stdout, res, req)
+					if !dryRun {
+						return &exitError{exitUsage, fmt.Errorf("forget %s: %w: nothing was changed (--confirm to shred)", args[0], bronze.ErrNotConfirmed)}
+					}
+					return nil
+				}
+				store, err := pii.NewSQLStore(ctx, p.lh.DB())
+				if err != nil {
+					return err
+				}
+				res, err := forget.Shred(ctx, p.lh, target, req, func(ctx context.Context) (bool, error) { return pii.Shred(ctx, store, shred) })
+				if err != nil {
+					return err
+				}
+				if !res.Found {
+					fmt.Fprintf(a.stdout, "forget %s: no key and no rows for %s; nothing was changed\n", args[0], req)
+					return nil
+				}
+				printForgetRun(a.stdout, res, req)
+				return a.syncStage(ctx, p, "sync", res.Marts)
+			}
 			if !confirm {
 				res, err := forget.Plan(ctx, p.lh, target, req)
 				if err != nil {
@@ -95,7 +139,8 @@ where), which no expiry touches; --log prints it.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&where, "where", "", "payload field and value: 'user_id = u-42' (required)")
+	cmd.Flags().StringVar(&where, "where", "", "payload field and value: 'user_id = u-42'")
+	cmd.Flags().StringVar(&shred, "shred", "", "crypto-shredding: delete the key of this subject (the entity's pii.subject value)")
 	cmd.Flags().BoolVar(&confirm, "confirm", false, "really erase")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the tables, files, rows and partitions a forget would touch; change nothing")
 	cmd.Flags().BoolVar(&log, "log", false, "print the audit log of finished forgets ("+forget.AuditTable+")")
@@ -177,7 +222,11 @@ func printForgetPlan(w io.Writer, res forget.Result, req bronze.ForgetRequest) {
 }
 
 func printForgetRun(w io.Writer, res forget.Result, req bronze.ForgetRequest) {
-	fmt.Fprintf(w, "forget %s: %s erased (bronze snapshot %d, %.2fs)\n", res.Entity, req, res.BronzeSnapshot, res.Elapsed.Seconds())
+	verb := "erased"
+	if res.Shredded {
+		verb = "shredded (key deleted; Bronze untouched)"
+	}
+	fmt.Fprintf(w, "forget %s: %s %s (bronze snapshot %d, %.2fs)\n", res.Entity, req, verb, res.BronzeSnapshot, res.Elapsed.Seconds())
 	for _, t := range res.Tables {
 		fmt.Fprintf(w, "  %-10s %s: %s; %d snapshots expired, %d data files and %d metadata files deleted\n",
 			t.Layer, t.Table, rowsText(t), t.Snapshots, t.DeletedFiles, t.DeletedMetadata)

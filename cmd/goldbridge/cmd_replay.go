@@ -38,8 +38,12 @@ after changing the entity's rules. Replaying again is safe.`,
 			}
 			ctx := cmd.Context()
 			lh := p.lh
+			_, decrypt, err := piiOptions(ctx, lh, cfg, name)
+			if err != nil {
+				return err
+			}
 			res, err := silver.Replay(ctx, lh, spec, cfg.Entities[name].Bronze.Table, silver.Options{
-				Log: a.log.With("stage", "replay", "entity", name),
+				Log: a.log.With("stage", "replay", "entity", name), Decrypt: decrypt,
 			})
 			if err != nil {
 				return fmt.Errorf("replay %s: %w", name, err)

@@ -19,6 +19,7 @@ import (
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/mart"
+	"goldbridge/lakehouse/pii"
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving/chlocal"
 )
@@ -257,4 +258,37 @@ func silverColumns(cfg *config.Config, entity string) (map[string]silver.Type, e
 		cols[silver.ColIsDeleted] = silver.Type{Kind: silver.Bool}
 	}
 	return cols, nil
+}
+
+// piiCodec is the crypto-shredding codec of an entity (keys in the embedded catalog
+// database), or nil when the entity has no pii section.
+func piiCodec(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config, entity string) (*pii.Codec, error) {
+	p := cfg.Entities[entity].PII
+	if p == nil {
+		return nil, nil
+	}
+	store, err := pii.NewSQLStore(ctx, lh.DB())
+	if err != nil {
+		return nil, fmt.Errorf("entities.%s.pii: %w", entity, err)
+	}
+	spec := pii.Spec{Subject: config.PIIKey(p.Subject)}
+	for _, f := range p.Fields {
+		spec.Fields = append(spec.Fields, config.PIIKey(f))
+	}
+	c, err := pii.NewCodec(spec, store)
+	if err != nil {
+		return nil, fmt.Errorf("entities.%s.pii: %w", entity, err)
+	}
+	return c, nil
+}
+
+// piiOptions returns the Bronze transform and the Silver decrypter of an entity (both
+// nil without a pii section).
+func piiOptions(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config, entity string) (encrypt, decrypt func([]byte) ([]byte, error), err error) {
+	c, err := piiCodec(ctx, lh, cfg, entity)
+	if err != nil || c == nil {
+		return nil, nil, err
+	}
+	return func(b []byte) ([]byte, error) { return c.Encrypt(ctx, b) },
+		func(b []byte) ([]byte, error) { return c.Decrypt(ctx, b) }, nil
 }

@@ -169,9 +169,13 @@ func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 			return err
 		}
 		ok := true
+		encrypt, _, err := piiOptions(ctx, p.lh, p.cfg, name)
+		if err != nil {
+			return err
+		}
 		for _, ks := range kafka {
 			res, err := bronze.IngestKafka(ctx, p.lh, e.Bronze.Table, ks, bronze.Options{
-				BatchRows: e.Bronze.BatchRows, Log: a.log.With("stage", "ingest", "entity", name, "source", ks.Name),
+				BatchRows: e.Bronze.BatchRows, Transform: encrypt, Log: a.log.With("stage", "ingest", "entity", name, "source", ks.Name),
 			})
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -187,7 +191,7 @@ func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 				name, ks.Topic, res.Rows, float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
 		}
 		if srcs := fileSources(p.cfg, name); len(srcs) > 0 {
-			if err := p.ingestFiles(ctx, name, srcs); err != nil {
+			if err := p.ingestFiles(ctx, name, srcs, encrypt); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -208,7 +212,7 @@ func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 }
 
 // ingestFiles lands the landing files of one entity's file sources.
-func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.FileSource) error {
+func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.FileSource, encrypt func([]byte) ([]byte, error)) error {
 	a, e := p.a, p.cfg.Entities[name]
 	var total int64
 	for _, s := range srcs {
@@ -216,7 +220,7 @@ func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.F
 	}
 	progress, done := a.progress(name, total)
 	res, err := bronze.IngestFiles(ctx, p.lh, e.Bronze.Table, srcs, bronze.Options{
-		BatchRows: e.Bronze.BatchRows, Reingest: p.reingest, RetryQuarantined: p.retryQuarantined,
+		BatchRows: e.Bronze.BatchRows, Transform: encrypt, Reingest: p.reingest, RetryQuarantined: p.retryQuarantined,
 		Progress: progress, Log: a.log.With("stage", "ingest", "entity", name),
 	})
 	done()
@@ -245,8 +249,12 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 		if err != nil {
 			return err
 		}
+		_, decrypt, err := piiOptions(ctx, p.lh, p.cfg, name)
+		if err != nil {
+			return err
+		}
 		res, err := silver.Run(ctx, p.lh, spec, p.cfg.Entities[name].Bronze.Table, silver.Options{
-			Log: a.log.With("stage", "silver", "entity", name),
+			Log: a.log.With("stage", "silver", "entity", name), Decrypt: decrypt,
 		})
 		if ctx.Err() != nil {
 			return ctx.Err()

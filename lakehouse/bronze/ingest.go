@@ -38,7 +38,10 @@ type Options struct {
 	RetryQuarantined bool
 	// Progress, if set, is called after each batch with the bytes and rows read so far.
 	Progress func(bytesRead, rows int64)
-	Log      *slog.Logger
+	// Transform, if set, rewrites every payload before it lands (crypto-shredding:
+	// pii.Codec.Encrypt); an error stops the write.
+	Transform func(payload []byte) ([]byte, error)
+	Log       *slog.Logger
 
 	// afterWrite is a test hook between writing the data files and committing them.
 	afterWrite func()
@@ -337,6 +340,12 @@ func (r *Run) Write(ctx context.Context, produce func(Emit) error) error {
 		}
 	}
 	err := produce(func(payload []byte, system, file string, sourceTS time.Time) error {
+		if r.opt.Transform != nil {
+			var err error
+			if payload, err = r.opt.Transform(payload); err != nil {
+				return fmt.Errorf("transform a payload of %s: %w", file, err)
+			}
+		}
 		w.add(payload, system, file, sourceTS)
 		r.rows++
 		if w.full() {

@@ -365,6 +365,9 @@ func (l *Lakehouse) Catalog() icecat.Catalog { return l.cat }
 // Type returns the catalog type, "sql" or "rest".
 func (l *Lakehouse) Type() string { return l.typ }
 
+// DB is the embedded catalog's database (the SQLite file), or nil for a REST catalog.
+func (l *Lakehouse) DB() *sql.DB { return l.db }
+
 // Name returns the catalog name.
 func (l *Lakehouse) Name() string { return l.name }
 

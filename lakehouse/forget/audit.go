@@ -125,6 +125,15 @@ func recorded(ctx context.Context, lh *catalog.Lakehouse, req bronze.ForgetReque
 	return slices.ContainsFunc(recs, func(r Record) bool { return r.Field == req.Field }), nil
 }
 
+// recordedAny reports whether AuditTable has any record of req.
+func recordedAny(ctx context.Context, lh *catalog.Lakehouse, req bronze.ForgetRequest) (bool, error) {
+	recs, err := readLog(ctx, lh, iceberg.EqualTo(iceberg.Reference("value_sha256"), bronze.ValueHash(req.Value)))
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(recs, func(r Record) bool { return r.Field == req.Field }), nil
+}
+
 func readLog(ctx context.Context, lh *catalog.Lakehouse, filter iceberg.BooleanExpression) ([]Record, error) {
 	tbl, err := lh.LoadTable(ctx, AuditTable)
 	if errors.Is(err, catalog.ErrNoSuchTable) {

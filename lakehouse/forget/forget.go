@@ -50,7 +50,9 @@ type Target struct {
 	Bronze  string // bronze.<entity>
 	Silver  silver.EntitySpec
 	Lookups silver.LookupLoader // for the Silver replay
-	Marts   []gold.MartSpec     // the marts whose source (or a join) is the entity
+	// Decrypt is the entity's PII decrypter (crypto-shredding), for the Silver replay.
+	Decrypt func([]byte) ([]byte, error)
+	Marts   []gold.MartSpec // the marts whose source (or a join) is the entity
 	Log     *slog.Logger
 	// Operator and Host are recorded in AuditTable (who ran the forget, and where).
 	Operator, Host string
@@ -102,7 +104,9 @@ type Result struct {
 	Tables         []TableReport
 	Marts          []string // marts recomputed: push them to ClickHouse again
 	Unreachable    []string // what goldbridge cannot erase; the operator must
-	Elapsed        time.Duration
+	// Shredded: a crypto-shredding run (Shred): Bronze was not touched.
+	Shredded bool
+	Elapsed  time.Duration
 }
 
 // Rows is the number of the subject's rows found in the tables of a layer.
@@ -279,7 +283,7 @@ func (res *Result) silverLayer(ctx context.Context, lh *catalog.Lakehouse, t Tar
 		return nil // Silver never ran
 	}
 	if pending {
-		r, err := silver.Replay(ctx, lh, t.Silver, t.Bronze, silver.Options{Log: t.Log, Lookups: t.Lookups})
+		r, err := silver.Replay(ctx, lh, t.Silver, t.Bronze, silver.Options{Log: t.Log, Lookups: t.Lookups, Decrypt: t.Decrypt})
 		if err != nil {
 			return err
 		}
@@ -287,13 +291,15 @@ func (res *Result) silverLayer(ctx context.Context, lh *catalog.Lakehouse, t Tar
 		if err := t.step("replay"); err != nil {
 			return err
 		}
-		tables, err := survey(ctx, lh, Target{Entity: t.Entity, Silver: t.Silver}, req)
-		if err != nil {
-			return err
-		}
-		for _, tr := range tables {
-			if tr.Rows > 0 {
-				return fmt.Errorf("%s still holds %d rows of the subject after the rebuild from Bronze (does a rule or lookup bring them in?)", tr.Table, tr.Rows)
+		if !res.Shredded {
+			tables, err := survey(ctx, lh, Target{Entity: t.Entity, Silver: t.Silver}, req)
+			if err != nil {
+				return err
+			}
+			for _, tr := range tables {
+				if tr.Rows > 0 {
+					return fmt.Errorf("%s still holds %d rows of the subject after the rebuild from Bronze (does a rule or lookup bring them in?)", tr.Table, tr.Rows)
+				}
 			}
 		}
 	}
@@ -596,4 +602,84 @@ func partitions(ctx context.Context, st *table.Table, filter iceberg.BooleanExpr
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// ShredField is the field an audit record and the seals of a crypto-shredding run name:
+// the subject field with a " (shred)" suffix.
+func ShredField(subject string) string { return subject + " (shred)" }
+
+// Shred is crypto-shredding's erasure: deleteKey deletes the subject's key (reporting
+// whether there was one); then Silver, the quarantine and keys tables are rebuilt from
+// the untouched Bronze (the subject's PII fields now read as null; t.Decrypt must be
+// set), the marts recomputed, and every one of those tables sealed and its older
+// snapshots expired (they hold the decrypted values). req names the subject field and
+// value. A subject with no key and nothing pending changes nothing (Found false).
+// Running it again after an error finishes the job.
+func Shred(ctx context.Context, lh *catalog.Lakehouse, t Target, req bronze.ForgetRequest, deleteKey func(context.Context) (bool, error)) (Result, error) {
+	start := time.Now()
+	if t.Log == nil {
+		t.Log = slog.New(slog.DiscardHandler)
+	}
+	if t.Decrypt == nil {
+		return Result{Entity: t.Entity}, fmt.Errorf("shred %s: the entity has no pii section", t.Entity)
+	}
+	res, err := Plan(ctx, lh, t, req)
+	if err != nil {
+		return res, err
+	}
+	res.Shredded = true
+	for i := range res.Tables {
+		if res.Tables[i].Layer == LayerBronze {
+			res.Tables[i].Snapshots, res.Tables[i].Note = 0, "untouched: the rows stay, their PII fields can no longer be decrypted"
+		}
+	}
+	fail := func(err error) (Result, error) {
+		res.Elapsed = time.Since(start)
+		return res, fmt.Errorf("shred %s: %w", t.Entity, err)
+	}
+	sreq := bronze.ForgetRequest{Field: ShredField(req.Field), Value: req.Value}
+	deleted, err := deleteKey(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	bt, err := lh.LoadTable(ctx, t.Bronze)
+	if err != nil {
+		return fail(err)
+	}
+	if cur := bt.CurrentSnapshot(); cur != nil {
+		res.BronzeSnapshot = cur.SnapshotID
+	}
+	// Pending after a crash: the key is gone, Silver still has the subject's rows and no
+	// audit record says the rebuild finished.
+	done, err := recordedAny(ctx, lh, sreq)
+	if err != nil {
+		return fail(err)
+	}
+	res.Found = deleted || res.Rows(LayerSilver) > 0 && !done
+	if !res.Found {
+		res.Elapsed = time.Since(start)
+		return res, nil
+	}
+	if deleted && done {
+		done = false // a new key was made for new data since, and is shredded now
+	}
+	seal := iceberg.Properties{
+		bronze.PropForgetField: sreq.Field,
+		bronze.PropForgetHash:  bronze.ValueHash(req.Value),
+		PropBronzeSnapshot:     strconv.FormatInt(res.BronzeSnapshot, 10),
+		bronze.PropForgetTime:  time.Now().UTC().Format(time.RFC3339),
+	}
+	if err := res.silverLayer(ctx, lh, t, sreq, seal); err != nil {
+		return fail(err)
+	}
+	for _, m := range t.Marts {
+		if err := res.goldMart(ctx, lh, t, m, sreq, seal); err != nil {
+			return fail(err)
+		}
+	}
+	if err := appendRecord(ctx, lh, res.record(t, sreq)); err != nil {
+		return fail(fmt.Errorf("the key is deleted and the tables rebuilt, but the audit record failed: %w", err))
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
 }

@@ -38,6 +38,10 @@ import (
 type Options struct {
 	Log     *slog.Logger
 	Lookups LookupLoader // loads lookups against other entities (CSV files are loaded here)
+	// Decrypt, if set, restores the encrypted PII fields of a payload before it is
+	// parsed (crypto-shredding: pii.Codec.Decrypt; shredded fields read as null). It
+	// must be safe for concurrent use; an error quarantines the row (pii_undecryptable).
+	Decrypt func(payload []byte) ([]byte, error)
 
 	afterWrite  func()                   // test hook: between writing Silver data files and committing
 	afterCommit func(ident string) error // test hook: after each table commit; an error stops the run there
@@ -123,6 +127,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIden
 		return fail(err)
 	}
 	e.runID = res.RunID
+	e.decrypt = opt.Decrypt
 	silverTbl, err := e.openSilver(ctx, lh)
 	if err != nil {
 		return fail(err)
@@ -355,6 +360,7 @@ type engine struct {
 	now          time.Time
 	keyBuf       []byte
 	keys         *keySet // append mode with a keys table
+	decrypt      func([]byte) ([]byte, error)
 
 	quality Quality
 
@@ -795,6 +801,12 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 			reason = recordTooLarge
 		} else {
 			payload = unsafe.Slice(unsafe.StringData(raw), len(raw)) // only read
+		}
+		if reason == "" && e.decrypt != nil {
+			var err error
+			if payload, err = e.decrypt(payload); err != nil {
+				reason = "pii_undecryptable"
+			}
 		}
 		if reason == "" {
 			reason = pw.parser.parse(payload, row[:ncols])

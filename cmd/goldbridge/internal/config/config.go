@@ -135,6 +135,15 @@ type Entity struct {
 	Sources []string `yaml:"sources"`
 	Bronze  Bronze   `yaml:"bronze"`
 	Silver  Silver   `yaml:"silver"`
+	PII     *PII     `yaml:"pii"`
+}
+
+// PII turns on crypto-shredding for an entity (docs/privacy.md): the listed top-level
+// payload fields are encrypted at ingest with a key of the subject, kept in the
+// embedded catalog database.
+type PII struct {
+	Subject string   `yaml:"subject"` // top-level payload key naming the person: $.user_id or user_id
+	Fields  []string `yaml:"fields"`  // top-level payload keys to encrypt: $.email
 }
 
 // Bronze configures the append-only raw table.

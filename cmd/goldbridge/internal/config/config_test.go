@@ -214,6 +214,9 @@ func TestValidationRules(t *testing.T) {
 		{"join column clash", "    filter: not is_deleted", "    joins: [{entity: orders, on: {order_id: order_id}, columns: [country]}]\n    filter: not is_deleted", "marts.daily_revenue_kpi.joins[0].columns"},
 		{"is_deleted filter on append", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n", "marts.daily_revenue_kpi.filter"},
 		{"filter unknown column", "    filter: not is_deleted", "    filter: not is_deleted and channel == \"web\"", "marts.daily_revenue_kpi.filter"},
+		{"pii nested field", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {subject: $.user_id, fields: [$.customer.email]}\n", "entities.orders.pii.fields[0]"},
+		{"pii subject encrypted", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {subject: user_id, fields: [$.user_id]}\n", "entities.orders.pii.fields[0]"},
+		{"pii without subject", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {fields: [$.email]}\n", "entities.orders.pii.subject"},
 		{"lookback with keys table", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n      lookback: 7d\n      keys_table: silver.order_keys\n", "entities.orders.silver.lookback"},
 	}
 	for _, tt := range tests {
@@ -352,5 +355,22 @@ func TestQuantileLevels(t *testing.T) {
 		if bad == c.ok || c.ok && err != nil {
 			t.Errorf("quantiles %s: %v", c.levels, err)
 		}
+	}
+}
+
+// TestPIIAccepted: a valid pii section passes validate.
+func TestPIIAccepted(t *testing.T) {
+	base, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "examples", "orders.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(base), "    bronze:\n      table: bronze.orders\n",
+		"    bronze:\n      table: bronze.orders\n    pii: {subject: $.user_id, fields: [$.email, phone]}\n", 1)
+	cfg, err := Parse([]byte(src), "/tmp/s", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Entities["orders"].PII; p == nil || PIIKey(p.Subject) != "user_id" || PIIKey(p.Fields[1]) != "phone" {
+		t.Fatalf("pii: %+v", p)
 	}
 }

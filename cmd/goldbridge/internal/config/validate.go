@@ -319,6 +319,9 @@ func (c *Config) validateEntity(v *validator, name string) {
 	if e.Bronze.BatchRows < 0 {
 		v.add(p+".bronze.batch_rows", "must be > 0")
 	}
+	if e.PII != nil {
+		c.validatePII(v, p+".pii", e.PII)
+	}
 
 	sp := p + ".silver"
 	sv := e.Silver
@@ -783,6 +786,38 @@ func (c *Config) validateSchedule(v *validator, name string) {
 	for i, m := range s.Marts {
 		if _, ok := c.Marts[m]; !ok {
 			v.add(fmt.Sprintf("%s.marts[%d]", p, i), "unknown mart %q", m)
+		}
+	}
+}
+
+// piiKeyRe is a top-level payload key as entities.<name>.pii names it.
+var piiKeyRe = regexp.MustCompile(`^(\$\.)?[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// PIIKey is the payload key a pii subject or field names ("$.email" -> "email").
+func PIIKey(path string) string { return strings.TrimPrefix(path, "$.") }
+
+func (c *Config) validatePII(v *validator, p string, pii *PII) {
+	if c.Lakehouse.Catalog.Type == "rest" {
+		v.add(p, "needs lakehouse.catalog.type sql: the keys are kept in the embedded catalog database")
+	}
+	if v.required(p+".subject", pii.Subject) && !piiKeyRe.MatchString(pii.Subject) {
+		v.add(p+".subject", "want a top-level payload key ($.user_id); nested paths are not supported")
+	}
+	if len(pii.Fields) == 0 {
+		v.add(p+".fields", "required (at least one payload key to encrypt)")
+	}
+	seen := map[string]bool{}
+	for i, f := range pii.Fields {
+		fp := fmt.Sprintf("%s.fields[%d]", p, i)
+		switch k := PIIKey(f); {
+		case !piiKeyRe.MatchString(f):
+			v.add(fp, "want a top-level payload key ($.email); nested paths are not supported")
+		case k == PIIKey(pii.Subject):
+			v.add(fp, "the subject cannot be encrypted: it names the key")
+		case seen[k]:
+			v.add(fp, "duplicate field %s", f)
+		default:
+			seen[k] = true
 		}
 	}
 }
