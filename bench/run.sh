@@ -197,11 +197,16 @@ for _ in $(seq 300); do
 	sleep 0.1
 done
 [[ "$(curl -s "$CH/ping" || true)" == "Ok." ]] || die "ClickHouse did not answer /ping"
+# The server's admin password, generated on its first start; curl reads it from a 0600
+# file (-K), never from its command line.
+export GB_BENCH_CH_PASSWORD_FILE="$R/clickhouse.password"
+[[ -s "$GB_BENCH_CH_PASSWORD_FILE" ]] || die "no $GB_BENCH_CH_PASSWORD_FILE"
+(umask 077 && printf 'user = "goldbridge:%s"\n' "$(cat "$GB_BENCH_CH_PASSWORD_FILE")" >"$R/curl-auth")
 
 # chq SQL [FORMAT]: one statement over HTTP; an error ends the suite.
 chq() {
 	local out
-	if ! out=$(curl -sS --fail-with-body --data-binary "$1" "$CH/?default_format=${2:-TSV}&async_insert=0"); then
+	if ! out=$(curl -sS -K "$R/curl-auth" --fail-with-body --data-binary "$1" "$CH/?default_format=${2:-TSV}&async_insert=0"); then
 		die "clickhouse: ${1:0:200}...: $out"
 	fi
 	printf '%s' "$out"
@@ -324,7 +329,7 @@ ceil_rows=$(chq "SELECT count() FROM bench_ceiling.src")
 [[ "$sync_rows" == "?" || "$ceil_rows" == "$sync_rows" ]] ||
 	die "ceiling: ClickHouse holds $ceil_rows rows of the mart, sync reported $sync_rows pushed"
 for half in 0 1; do
-	curl -sS --fail --data-binary "SELECT * FROM bench_ceiling.src WHERE toRelativeDayNum(report_date) % 2 = $half ORDER BY report_date FORMAT Native" \
+	curl -sS -K "$R/curl-auth" --fail --data-binary "SELECT * FROM bench_ceiling.src WHERE toRelativeDayNum(report_date) % 2 = $half ORDER BY report_date FORMAT Native" \
 		-o "$R/ceiling-$half.native" "$CH/" || die "ceiling: exporting the rows failed"
 done
 # ceiling_insert: one timed load of the exported rows into an empty copy of the staging
@@ -336,7 +341,7 @@ ceiling_insert() {
 	settle
 	t0=$(date +%s%N)
 	for half in 0 1; do
-		curl -sS --fail-with-body --data-binary "@$R/ceiling-$half.native" \
+		curl -sS -K "$R/curl-auth" --fail-with-body --data-binary "@$R/ceiling-$half.native" \
 			"$CH/?async_insert=0&query=$(jq -rn --arg q "INSERT INTO bench_ceiling.mart FORMAT Native" '$q | @uri')" \
 			>"$R/logs/ceiling-$half.out" &
 		pids+=($!)

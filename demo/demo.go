@@ -87,7 +87,7 @@ func Generate(ctx context.Context, opt Options) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	if err := os.MkdirAll(opt.OutDir, 0o755); err != nil {
+	if err := os.MkdirAll(opt.OutDir, 0o700); err != nil {
 		return st, fmt.Errorf("demo: create out dir: %w", err)
 	}
 	g := newGen(opt, &st)
@@ -204,7 +204,7 @@ func writeFile(path string, gz bool, fill func(*pipeWriter) error) (size int64, 
 		}
 	}
 	// Durable before visible: sync the data, then publish by rename.
-	if err := f.Chmod(0o644); err != nil {
+	if err := f.Chmod(0o600); err != nil { // landing data is private like the rest of the state
 		return 0, err
 	}
 	if err := f.Sync(); err != nil {

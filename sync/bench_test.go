@@ -140,9 +140,14 @@ func BenchmarkNoChangeSync(b *testing.B) {
 
 // poster posts one statement (and its data) to the test server over HTTP.
 func poster(b *testing.B) func(q string, body io.Reader) []byte {
-	httpURL := chtest.Server(b).HTTPURL()
+	srv := chtest.Server(b)
 	return func(q string, body io.Reader) []byte {
-		resp, err := http.Post(httpURL+"/?"+url.Values{"query": {q}, "async_insert": {"0"}}.Encode(), "application/octet-stream", body)
+		req, err := http.NewRequest(http.MethodPost, srv.HTTPURL()+"/?"+url.Values{"query": {q}, "async_insert": {"0"}}.Encode(), body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.SetBasicAuth(srv.User(), srv.Password())
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func runPusher() int {
 		return 1
 	}
 	db := os.Getenv("GB_TEST_DB")
-	c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{os.Getenv("GB_TEST_ADDR")}, Database: db})
+	c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{os.Getenv("GB_TEST_ADDR")}, User: os.Getenv("GB_TEST_USER"), Password: os.Getenv("GB_TEST_PASSWORD"), Database: db})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -72,7 +72,7 @@ func TestSIGKILLTrials(t *testing.T) {
 		tbl := writeGold(t, lh, rows, days)
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "GB_TEST_PUSHER=1", "GB_TEST_DIR="+dir, "GB_TEST_DB="+db,
-			"GB_TEST_ADDR="+addr, "GB_TEST_BATCH=200")
+			"GB_TEST_ADDR="+addr, "GB_TEST_USER="+srv.User(), "GB_TEST_PASSWORD="+srv.Password(), "GB_TEST_BATCH=200")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

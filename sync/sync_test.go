@@ -34,7 +34,7 @@ var day0 = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 func client(t testing.TB, db string) *chconn.Client {
 	t.Helper()
 	srv := chtest.Server(t)
-	c, err := chconn.Open(context.Background(), chconn.Options{Addresses: []string{srv.TCPAddr()}, Database: db, MaxRetries: 3, RetryBackoff: 50 * time.Millisecond})
+	c, err := chconn.Open(context.Background(), chconn.Options{Addresses: []string{srv.TCPAddr()}, User: srv.User(), Password: srv.Password(), Database: db, MaxRetries: 3, RetryBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func filterDay(rows []string, day string) []string {
 func TestSyncOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	db := chtest.Database(t)
-	c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{chtest.Server(t).HTTPAddr()}, HTTP: true, Database: db})
+	c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{chtest.Server(t).HTTPAddr()}, User: chtest.Server(t).User(), Password: chtest.Server(t).Password(), HTTP: true, Database: db})
 	if err != nil {
 		t.Fatal(err)
 	}

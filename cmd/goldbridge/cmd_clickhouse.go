@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,39 +18,46 @@ func (a *app) clickhouseCmd() *cobra.Command {
 		Use:   "clickhouse",
 		Short: "The local ClickHouse 26.7 server of the embedded stack",
 	}
-	var opt chlocal.Options
+	var flags chlocal.Options
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a local ClickHouse server in the foreground (libchdb; get it with `make clickhouse`)",
-		Long: `Runs ClickHouse 26.7 from libchdb in the foreground, listening on 127.0.0.1 only (it has
-no authentication). Defaults come from clickhouse.local in the config, or the embedded
-defaults under --state-dir. Stop it with Ctrl-C or SIGTERM.`,
+		Long: `Runs ClickHouse 26.7 from libchdb in the foreground, listening on 127.0.0.1 only, with
+the users of the config (clickhouse.user and clickhouse.local.readers, passwords as for
+the embedded server: generated on first start under --state-dir unless configured).
+Defaults come from clickhouse.local in the config, or the embedded defaults under
+--state-dir. Stop it with Ctrl-C or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfigOptional(cmd)
 			if err != nil {
 				return err
 			}
+			if !cfg.ClickHouse.IsEmbedded() {
+				return &exitError{exitUsage, fmt.Errorf("clickhouse serve: the config has clickhouse.embedded: false")}
+			}
+			opt, err := embeddedOptions(cfg)
+			if err != nil {
+				return err
+			}
 			fl := cmd.Flags()
-			if !fl.Changed("path") {
-				opt.Path = cfg.ClickHouse.Local.Path
+			if fl.Changed("path") {
+				opt.Path = flags.Path
 			}
-			if !fl.Changed("tcp-port") {
-				opt.TCPPort = cfg.ClickHouse.Local.TCPPort
+			if fl.Changed("tcp-port") {
+				opt.TCPPort = flags.TCPPort
 			}
-			if !fl.Changed("http-port") {
-				opt.HTTPPort = cfg.ClickHouse.Local.HTTPPort
+			if fl.Changed("http-port") {
+				opt.HTTPPort = flags.HTTPPort
 			}
-			opt.MaxServerMemory = cfg.ClickHouse.Local.MaxServerMemory
-			opt.Dir = localServerOptions(cfg).Dir
 			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort)
 			return chlocal.RunServer(cmd.Context(), opt)
 		},
 	}
 	f := serve.Flags()
-	f.StringVar(&opt.Path, "path", "", "data directory (default clickhouse.local.path)")
-	f.IntVar(&opt.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port)")
-	f.IntVar(&opt.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port)")
+	f.StringVar(&flags.Path, "path", "", "data directory (default clickhouse.local.path)")
+	f.IntVar(&flags.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port)")
+	f.IntVar(&flags.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port)")
 
 	query := &cobra.Command{
 		Use:   "query SQL",
@@ -68,7 +74,11 @@ defaults under --state-dir. Stop it with Ctrl-C or SIGTERM.`,
 				return err
 			}
 			defer stop()
-			return httpQuery(ctx, base, cfg.ClickHouse, args[0], a.stdout)
+			pw, err := clickhousePassword(cfg)
+			if err != nil {
+				return err
+			}
+			return httpQuery(ctx, base, cfg.ClickHouse.User, pw, args[0], a.stdout)
 		},
 	}
 	cmd.AddCommand(serve, query)
@@ -97,28 +107,21 @@ func (a *app) clickhouseHTTP(ctx context.Context, cfg *config.Config) (string, f
 		a.log.Debug("using the running local clickhouse", "url", base)
 		return base, func() {}, nil
 	}
-	srv, err := chlocal.Start(ctx, localServerOptions(cfg))
+	srv, stop, err := a.startEmbedded(ctx, cfg)
 	if err != nil {
 		return "", nil, err
 	}
-	a.log.Info("started embedded clickhouse", "path", ch.Local.Path, "http", srv.HTTPURL(), "pid", srv.PID())
-	return srv.HTTPURL(), func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := srv.Stop(sctx); err != nil {
-			a.log.Warn("stopping embedded clickhouse", "err", err)
-		}
-	}, nil
+	return srv.HTTPURL(), stop, nil
 }
 
-// httpQuery runs one statement over the HTTP interface and copies the result to w.
-func httpQuery(ctx context.Context, base string, ch config.ClickHouse, sql string, w io.Writer) error {
+// httpQuery runs one statement over the HTTP interface as user and copies the result to w.
+func httpQuery(ctx context.Context, base, user, password, sql string, w io.Writer) error {
 	u := base + "/?default_format=PrettyCompactMonoBlock"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(sql))
 	if err != nil {
 		return err
 	}
-	req.SetBasicAuth(ch.User, ch.Password.Reveal())
+	req.SetBasicAuth(user, password)
 	// No keep-alive: an idle client connection delays the embedded server's shutdown.
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Do(req)

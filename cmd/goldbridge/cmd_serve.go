@@ -187,11 +187,9 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 		base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
 		if chlocal.Ping(ctx, base) != nil {
 			var err error
-			srv, err = chlocal.Start(ctx, localServerOptions(s.cfg))
-			if err != nil {
-				return nil, fmt.Errorf("embedded clickhouse: %w", err)
+			if srv, _, err = s.a.startEmbedded(ctx, s.cfg); err != nil {
+				return nil, err
 			}
-			s.a.log.Info("started embedded clickhouse", "path", ch.Local.Path, "http", srv.HTTPURL(), "pid", srv.PID())
 		}
 	}
 	// The readiness client connects lazily and reconnects after a failure.

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -175,16 +172,13 @@ func servingMart(cfg *config.Config, name string) *serving.Mart {
 // reuses one already listening or starts one, and returns the function that stops it.
 func (a *app) openClickHouse(ctx context.Context, cfg *config.Config) (*chconn.Client, func(), error) {
 	ch := cfg.ClickHouse
-	opt := chconn.Options{
-		HTTP: ch.Protocol == "http", Database: ch.Database, User: ch.User, Password: ch.Password.Reveal(),
-		DialTimeout: ch.DialTimeout.D(), Settings: ch.Settings, MaxRetries: ch.MaxRetries, RetryBackoff: ch.RetryBackoff.D(),
+	pw, err := clickhousePassword(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
-	if ch.PasswordFile != "" {
-		b, err := os.ReadFile(ch.PasswordFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("clickhouse.password_file: %w", err)
-		}
-		opt.Password = strings.TrimRight(string(b), "\r\n")
+	opt := chconn.Options{
+		HTTP: ch.Protocol == "http", Database: ch.Database, User: ch.User, Password: pw,
+		DialTimeout: ch.DialTimeout.D(), Settings: ch.Settings, MaxRetries: ch.MaxRetries, RetryBackoff: ch.RetryBackoff.D(),
 	}
 	if ch.TLS.Enabled {
 		tc, err := tlsConfig(ch.TLS)
@@ -202,18 +196,11 @@ func (a *app) openClickHouse(ctx context.Context, cfg *config.Config) (*chconn.C
 		opt.Addresses = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 		base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
 		if chlocal.Ping(ctx, base) != nil {
-			srv, err := chlocal.Start(ctx, localServerOptions(cfg))
+			_, stopSrv, err := a.startEmbedded(ctx, cfg)
 			if err != nil {
 				return nil, nil, err
 			}
-			a.log.Info("started embedded clickhouse", "path", ch.Local.Path, "pid", srv.PID())
-			stop = func() {
-				sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := srv.Stop(sctx); err != nil {
-					a.log.Warn("stopping embedded clickhouse", "err", err)
-				}
-			}
+			stop = stopSrv
 		}
 	} else {
 		opt.Addresses = ch.Addresses

@@ -196,7 +196,11 @@ not read yet (query it with ClickHouse's icebergS3).`,
 				return err
 			}
 			defer stop()
-			err = httpQuery(ctx, base, cfg.ClickHouse, sql, a.stdout)
+			pw, err := clickhousePassword(cfg)
+			if err != nil {
+				return err
+			}
+			err = httpQuery(ctx, base, cfg.ClickHouse.User, pw, sql, a.stdout)
 			if err != nil && strings.Contains(err.Error(), "PATH_ACCESS_DENIED") {
 				err = errors.Join(err, fmt.Errorf("the running ClickHouse on port %d was not started by this goldbridge with the warehouse %s as its directory: stop it and run again", cfg.ClickHouse.Local.HTTPPort, catalog.LocalDir(cfg.Lakehouse.Warehouse)))
 			}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -349,6 +350,55 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	if len(bytes.TrimSpace(out)) > 0 {
 		t.Logf("systemd-analyze verify:\n%s", out)
+	}
+}
+
+// TestSystemdUnitsPrivate: the services create the state directory 0700 (systemd's
+// default is 0755) and run with umask 077.
+func TestSystemdUnitsPrivate(t *testing.T) {
+	units, _ := filepath.Glob(filepath.Join(deployDir, "systemd", "*.service"))
+	if len(units) != 2 {
+		t.Fatalf("units %v", units)
+	}
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"\nStateDirectoryMode=0700\n", "\nUMask=0077\n"} {
+			if !bytes.Contains(b, []byte(want)) {
+				t.Errorf("%s lacks %q", filepath.Base(u), strings.TrimSpace(want))
+			}
+		}
+	}
+}
+
+// TestLockStatePrivate: the state directory is created 0700 whatever the umask, and an
+// existing world-readable one is made private.
+func TestLockStatePrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	for _, existing := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "state")
+		if existing {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		unlock, err := (&app{stateDir: dir}).lockState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		unlock()
+		for _, p := range []string{dir, filepath.Join(dir, lockFileName)} {
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode().Perm()&0o077 != 0 {
+				t.Errorf("existing=%v: %s is %v", existing, p, st.Mode().Perm())
+			}
+		}
 	}
 }
 

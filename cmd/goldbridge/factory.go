@@ -21,7 +21,6 @@ import (
 	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/pii"
 	"goldbridge/lakehouse/silver"
-	"goldbridge/serving/chlocal"
 )
 
 // openLakehouse opens the Iceberg catalog described by the config.
@@ -43,16 +42,6 @@ func openLakehouse(ctx context.Context, cfg *config.Config) (*catalog.Lakehouse,
 		},
 		Properties: props,
 	})
-}
-
-// localServerOptions are the options of the embedded ClickHouse: its working directory is
-// the local warehouse, so that its Iceberg reader can serve goldbridge query.
-func localServerOptions(cfg *config.Config) chlocal.Options {
-	l := cfg.ClickHouse.Local
-	return chlocal.Options{
-		Path: l.Path, TCPPort: l.TCPPort, HTTPPort: l.HTTPPort, MaxServerMemory: l.MaxServerMemory,
-		Dir: catalog.LocalDir(cfg.Lakehouse.Warehouse),
-	}
 }
 
 // fileSources returns the file sources of an entity as the bronze package takes them.

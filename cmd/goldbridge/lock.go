@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -27,7 +28,7 @@ var errStateLocked = errors.New("state is locked by another goldbridge process")
 // shared by several hosts, run one writer per pipeline (a Kubernetes Deployment with
 // one replica, or CronJobs with concurrencyPolicy: Forbid).
 func (a *app) lockState() (unlock func(), err error) {
-	if err := os.MkdirAll(a.stateDir, 0o755); err != nil {
+	if err := privateStateDir(a.stateDir, a.log); err != nil {
 		return nil, fmt.Errorf("state lock: %w", err)
 	}
 	path := filepath.Join(a.stateDir, lockFileName)
@@ -40,6 +41,28 @@ func (a *app) lockState() (unlock func(), err error) {
 		return nil, fmt.Errorf("%w (%s); wait for it to finish or stop `goldbridge serve`", errStateLocked, path)
 	}
 	// The holder's pid, for people: the lock itself is the flock, not the content.
-	_ = os.WriteFile(path, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644)
+	_ = os.WriteFile(path, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o600)
 	return func() { _ = fl.Unlock() }, nil
+}
+
+// privateStateDir creates the state directory 0700, or makes an existing one 0700 (with a
+// warning): it holds the catalog, the raw Bronze payloads, the ClickHouse data and the
+// generated passwords, none of which other users of the machine may read. Files inside
+// are created 0600 (setup sets the umask to 077), and the 0700 directory also guards
+// files left readable by an older version.
+func privateStateDir(dir string, log *slog.Logger) error {
+	st, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(dir, 0o700)
+	}
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 != 0 && log != nil {
+		log.Warn("state directory was readable by others: made private (0700)", "dir", dir, "was", st.Mode().Perm().String())
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
 }

@@ -173,6 +173,10 @@ func (a *app) setup() error {
 	if err != nil {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
+	// Every file goldbridge creates (catalog, warehouse Parquet and metadata, ClickHouse
+	// data, passwords, landing files of the demo) is private to its user, whatever the
+	// umask it was started with (docs/operations.md, "Private by default").
+	privateUmask()
 	a.stateDir = abs
 	for _, p := range []struct {
 		path  string

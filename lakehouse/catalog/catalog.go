@@ -187,14 +187,22 @@ func openSQL(ctx context.Context, cfg Config) (*Lakehouse, error) {
 		return nil, err
 	}
 
-	if err := os.MkdirAll(filepath.Dir(dbPath), 0o755); err != nil {
+	// Private by default: the catalog and the warehouse (raw payloads, personal data)
+	// are created for this user only; SQLite gives its -wal and -shm files the mode of
+	// the database file, so that file is created 0600 before SQLite opens it.
+	if err := os.MkdirAll(filepath.Dir(dbPath), 0o700); err != nil {
 		return nil, fmt.Errorf("create catalog directory: %w", err)
 	}
 	if localDir != "" {
-		if err := os.MkdirAll(localDir, 0o755); err != nil {
+		if err := os.MkdirAll(localDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create warehouse directory: %w", err)
 		}
 	}
+	f, err := os.OpenFile(dbPath, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create catalog %s: %w", dbPath, err)
+	}
+	_ = f.Close()
 
 	// WAL lets readers proceed during a commit; busy_timeout makes concurrent
 	// writers (several goroutines or processes) wait for the write lock

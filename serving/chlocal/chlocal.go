@@ -6,8 +6,9 @@
 // hosts it in the calling process; Start hosts it in a child process (the
 // current executable re-executed, see MaybeRunChild) and supervises it.
 //
-// There is no authentication (user default, no password): keep ListenHost on
-// loopback.
+// Every user logs in with a password (Options.User, Options.Readers) and none can
+// reach files, URLs or other servers through SQL (access.go); keep ListenHost on
+// loopback all the same.
 package chlocal
 
 import (
@@ -47,6 +48,11 @@ type Options struct {
 	// queries resolve inside it, and the Iceberg reader (icebergLocal) reads tables
 	// under it only: the local warehouse, for goldbridge query.
 	Dir string
+
+	User     string   // admin user (DDL, pushes, checks); default DefaultUser
+	Password string   // the admin's password; required
+	Readers  []Reader // read-only users of Database
+	Database string   // the served database, the one the readers may read; "" = all
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -67,6 +73,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ListenHost == "" {
 		o.ListenHost = DefaultListenHost
+	}
+	if o.User == "" {
+		o.User = DefaultUser
+	}
+	if err := validateAccess(o); err != nil {
+		return o, err
 	}
 	p, err := filepath.Abs(o.Path)
 	if err != nil {

@@ -19,7 +19,13 @@ import (
 	"goldbridge/serving/chtest"
 )
 
-func TestMain(m *testing.M) { chtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv("GB_TEST_SLOW_CLIENT") != "" {
+		slowClient() // a client process that TestSupervised kills mid-query
+		return
+	}
+	chtest.Main(m)
+}
 
 type dayCountry struct {
 	day     string
@@ -123,7 +129,7 @@ func TestRestartKeepsData(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data") // Start creates it
 	t0 := time.Now()
 	const maxMem = 3 << 30
-	srv, err := chlocal.Start(ctx, chlocal.Options{Path: dir, TCPPort: ports[0], HTTPPort: ports[1], MaxServerMemory: maxMem})
+	srv, err := chlocal.Start(ctx, chlocal.Options{Path: dir, TCPPort: ports[0], HTTPPort: ports[1], MaxServerMemory: maxMem, Password: "pw-restart"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +138,7 @@ func TestRestartKeepsData(t *testing.T) {
 	time.Sleep(2 * time.Second) // let it settle before reading RSS
 	t.Logf("idle RSS: %s", rss(t, srv.PID()))
 
-	conn := openNative(t, srv.TCPAddr())
+	conn := openNative(t, srv)
 	var mem string
 	if err := conn.QueryRow(ctx, "SELECT value FROM system.server_settings WHERE name = 'max_server_memory_usage'").Scan(&mem); err != nil {
 		t.Fatal(err)
@@ -164,7 +170,7 @@ func TestRestartKeepsData(t *testing.T) {
 	if srv.PID() == 0 || srv.PID() == pid {
 		t.Fatalf("PID() = %d after Restart (old %d)", srv.PID(), pid)
 	}
-	conn = openNative(t, srv.TCPAddr())
+	conn = openNative(t, srv)
 	assertKept(t, conn)
 
 	// A client connection left open delays the exit (ClickHouse waits up to
@@ -180,7 +186,7 @@ func TestRestartKeepsData(t *testing.T) {
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	conn = openNative(t, srv.TCPAddr())
+	conn = openNative(t, srv)
 	assertKept(t, conn)
 	_ = conn.Close()
 
@@ -217,7 +223,7 @@ func TestStartFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		t0 := time.Now()
-		srv, err := chlocal.Start(ctx, chlocal.Options{Path: t.TempDir(), TCPPort: busy, HTTPPort: ports[0]})
+		srv, err := chlocal.Start(ctx, chlocal.Options{Path: t.TempDir(), TCPPort: busy, HTTPPort: ports[0], Password: "pw"})
 		if err == nil {
 			_ = srv.Kill()
 			t.Fatal("Start succeeded on a busy port")
@@ -238,7 +244,7 @@ func TestStartFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		t0 := time.Now()
-		srv, err := chlocal.Start(ctx, chlocal.Options{Path: shared.Path(), TCPPort: ports[0], HTTPPort: ports[1]})
+		srv, err := chlocal.Start(ctx, chlocal.Options{Path: shared.Path(), TCPPort: ports[0], HTTPPort: ports[1], Password: shared.Password()})
 		if err == nil {
 			_ = srv.Kill()
 			t.Fatal("Start succeeded on a path held by another server")
@@ -289,9 +295,18 @@ func TestLibPathMissing(t *testing.T) {
 func TestOptionsValidation(t *testing.T) {
 	ctx := context.Background()
 	for name, opt := range map[string]chlocal.Options{
-		"no path":    {TCPPort: 1, HTTPPort: 2, LibPath: "/x"},
-		"no port":    {Path: t.TempDir(), HTTPPort: 2, LibPath: "/x"},
-		"same ports": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 5, LibPath: "/x"},
+		"no path":     {TCPPort: 1, HTTPPort: 2, LibPath: "/x"},
+		"no port":     {Path: t.TempDir(), HTTPPort: 2, LibPath: "/x"},
+		"same ports":  {Path: t.TempDir(), TCPPort: 5, HTTPPort: 5, LibPath: "/x", Password: "p"},
+		"no password": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x"},
+		"reader is default": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			Readers: []chlocal.Reader{{Name: "default", Password: "r"}}},
+		"reader is the admin": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			Readers: []chlocal.Reader{{Name: chlocal.DefaultUser, Password: "r"}}},
+		"reader without password": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			Readers: []chlocal.Reader{{Name: "grafana"}}},
+		"bad reader name": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			Readers: []chlocal.Reader{{Name: "a b", Password: "r"}}},
 	} {
 		if _, err := chlocal.Start(ctx, opt); err == nil || !strings.HasPrefix(err.Error(), "chlocal start: options:") {
 			t.Errorf("%s: Start error = %v", name, err)
@@ -408,10 +423,11 @@ func mustExec(t *testing.T, conn driver.Conn, q string) {
 	}
 }
 
-func openNative(t *testing.T, addr string) driver.Conn {
+func openNative(t *testing.T, srv *chlocal.Server) driver.Conn {
 	t.Helper()
 	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr:     []string{addr},
+		Addr:     []string{srv.TCPAddr()},
+		Auth:     clickhouse.Auth{Username: srv.User(), Password: srv.Password()},
 		Settings: clickhouse.Settings{"async_insert": 0},
 	})
 	if err != nil {

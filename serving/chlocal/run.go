@@ -2,8 +2,10 @@ package chlocal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -93,10 +95,12 @@ func cString(p *byte) string {
 	return string(unsafe.Slice(p, n))
 }
 
-// serverArgs is the clickhouse-local command line for opt (defaults applied).
-func serverArgs(opt Options) []string {
+// serverArgs is the clickhouse-local command line for opt (defaults applied) with
+// the config file written by writeAccess.
+func serverArgs(opt Options, configFile string) []string {
 	args := []string{
 		"clickhouse",
+		"--config-file=" + configFile,
 		"--path=" + opt.Path,
 		"--listen_host=" + opt.ListenHost,
 		"--tcp_port=" + strconv.Itoa(opt.TCPPort),
@@ -124,15 +128,20 @@ func RunServer(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
 	}
-	if err := os.MkdirAll(opt.Path, 0o750); err != nil {
+	privateUmask() // ClickHouse's data files: 0600 / 0700 whatever the umask
+	if err := makePrivateDir(opt.Path); err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
 	}
 	// icebergLocal reads only under the working directory (a child already runs in it).
-	if err := os.MkdirAll(opt.Dir, 0o750); err != nil {
+	if err := os.MkdirAll(opt.Dir, 0o700); err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
 	}
 	if err := os.Chdir(opt.Dir); err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
+	}
+	configFile, err := writeAccess(opt)
+	if err != nil {
+		return fmt.Errorf("chlocal run: access config: %w", err)
 	}
 	lib, err := loadChdb(opt.LibPath)
 	if err != nil {
@@ -145,7 +154,7 @@ func RunServer(ctx context.Context, opt Options) error {
 		keepSignalHandlers(func() { lib.setSignalHandlers(0) })
 	}
 
-	args := serverArgs(opt)
+	args := serverArgs(opt, configFile)
 	done := make(chan string, 1)
 	go func() {
 		// ClickHouse runs on the calling thread and keeps thread-local state:
@@ -176,7 +185,7 @@ func RunServer(ctx context.Context, opt Options) error {
 	deadline := time.NewTimer(stopTimeout)
 	defer deadline.Stop()
 	for {
-		kerr := killHolder(context.Background(), url)
+		kerr := killHolder(context.Background(), url, opt.User, opt.Password)
 		retry := time.NewTimer(500 * time.Millisecond)
 		if kerr == nil {
 			retry.Reset(5 * time.Second)
@@ -228,9 +237,9 @@ func oneShotClient(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
-// killHolder asks the server at baseURL to cancel the holding query.
-func killHolder(ctx context.Context, baseURL string) error {
-	_, err := queryText(ctx, oneShotClient(10*time.Second), baseURL, "KILL QUERY WHERE query_id = '"+HolderQueryID+"'")
+// killHolder asks the server at baseURL, as user, to cancel the holding query.
+func killHolder(ctx context.Context, baseURL, user, password string) error {
+	_, err := queryText(ctx, oneShotClient(10*time.Second), baseURL, user, password, "KILL QUERY WHERE query_id = '"+HolderQueryID+"'")
 	if err != nil {
 		return fmt.Errorf("kill query: %w", err)
 	}
@@ -290,6 +299,11 @@ func runChild() error {
 	if opt.Dir, err = os.Getwd(); err != nil { // Start's Options.Dir
 		return err
 	}
+	var acc childAccess
+	if err := json.NewDecoder(io.LimitReader(os.Stdin, 1<<20)).Decode(&acc); err != nil {
+		return fmt.Errorf("users on stdin: %w", err)
+	}
+	opt.User, opt.Password, opt.Readers, opt.Database = acc.User, acc.Password, acc.Readers, acc.Database
 	if p := os.Getenv(envPPID); p != "" && p != strconv.Itoa(os.Getppid()) {
 		// The parent died before the death signal was armed.
 		return errors.New("parent process is gone")

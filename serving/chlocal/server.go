@@ -1,7 +1,9 @@
 package chlocal
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,9 +31,10 @@ const (
 type Server struct {
 	opt Options
 
-	life sync.Mutex // serialises start, Stop, Kill and Restart
-	mu   sync.Mutex // guards p
-	p    *proc      // current child; nil before the first start
+	life    sync.Mutex // serialises start, Stop, Kill, Restart and the supervisor's restarts
+	mu      sync.Mutex // guards p
+	p       *proc      // current child; nil before the first start
+	stopped bool       // Stop was called: the supervisor leaves the server down; under life
 }
 
 // proc is one run of the child process.
@@ -65,10 +68,10 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 			return nil, fmt.Errorf("chlocal start: %w", err)
 		}
 	}
-	if err := os.MkdirAll(opt.Path, 0o750); err != nil {
+	if err := makePrivateDir(opt.Path); err != nil {
 		return nil, fmt.Errorf("chlocal start: %w", err)
 	}
-	if err := os.MkdirAll(opt.Dir, 0o750); err != nil {
+	if err := os.MkdirAll(opt.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("chlocal start: %w", err)
 	}
 	s := &Server{opt: opt}
@@ -95,6 +98,12 @@ func (s *Server) HTTPURL() string { return "http://" + s.HTTPAddr() }
 
 // Path returns the absolute data directory.
 func (s *Server) Path() string { return s.opt.Path }
+
+// User returns the admin user's name.
+func (s *Server) User() string { return s.opt.User }
+
+// Password returns the admin user's password.
+func (s *Server) Password() string { return s.opt.Password }
 
 // PID returns the child's process id, or 0 if it is not running.
 func (s *Server) PID() int {
@@ -129,6 +138,7 @@ func (s *Server) Output() string {
 func (s *Server) Stop(ctx context.Context) error {
 	s.life.Lock()
 	defer s.life.Unlock()
+	s.stopped = true
 	return s.stop(ctx)
 }
 
@@ -154,7 +164,7 @@ func (s *Server) stop(ctx context.Context) error {
 			return nil
 		case <-fallback.C:
 			kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			kerr = killHolder(kctx, s.HTTPURL())
+			kerr = killHolder(kctx, s.HTTPURL(), s.opt.User, s.opt.Password)
 			cancel()
 		case <-hard.C:
 			_ = p.cmd.Process.Kill()
@@ -193,7 +203,52 @@ func (s *Server) Restart(ctx context.Context) error {
 	if err := s.stop(ctx); err != nil {
 		return fmt.Errorf("chlocal restart: %w", err)
 	}
+	s.stopped = false
 	return s.start(ctx)
+}
+
+// Supervise keeps the server up until ctx ends or Stop is called: whenever the child
+// exits on its own (a crash: libchdb 26.7 aborts on some client errors, see
+// docs/operations.md) or is killed, it starts a new one at once with the same options
+// and data, and reports each attempt to restarted (the old child's exit status and the
+// start's error, nil once the new child answers). A failed start is retried after
+// 0.1 s, doubling up to 5 s. Run it in its own goroutine.
+func (s *Server) Supervise(ctx context.Context, restarted func(exit, err error)) {
+	backoff := 100 * time.Millisecond
+	for {
+		p := s.current()
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.done:
+		}
+		s.life.Lock()
+		if s.stopped || ctx.Err() != nil {
+			s.life.Unlock()
+			return
+		}
+		if s.current() != p { // Restart replaced it meanwhile
+			s.life.Unlock()
+			continue
+		}
+		err := s.start(ctx)
+		s.life.Unlock()
+		if restarted != nil {
+			restarted(p.err, err)
+		}
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // start launches a child and waits for readiness; s.life must be held.
@@ -212,6 +267,11 @@ func (s *Server) start(ctx context.Context) error {
 	p.cmd = exec.Command(opt.Binary)
 	p.cmd.Dir = opt.Dir // relative file names and icebergLocal tables resolve inside it
 	p.cmd.Env = childEnv(opt)
+	secrets, err := json.Marshal(childAccess{User: opt.User, Password: opt.Password, Readers: opt.Readers, Database: opt.Database})
+	if err != nil {
+		return fmt.Errorf("chlocal start: %w", err)
+	}
+	p.cmd.Stdin = bytes.NewReader(secrets) // never in the environment or argv
 	p.cmd.Stdout = w
 	p.cmd.Stderr = w
 	p.cmd.SysProcAttr = sysProcAttr()
@@ -256,7 +316,7 @@ func (s *Server) waitReady(ctx context.Context, p *proc) error {
 		if ping(ctx, client, url) && !p.exited() {
 			// Make sure the answer came from our child and not from another
 			// server on that port: the data path is locked per instance.
-			got, err := queryText(ctx, client, s.HTTPURL(), "SELECT getServerSetting('path')")
+			got, err := queryText(ctx, client, s.HTTPURL(), s.opt.User, s.opt.Password, "SELECT getServerSetting('path')")
 			if err == nil {
 				if filepath.Clean(got) != s.opt.Path {
 					return fmt.Errorf("chlocal start: %s is served by another ClickHouse (path %s)", s.HTTPAddr(), got)
@@ -288,12 +348,13 @@ func ping(ctx context.Context, c *http.Client, url string) bool {
 	return resp.StatusCode == http.StatusOK && strings.TrimSpace(string(body)) == "Ok."
 }
 
-// queryText runs q over HTTP and returns its trimmed text result.
-func queryText(ctx context.Context, c *http.Client, baseURL, q string) (string, error) {
+// queryText runs q over HTTP as user and returns its trimmed text result.
+func queryText(ctx context.Context, c *http.Client, baseURL, user, password, q string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/", strings.NewReader(q))
 	if err != nil {
 		return "", err
 	}
+	req.SetBasicAuth(user, password)
 	resp, err := c.Do(req)
 	if err != nil {
 		return "", err
@@ -309,36 +370,34 @@ func queryText(ctx context.Context, c *http.Client, baseURL, q string) (string, 
 	return strings.TrimSpace(string(body)), nil
 }
 
+// childAccess is what Start sends the child on its stdin: the users and their passwords.
+type childAccess struct {
+	User     string
+	Password string
+	Readers  []Reader
+	Database string
+}
+
+// childEnv is the child's whole environment: the child's options and TZ, nothing
+// inherited (a secret in goldbridge's environment must not reach ClickHouse, which
+// can read /proc/self/environ).
 func childEnv(opt Options) []string {
-	env := make([]string, 0, len(os.Environ())+len(childEnvNames))
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if !isChildEnv(name) {
-			env = append(env, kv)
-		}
+	env := []string{
+		envChild + "=1",
+		envPath + "=" + opt.Path,
+		envTCP + "=" + strconv.Itoa(opt.TCPPort),
+		envHTTP + "=" + strconv.Itoa(opt.HTTPPort),
+		envHost + "=" + opt.ListenHost,
+		envLib + "=" + opt.LibPath,
+		envPPID + "=" + strconv.Itoa(os.Getpid()),
 	}
-	env = append(env,
-		envChild+"=1",
-		envPath+"="+opt.Path,
-		envTCP+"="+strconv.Itoa(opt.TCPPort),
-		envHTTP+"="+strconv.Itoa(opt.HTTPPort),
-		envHost+"="+opt.ListenHost,
-		envLib+"="+opt.LibPath,
-		envPPID+"="+strconv.Itoa(os.Getpid()),
-	)
 	if opt.MaxServerMemory > 0 {
 		env = append(env, envMem+"="+strconv.FormatInt(opt.MaxServerMemory, 10))
 	}
-	return env
-}
-
-func isChildEnv(name string) bool {
-	for _, n := range childEnvNames {
-		if n == name {
-			return true
-		}
+	if tz, ok := os.LookupEnv("TZ"); ok {
+		env = append(env, "TZ="+tz)
 	}
-	return false
+	return env
 }
 
 // teeWriter writes to the ring and, best effort, to a user writer whose

@@ -41,3 +41,6 @@ func keepSignalHandlers(f func()) {
 		}
 	}
 }
+
+// privateUmask makes the files this process creates from now on private to its user.
+func privateUmask() { syscall.Umask(0o077) }

@@ -9,3 +9,6 @@ func sysProcAttr() *syscall.SysProcAttr { return nil }
 
 // keepSignalHandlers is a no-op outside Linux: ClickHouse keeps its handlers.
 func keepSignalHandlers(func()) {}
+
+// privateUmask is a no-op outside Linux.
+func privateUmask() {}

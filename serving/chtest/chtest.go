@@ -4,7 +4,8 @@
 //	func TestMain(m *testing.M) { chtest.Main(m) }
 //
 //	func TestX(t *testing.T) {
-//		conn := chtest.Conn(t)   // skips under -short, fails if libchdb is missing
+//		conn := chtest.Conn(t)   // skips under -short, fails if libchdb is missing;
+//		                         // chtest.Server(t).User() and .Password() log in
 //		db := chtest.Database(t) // fresh database, dropped at cleanup
 //		...
 //	}
@@ -14,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,29 +92,35 @@ func startServer() (*chlocal.Server, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	return chlocal.Start(ctx, chlocal.Options{Path: dir, TCPPort: ports[0], HTTPPort: ports[1]})
+	pw, err := chlocal.EnsurePassword(filepath.Join(dir, "admin.password"))
+	if err != nil {
+		return nil, err
+	}
+	return chlocal.Start(ctx, chlocal.Options{Path: filepath.Join(dir, "data"), TCPPort: ports[0], HTTPPort: ports[1], Password: pw})
 }
 
 // Conn opens a native-protocol connection (async_insert=0) to the package's
-// server, closed at cleanup.
+// server as its admin user, closed at cleanup.
 func Conn(t testing.TB) driver.Conn {
 	t.Helper()
-	return open(t, clickhouse.Native, Server(t).TCPAddr())
+	srv := Server(t)
+	return open(t, clickhouse.Native, srv.TCPAddr(), srv)
 }
 
-// HTTPConn opens an HTTP connection (async_insert=0) to the package's server,
-// closed at cleanup.
+// HTTPConn opens an HTTP connection (async_insert=0) to the package's server as
+// its admin user, closed at cleanup.
 func HTTPConn(t testing.TB) driver.Conn {
 	t.Helper()
-	return open(t, clickhouse.HTTP, Server(t).HTTPAddr())
+	srv := Server(t)
+	return open(t, clickhouse.HTTP, srv.HTTPAddr(), srv)
 }
 
-func open(t testing.TB, proto clickhouse.Protocol, addr string) driver.Conn {
+func open(t testing.TB, proto clickhouse.Protocol, addr string, srv *chlocal.Server) driver.Conn {
 	t.Helper()
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Protocol:    proto,
 		Addr:        []string{addr},
-		Auth:        clickhouse.Auth{Database: "default", Username: "default"},
+		Auth:        clickhouse.Auth{Database: "default", Username: srv.User(), Password: srv.Password()},
 		Settings:    clickhouse.Settings{"async_insert": 0},
 		DialTimeout: 10 * time.Second,
 	})

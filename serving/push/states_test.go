@@ -107,7 +107,7 @@ func TestGrainStatesLoadIntoClickHouse(t *testing.T) {
 
 	db := chtest.Database(t)
 	srv := chtest.Server(t)
-	c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{srv.TCPAddr()}, Database: db})
+	c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{srv.TCPAddr()}, User: srv.User(), Password: srv.Password(), Database: db})
 	if err != nil {
 		t.Fatal(err)
 	}

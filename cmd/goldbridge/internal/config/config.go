@@ -85,6 +85,16 @@ type LocalServer struct {
 	TCPPort         int    `yaml:"tcp_port"`
 	HTTPPort        int    `yaml:"http_port"`
 	MaxServerMemory int64  `yaml:"max_server_memory"`
+	// Readers are read-only users (BI tools, Grafana) of the served database.
+	Readers []LocalReader `yaml:"readers"`
+}
+
+// LocalReader is a read-only user of the embedded server; without a password, one is
+// generated into <state-dir>/clickhouse-<name>.password.
+type LocalReader struct {
+	Name         string `yaml:"name"`
+	Password     Secret `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
 }
 
 // TLS configures a TLS client connection.

@@ -11,6 +11,7 @@ const (
 	DefaultCHDatabase               = "marts"
 	DefaultCHLocalTCPPort           = 19000
 	DefaultCHLocalHTTPPort          = 18123
+	DefaultCHLocalUser              = "goldbridge" // the embedded server's admin; "default" is clickhouse-local's own
 	DefaultBatchRows                = 100_000
 	DefaultBronzeBatchRows          = 16_384 // small Arrow batches keep ingestion memory flat
 	DefaultBuckets                  = 16
@@ -55,6 +56,7 @@ func (c *Config) applyDefaults() {
 		if ch.Local.HTTPPort == 0 {
 			ch.Local.HTTPPort = DefaultCHLocalHTTPPort
 		}
+		setDefault(&ch.User, DefaultCHLocalUser)
 	}
 	setDefault(&ch.Protocol, "native")
 	setDefault(&ch.Database, DefaultCHDatabase)

@@ -196,7 +196,11 @@ func (c *Config) validateClickHouse(v *validator) {
 		if ch.Cluster != "" {
 			v.add("clickhouse.cluster", "the embedded server is a single node; set embedded: false")
 		}
+		validateLocalUsers(v, ch)
 	} else {
+		if len(ch.Local.Readers) > 0 {
+			v.add("clickhouse.local.readers", "only for the embedded server; create readers on your own server")
+		}
 		if len(ch.Addresses) == 0 {
 			v.add("clickhouse.addresses", "required when embedded is false")
 		}
@@ -219,6 +223,30 @@ func (c *Config) validateClickHouse(v *validator) {
 	validateTLS(v, "clickhouse.tls", ch.TLS)
 	if ch.MaxRetries < 0 {
 		v.add("clickhouse.max_retries", "must be >= 0")
+	}
+}
+
+// validateLocalUsers checks the embedded server's user names: identifiers, distinct, and
+// not "default" (the user of clickhouse-local's own session, which nobody else may use).
+func validateLocalUsers(v *validator, ch ClickHouse) {
+	if ch.User == "default" {
+		v.add("clickhouse.user", "the embedded server keeps \"default\" for its own session; use another name (default %s)", DefaultCHLocalUser)
+	} else if !chIdentRe.MatchString(ch.User) {
+		v.add("clickhouse.user", "invalid identifier %q", ch.User)
+	}
+	seen := map[string]bool{"default": true, ch.User: true}
+	for i, r := range ch.Local.Readers {
+		path := fmt.Sprintf("clickhouse.local.readers[%d]", i)
+		switch {
+		case !chIdentRe.MatchString(r.Name):
+			v.add(path+".name", "invalid identifier %q", r.Name)
+		case seen[r.Name]:
+			v.add(path+".name", "%q is taken (by default, clickhouse.user or another reader)", r.Name)
+		}
+		seen[r.Name] = true
+		if r.Password != "" && r.PasswordFile != "" {
+			v.add(path+".password_file", "set password or password_file, not both")
+		}
 	}
 }
 

@@ -27,6 +27,8 @@ type Metrics struct {
 	FilesQuarantined *prometheus.GaugeVec // entity
 	// QuarantineGate is 1 while an entity's last Silver run was stopped by its quarantine gate.
 	QuarantineGate *prometheus.GaugeVec // entity
+	// EmbeddedRestarts counts restarts of the embedded ClickHouse after it exited on its own.
+	EmbeddedRestarts prometheus.Counter
 }
 
 // New registers every goldbridge metric plus the Go and process collectors.
@@ -77,9 +79,13 @@ func New() *Metrics {
 		QuarantineGate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_silver_quarantine_gate", Help: "1 while an entity's last Silver run quarantined more than fail_quarantine_pct and committed nothing.",
 		}, []string{"entity"}),
+		EmbeddedRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "goldbridge_clickhouse_restarts_total", Help: "Restarts of the embedded ClickHouse after its process exited on its own (a crash).",
+		}),
 	}
 	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
 		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined, m.QuarantineGate,
+		m.EmbeddedRestarts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// privateUmask: no umask outside Unix.
+func privateUmask() {}

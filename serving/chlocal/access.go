@@ -1,0 +1,263 @@
+package chlocal
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// The server's access control, written by RunServer into the data directory before
+// ClickHouse starts (docs/operations.md, "The embedded ClickHouse"):
+//
+//   - Options.User (the admin goldbridge itself uses) and every Options.Readers entry
+//     log in with a password (SHA-256 in the file, never the password itself);
+//   - "default" exists only because clickhouse-local's own session (the holding query)
+//     logs in as default with an empty password (LocalConnection, hard-coded). It may
+//     hold one session at a time (max_sessions_for_user = 1) and that session is the
+//     holding query's, open for the whole life of the server, so every network login
+//     as default is refused (USER_SESSION_LIMIT_EXCEEDED); it is granted only what the
+//     holding query runs;
+//   - nobody has a grant on sources (URL, S3, REMOTE, WRITE ON FILE, ...) or on table
+//     engines outside the MergeTree family and Memory, and only the admin may read files
+//     (goldbridge query reads the lake with icebergLocal); executable() looks in an empty
+//     directory; an HTTP request with an Origin header (a browser's cross-origin request)
+//     is answered 403.
+const (
+	// DefaultUser is the admin user goldbridge logs in as when Options.User is empty.
+	DefaultUser = "goldbridge"
+	// holderUser is the user of clickhouse-local's own session.
+	holderUser = "default"
+
+	configFile     = "goldbridge-config.xml"
+	usersFile      = "goldbridge-users.xml"
+	emptyScriptDir = "goldbridge-no-scripts"
+)
+
+// Reader is a read-only user of the embedded server (BI tools, Grafana): it may read
+// the served database and nothing else.
+type Reader struct {
+	Name     string
+	Password string
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// validateAccess checks the users of opt (defaults applied).
+func validateAccess(opt Options) error {
+	if opt.Password == "" {
+		return errors.New("options: Password is required (the server has no passwordless user)")
+	}
+	seen := map[string]bool{holderUser: true}
+	check := func(kind, name string) error {
+		if !identRe.MatchString(name) {
+			return fmt.Errorf("options: %s name %q is not an identifier", kind, name)
+		}
+		if seen[name] {
+			return fmt.Errorf("options: %s name %q is taken (%q is clickhouse-local's own session)", kind, name, holderUser)
+		}
+		seen[name] = true
+		return nil
+	}
+	if err := check("user", opt.User); err != nil {
+		return err
+	}
+	for _, r := range opt.Readers {
+		if err := check("reader", r.Name); err != nil {
+			return err
+		}
+		if r.Password == "" {
+			return fmt.Errorf("options: reader %s has no password", r.Name)
+		}
+	}
+	if opt.Database != "" && !identRe.MatchString(opt.Database) {
+		return fmt.Errorf("options: database %q is not an identifier", opt.Database)
+	}
+	return nil
+}
+
+// holderGrants are what the holding query needs; the holder user has nothing else.
+var holderGrants = []string{"GRANT SYSTEM LISTEN ON *.*", "GRANT SELECT ON system.numbers"}
+
+// adminGrants are the admin's rights: tables and views of any database (tests and the
+// bench use several), and reading local files, which goldbridge query needs (its lake
+// tables are icebergLocal(...) reads); never writing files, other sources (URL, S3,
+// REMOTE, ...), dictionaries or other table engines.
+var adminGrants = []string{
+	"GRANT CREATE TEMPORARY TABLE ON *.*", "GRANT READ ON FILE",
+	"GRANT SELECT, INSERT, ALTER, CREATE DATABASE, CREATE TABLE, CREATE VIEW, DROP DATABASE, DROP TABLE, DROP VIEW, TRUNCATE, OPTIMIZE, SHOW ON *.*",
+	"GRANT TABLE ENGINE ON MergeTree", "GRANT TABLE ENGINE ON SummingMergeTree",
+	"GRANT TABLE ENGINE ON AggregatingMergeTree", "GRANT TABLE ENGINE ON ReplacingMergeTree",
+	"GRANT TABLE ENGINE ON Memory",
+	"GRANT SELECT ON system.*", // parts, columns, databases; processes for the stop
+	"GRANT KILL QUERY ON *.*",  // the stop: KILL QUERY of the holding query
+}
+
+// readerGrants let a reader read the served database and see its metadata.
+func readerGrants(db string) []string {
+	on := "*.*"
+	if db != "" {
+		on = "`" + db + "`.*"
+	}
+	return []string{
+		"GRANT SELECT, SHOW ON " + on,
+		"GRANT SELECT ON system.one", "GRANT SELECT ON system.databases",
+		"GRANT SELECT ON system.tables", "GRANT SELECT ON system.columns",
+	}
+}
+
+// writeAccess writes the config and users files of opt into opt.Path (0600, atomically)
+// and returns the config file's path.
+func writeAccess(opt Options) (string, error) {
+	scripts := filepath.Join(opt.Path, emptyScriptDir)
+	if err := os.MkdirAll(scripts, 0o700); err != nil {
+		return "", err
+	}
+	users := filepath.Join(opt.Path, usersFile)
+	if err := writePrivate(users, []byte(usersXML(opt))); err != nil {
+		return "", err
+	}
+	cfg := filepath.Join(opt.Path, configFile)
+	var b strings.Builder
+	b.WriteString("<clickhouse>\n")
+	fmt.Fprintf(&b, "  <users_config>%s</users_config>\n", xmlText(users))
+	fmt.Fprintf(&b, "  <user_scripts_path>%s/</user_scripts_path>\n", xmlText(scripts))
+	b.WriteString(`  <http_handlers>
+    <rule>
+      <headers><Origin>regex:.+</Origin></headers>
+      <handler><type>static</type><status>403</status><response_content>cross-origin requests are refused</response_content></handler>
+    </rule>
+    <defaults/>
+  </http_handlers>
+</clickhouse>
+`)
+	if err := writePrivate(cfg, []byte(b.String())); err != nil {
+		return "", err
+	}
+	return cfg, nil
+}
+
+func usersXML(opt Options) string {
+	var b strings.Builder
+	b.WriteString(`<clickhouse>
+  <profiles>
+    <default></default>
+    <holder><max_sessions_for_user>1</max_sessions_for_user></holder>
+    <reader><readonly>2</readonly></reader>
+  </profiles>
+  <quotas><default></default></quotas>
+  <users>
+`)
+	user := func(name, auth, profile string, grants []string) {
+		fmt.Fprintf(&b, "    <%s>\n      %s\n", name, auth)
+		b.WriteString("      <networks><ip>::1</ip><ip>127.0.0.1</ip></networks>\n")
+		fmt.Fprintf(&b, "      <profile>%s</profile>\n      <quota>default</quota>\n      <grants>\n", profile)
+		for _, g := range grants {
+			fmt.Fprintf(&b, "        <query>%s</query>\n", xmlText(g))
+		}
+		fmt.Fprintf(&b, "      </grants>\n    </%s>\n", name)
+	}
+	user(holderUser, "<no_password/>", "holder", holderGrants)
+	user(opt.User, "<password_sha256_hex>"+sha256Hex(opt.Password)+"</password_sha256_hex>", "default", adminGrants)
+	for _, r := range opt.Readers {
+		user(r.Name, "<password_sha256_hex>"+sha256Hex(r.Password)+"</password_sha256_hex>", "reader", readerGrants(opt.Database))
+	}
+	b.WriteString("  </users>\n</clickhouse>\n")
+	return b.String()
+}
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func xmlText(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// writePrivate writes data to path with mode 0600 whatever the umask, through a
+// temporary file renamed into place.
+func writePrivate(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename: no such file
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// EnsurePassword returns the password stored in file, first creating the file (mode
+// 0600, its directory 0700 if missing) with a new random password if it does not exist.
+// A file readable by group or others is made private again.
+func EnsurePassword(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			return "", fmt.Errorf("password file: %w", err)
+		}
+		raw := make([]byte, 24)
+		if _, err := rand.Read(raw); err != nil {
+			return "", fmt.Errorf("password file: %w", err)
+		}
+		pw := hex.EncodeToString(raw)
+		if err := writeNew(file, []byte(pw+"\n")); err != nil {
+			if errors.Is(err, os.ErrExist) { // created meanwhile by another process
+				return EnsurePassword(file)
+			}
+			return "", fmt.Errorf("password file: %w", err)
+		}
+		return pw, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("password file: %w", err)
+	}
+	if st, err := os.Stat(file); err == nil && st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(file, 0o600); err != nil {
+			return "", fmt.Errorf("password file: %w", err)
+		}
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("password file %s is empty", file)
+	}
+	return pw, nil
+}
+
+// writeNew creates path with data (mode 0600) unless it exists (os.ErrExist); the
+// content appears complete or not at all (temporary file linked into place).
+func writeNew(path string, data []byte) error {
+	tmp := path + ".tmp" + hex.EncodeToString([]byte{byte(os.Getpid()), byte(os.Getpid() >> 8)})
+	if err := writePrivate(tmp, data); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	return os.Link(tmp, path)
+}
+
+// makePrivateDir creates dir (and missing parents) and makes dir itself 0700.
+func makePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
+}
