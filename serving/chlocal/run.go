@@ -258,8 +258,6 @@ const (
 	envPPID  = "GOLDBRIDGE_CHLOCAL_PPID"
 )
 
-var childEnvNames = []string{envChild, envPath, envTCP, envHTTP, envHost, envLib, envMem, envPPID}
-
 // MaybeRunChild turns this process into a server child when Start launched it
 // (env GOLDBRIDGE_CHLOCAL_CHILD=1): it runs RunServer until SIGTERM/SIGINT and
 // exits 0, or 1 with a message on error (including ErrHolderEnded). Otherwise

@@ -233,6 +233,9 @@ func (s *Server) Supervise(ctx context.Context, restarted func(exit, err error))
 		}
 		err := s.start(ctx)
 		s.life.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
 		if restarted != nil {
 			restarted(p.err, err)
 		}
