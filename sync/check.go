@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -26,7 +27,7 @@ import (
 type Drift struct {
 	Partition  string
 	Level      string
-	Metric     string // rows, a measure name (sum over the level's rows), or partition
+	Metric     string // rows, a measure name (sum over the level's rows), rows fingerprint, column <name>, or partition
 	Gold       string
 	ClickHouse string
 }
@@ -34,13 +35,19 @@ type Drift struct {
 // levelStats are the per-level aggregates Check compares.
 type levelStats struct {
 	rows int64
+	hash uint64 // sum of the rows' fingerprints (fingerprint.go)
 	sums map[string]decimal.Decimal
 }
 
-func checkedMeasures(m *serving.Mart) []serving.Measure {
+// summed lists the measures whose sum over a level's rows is compared (and reported)
+// besides the fingerprint: the numeric ones. Quantile lists, dates and timestamps are
+// covered by the fingerprint only.
+func summed(m *serving.Mart) []serving.Measure {
 	var out []serving.Measure
 	for _, ms := range m.Measures {
-		if d, _ := ms.Agg.Desc(); d.Checked {
+		// Minima and maxima of dates and timestamps have no sum: the fingerprint covers them.
+		temporal := (ms.Agg == mart.Min || ms.Agg == mart.Max) && (ms.Type == "Date32" || strings.HasPrefix(ms.Type, "DateTime64"))
+		if d, _ := ms.Agg.Desc(); d.Checked && !temporal {
 			out = append(out, ms)
 		}
 	}
@@ -51,12 +58,17 @@ func isFloat(m *serving.Mart, ms serving.Measure) bool {
 	return ms.Type == "Float64" && ms.Agg != mart.CountDistinct && ms.Agg != mart.Count
 }
 
-// Check compares every hot partition of the mart between Gold and ClickHouse: rows per
-// grouping level, and per level the sum of every measure over its rows (sums of sums
-// and counts, of the exact distinct counts from merged uniqExact states, of averages,
-// minima and maxima; quantiles are not compared). Decimal and integer measures must be
-// equal; float measures within a relative 1e-9. Partitions served but not hot are drift
-// too. It returns the drifts, sorted.
+// Check compares every hot partition of the mart between Gold and ClickHouse, row for
+// row: per partition and grouping level, the row count and an order-independent
+// fingerprint of every served row (grain, level, dimensions, grouping flags and every
+// finished measure value: distinct counts, quantiles, averages, dates, timestamps,
+// decimals), computed the same way from Gold's rows and from the served view
+// (fingerprint.go). So a single changed cell, a swapped dimension value, a compensating
+// edit, a missing or an extra row is drift. Per level it also compares the sum of every
+// numeric measure, for a readable report (decimals and integers equal, floats within a
+// relative 1e-9). A served table whose columns differ from the DDL is drift in every
+// hot partition, and so is a served partition that is not hot. Partitions not served
+// (Plan.Unservable) are skipped. It returns the drifts, sorted.
 func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) ([]Drift, error) {
 	opt.defaults()
 	gold, err := GoldPartitions(ctx, m, tbl)
@@ -69,25 +81,43 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 		return nil, err
 	}
 	var drifts []Drift
-	hot := map[string]bool{}
+	var hot []push.Partition
+	isHot := map[string]bool{}
 	for _, g := range gold {
 		if !g.End.After(cutoff) || !serving.Servable(g.Start, g.End) {
 			continue // not hot, or not served (Plan.Unservable)
 		}
-		hot[g.ID] = true
-		gs, err := goldStats(ctx, m, tbl, g)
-		if err != nil {
-			return nil, err
-		}
-		cs, err := chStats(ctx, c, m, g)
-		if err != nil {
-			return nil, err
-		}
-		drifts = append(drifts, compare(m, g.ID, gs, cs)...)
+		isHot[g.ID] = true
+		hot = append(hot, g)
 	}
 	for id := range live {
-		if !hot[id] {
+		if !isHot[id] {
 			drifts = append(drifts, Drift{id, "", "partition", "not hot", "present"})
+		}
+	}
+	changes, err := ddl.TargetDrift(ctx, c.Conn(), m)
+	if err != nil {
+		return nil, err
+	}
+	if len(changes) > 0 {
+		// The served rows cannot be read as the mart defines them: every hot partition
+		// drifts (check --repair rebuilds the table).
+		for _, h := range hot {
+			for _, ch := range changes {
+				drifts = append(drifts, Drift{h.ID, "", "column " + ch.Column, ch.Want, ch.Have})
+			}
+		}
+	} else if len(hot) > 0 {
+		gs, err := goldStats(ctx, m, tbl, hot)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := chStats(ctx, c, m, hot)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hot {
+			drifts = append(drifts, compare(m, h.ID, gs[h.ID], cs[h.ID])...)
 		}
 	}
 	sort.Slice(drifts, func(i, j int) bool {
@@ -101,6 +131,21 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 		return a.Metric < b.Metric
 	})
 	return drifts, nil
+}
+
+// Unservable returns the hot Gold partitions that are not served (Plan.Unservable).
+func Unservable(ctx context.Context, m *serving.Mart, tbl *table.Table, now time.Time) ([]push.Partition, error) {
+	gold, err := GoldPartitions(ctx, m, tbl)
+	if err != nil {
+		return nil, err
+	}
+	var out []push.Partition
+	for _, g := range gold {
+		if g.End.After(Cutoff(m, now)) && !serving.Servable(g.Start, g.End) {
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 func compare(m *serving.Mart, id string, gs, cs map[string]*levelStats) []Drift {
@@ -121,10 +166,11 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*levelStats) []Drift 
 		if c == nil {
 			c = empty
 		}
+		n := len(out)
 		if g.rows != c.rows {
 			out = append(out, Drift{id, l, "rows", fmt.Sprint(g.rows), fmt.Sprint(c.rows)})
 		}
-		for _, ms := range checkedMeasures(m) {
+		for _, ms := range summed(m) {
 			gv, cv := g.sums[ms.Name], c.sums[ms.Name]
 			eq := gv.Equal(cv)
 			if !eq && isFloat(m, ms) {
@@ -136,57 +182,132 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*levelStats) []Drift 
 				out = append(out, Drift{id, l, ms.Name, gv.String(), cv.String()})
 			}
 		}
+		if len(out) == n && g.hash != c.hash {
+			// Same counts and sums, other rows: a compensating edit, a swapped dimension
+			// value, a changed quantile, date or timestamp.
+			out = append(out, Drift{id, l, "rows fingerprint", fmt.Sprintf("%016x", g.hash), fmt.Sprintf("%016x", c.hash)})
+		}
 	}
 	return out
 }
 
-// goldStats scans the partition's Gold rows (all levels).
-func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, p push.Partition) (map[string]*levelStats, error) {
-	fields := []string{mart.ColGroupingLevel}
-	for _, ms := range checkedMeasures(m) {
-		fields = append(fields, ms.Name)
+// hotRange is the grain range [from, to) of the sorted hot partitions.
+func hotRange(hot []push.Partition) (time.Time, time.Time) {
+	return hot[0].Start, hot[len(hot)-1].End
+}
+
+// goldStats scans the Gold rows (all levels) of the hot partitions, by partition id
+// and level.
+func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []push.Partition) (map[string]map[string]*levelStats, error) {
+	fields := canonFields(m)
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.gold
 	}
+	from, to := hotRange(hot)
 	g := iceberg.Reference(m.Grain.As)
 	var f iceberg.BooleanExpression
 	if m.Grain.Unit == "hour" {
-		f = iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Timestamp(p.Start.UnixMicro())), iceberg.LessThan(g, iceberg.Timestamp(p.End.UnixMicro())))
+		f = iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Timestamp(from.UnixMicro())), iceberg.LessThan(g, iceberg.Timestamp(to.UnixMicro())))
 	} else {
-		f = iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Date(p.Start.Unix()/86400)), iceberg.LessThan(g, iceberg.Date(p.End.Unix()/86400)))
+		f = iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Date(from.Unix()/86400)), iceberg.LessThan(g, iceberg.Date(to.Unix()/86400)))
 	}
-	_, recs, err := tbl.Scan(table.WithRowFilter(f), table.WithSelectedFields(fields...)).ToArrowRecords(ctx)
+	_, recs, err := tbl.Scan(table.WithRowFilter(f), table.WithSelectedFields(names...)).ToArrowRecords(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("check scan gold: %w", err)
 	}
-	out := map[string]*levelStats{}
+	sums := summed(m)
+	out := map[string]map[string]*levelStats{}
+	ids := map[int64]string{} // grain value -> partition id
+	var buf []byte
 	for rec, err := range recs {
 		if err != nil {
 			return nil, fmt.Errorf("check scan gold: %w", err)
 		}
-		sch := rec.Schema()
-		lv := rec.Column(sch.FieldIndices(mart.ColGroupingLevel)[0])
-		for i := 0; i < int(rec.NumRows()); i++ {
-			l := lv.ValueStr(i)
-			st := out[l]
-			if st == nil {
-				st = &levelStats{sums: map[string]decimal.Decimal{}}
-				out[l] = st
-			}
-			st.rows++
-			for _, ms := range checkedMeasures(m) {
-				col := rec.Column(sch.FieldIndices(ms.Name)[0])
-				if col.IsNull(i) {
-					continue
+		err := func() error {
+			defer rec.Release()
+			sch := rec.Schema()
+			cols := make([]arrow.Array, len(fields))
+			for i, f := range fields {
+				ix := sch.FieldIndices(f.gold)
+				if len(ix) == 0 {
+					return fmt.Errorf("check %s: gold table has no column %s", m.Name, f.gold)
 				}
-				d, err := toDecimal(col, i)
+				cols[i] = rec.Column(ix[0])
+			}
+			sumCols := make([]arrow.Array, len(sums))
+			for i, ms := range sums {
+				sumCols[i] = rec.Column(sch.FieldIndices(ms.Name)[0])
+			}
+			for i := 0; i < int(rec.NumRows()); i++ {
+				id, err := partitionOf(m, cols[0], i, ids)
 				if err != nil {
-					return nil, fmt.Errorf("check %s: %w", ms.Name, err)
+					return err
 				}
-				st.sums[ms.Name] = st.sums[ms.Name].Add(d)
+				byLevel := out[id]
+				if byLevel == nil {
+					byLevel = map[string]*levelStats{}
+					out[id] = byLevel
+				}
+				l := cols[1].ValueStr(i)
+				st := byLevel[l]
+				if st == nil {
+					st = &levelStats{sums: map[string]decimal.Decimal{}}
+					byLevel[l] = st
+				}
+				st.rows++
+				buf = buf[:0]
+				for k, f := range fields {
+					if buf, err = appendCanon(buf, cols[k], i, f.nullAs0); err != nil {
+						return fmt.Errorf("check %s %s: %w", m.Name, f.gold, err)
+					}
+					buf = append(buf, ';')
+				}
+				st.hash += sipHash64(buf)
+				for k, ms := range sums {
+					if sumCols[k].IsNull(i) {
+						continue
+					}
+					d, err := toDecimal(sumCols[k], i)
+					if err != nil {
+						return fmt.Errorf("check %s: %w", ms.Name, err)
+					}
+					st.sums[ms.Name] = st.sums[ms.Name].Add(d)
+				}
 			}
+			return nil
+		}()
+		if err != nil {
+			return nil, err
 		}
-		rec.Release()
 	}
 	return out, nil
+}
+
+// partitionOf is the ClickHouse partition id of row i of the grain column a (ids
+// caches them by grain value).
+func partitionOf(m *serving.Mart, a arrow.Array, i int, ids map[int64]string) (string, error) {
+	var v int64
+	var t func() time.Time
+	switch g := a.(type) {
+	case *array.Date32:
+		v = int64(g.Value(i))
+		t = func() time.Time { return g.Value(i).ToTime() }
+	case *array.Timestamp:
+		v = micros(g, i)
+		t = func() time.Time { return time.UnixMicro(v).UTC() }
+	default:
+		return "", fmt.Errorf("check %s: grain type %s", m.Name, a.DataType())
+	}
+	if a.IsNull(i) {
+		return "", fmt.Errorf("check %s: gold row with a NULL grain", m.Name)
+	}
+	id, ok := ids[v]
+	if !ok {
+		id = m.PartitionID(t())
+		ids[v] = id
+	}
+	return id, nil
 }
 
 func toDecimal(a arrow.Array, i int) (decimal.Decimal, error) {
@@ -204,45 +325,51 @@ func toDecimal(a arrow.Array, i int) (decimal.Decimal, error) {
 	return decimal.Decimal{}, fmt.Errorf("unsupported type %s", a.DataType())
 }
 
-// chStats aggregates the partition in <t>_final.
-func chStats(ctx context.Context, c *chconn.Client, m *serving.Mart, p push.Partition) (map[string]*levelStats, error) {
-	sel := []string{"toString(grouping_level)", "count()"}
-	for _, ms := range checkedMeasures(m) {
+// chStats aggregates the hot partitions of <t>_final by partition id and level, in one
+// query.
+func chStats(ctx context.Context, c *chconn.Client, m *serving.Mart, hot []push.Partition) (map[string]map[string]*levelStats, error) {
+	sums := summed(m)
+	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l", "count()", "sum(" + rowHashSQL(m) + ")"}
+	for _, ms := range sums {
 		if isFloat(m, ms) {
 			sel = append(sel, "toString(toDecimal128(sum("+serving.Q(ms.Name)+"), 9))")
 		} else {
 			sel = append(sel, "toString(sum("+serving.Q(ms.Name)+"))")
 		}
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC') GROUP BY grouping_level",
-		strings.Join(sel, ", "), ddl.Name(m, m.Table+ddl.ViewSuffix), serving.Q(m.Grain.As), p.Start.UnixMicro(), serving.Q(m.Grain.As), p.End.UnixMicro())
+	from, to := hotRange(hot)
+	g := serving.Q(m.Grain.As)
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC') GROUP BY _p, _l",
+		strings.Join(sel, ", "), ddl.Name(m, m.Table+ddl.ViewSuffix), g, from.UnixMicro(), g, to.UnixMicro())
 	rows, err := c.Conn().Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", m.Name, err)
 	}
 	defer rows.Close()
-	out := map[string]*levelStats{}
-	ms := checkedMeasures(m)
+	out := map[string]map[string]*levelStats{}
 	for rows.Next() {
-		var l string
-		var n uint64
-		vals := make([]string, len(ms))
-		dest := []any{&l, &n}
+		var p, l string
+		var n, h uint64
+		vals := make([]string, len(sums))
+		dest := []any{&p, &l, &n, &h}
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		st := &levelStats{rows: int64(n), sums: map[string]decimal.Decimal{}}
+		st := &levelStats{rows: int64(n), hash: h, sums: map[string]decimal.Decimal{}}
 		for i, v := range vals {
 			d, err := decimal.NewFromString(v)
 			if err != nil {
-				return nil, fmt.Errorf("check %s %s: %w", m.Name, ms[i].Name, err)
+				return nil, fmt.Errorf("check %s %s: %w", m.Name, sums[i].Name, err)
 			}
-			st.sums[ms[i].Name] = d
+			st.sums[sums[i].Name] = d
 		}
-		out[l] = st
+		if out[p] == nil {
+			out[p] = map[string]*levelStats{}
+		}
+		out[p][l] = st
 	}
 	return out, rows.Err()
 }

@@ -5,9 +5,13 @@
 //
 // Promise: when Sync returns nil, every hot partition of the mart in ClickHouse holds the
 // Gold content of the snapshot Sync planned from, and no partition outside the window
-// remains. When it returns an error (or the process dies), each partition holds its old
-// or its new content, never a mix and never a double count; running Sync again
-// converges. Pushing a partition twice never changes totals. A mart whose circuit is
+// remains; hot Gold partitions whose grain ClickHouse cannot hold are reported, not
+// pushed. On a single server readers of <t> and <t>_final see one Gold snapshot at a
+// time: a push is published by one EXCHANGE TABLES (serving/push); with a cluster, each
+// partition is old or new. When it returns an error (or the process dies), the table
+// holds its old or its new content, never a mix and never a double count; running Sync
+// again converges. A served table that differs from the mart's DDL is rebuilt from
+// Gold, never patched. Pushing a partition twice never changes totals. A mart whose circuit is
 // open (Gold table property goldbridge.circuit=open) is not touched.
 //
 // Run one Sync per mart at a time: pushes of one mart share its staging tables.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/apache/iceberg-go/table"
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
@@ -60,10 +61,11 @@ func (a *app) checkCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check [MART...]",
 		Short: "Compare every hot partition between Gold and ClickHouse; exit 4 on drift",
-		Long: `Compares, per hot partition and grouping level, the row count and the sum of every measure
-(exact distinct counts from the merged states included) between the Gold Iceberg table and
-ClickHouse, prints the partitions that differ and exits with status 4 if any do.
---repair re-pushes them and checks again.`,
+		Long: `Compares, per hot partition and grouping level, the row count, an order-independent
+fingerprint of every served row (every dimension and finished measure value) and the sum of
+every numeric measure between the Gold Iceberg table and ClickHouse, and the served table's
+columns with the mart's DDL; prints the partitions that differ and exits with status 4 if
+any do. --repair re-pushes them (rebuilding a drifted table) and checks again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			found := false
 			err := a.withServing(cmd.Context(), args, func(ctx context.Context, c *chconn.Client, lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
@@ -81,6 +83,7 @@ ClickHouse, prints the partitions that differ and exits with status 4 if any do.
 				if err != nil {
 					return err
 				}
+				a.printUnservable(ctx, m, tbl)
 				if len(drifts) > 0 && repair {
 					gbsync.PrintDrift(a.stdout, m.Name, drifts)
 					sv := cfg.Marts[m.Name].Serving
@@ -110,6 +113,14 @@ ClickHouse, prints the partitions that differ and exits with status 4 if any do.
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "re-push the drifting partitions")
 	return cmd
+}
+
+// printUnservable prints the hot Gold partitions that are not served (their grain is
+// outside what ClickHouse's grain type holds), if any.
+func (a *app) printUnservable(ctx context.Context, m *serving.Mart, tbl *table.Table) {
+	if u, err := gbsync.Unservable(ctx, m, tbl, time.Now()); err == nil && len(u) > 0 {
+		fmt.Fprintf(a.stdout, "check %s: %s\n", m.Name, gbsync.UnservableSummary(u))
+	}
 }
 
 // withServing loads the config, opens the lakehouse and ClickHouse, and calls fn per

@@ -49,6 +49,7 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 				failed.add(name, err)
 				continue
 			}
+			a.printUnservable(ctx, m, tbl)
 			p.m.Drift.WithLabelValues(name).Set(float64(len(gbsync.DriftPartitions(drifts))))
 			if len(drifts) > 0 {
 				drifted++

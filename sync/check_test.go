@@ -1,0 +1,153 @@
+package sync_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving"
+	"goldbridge/serving/chtest"
+	gbsync "goldbridge/sync"
+)
+
+// sipHash64 in Go (the row fingerprints of Check) is ClickHouse's.
+func TestSipHash64MatchesClickHouse(t *testing.T) {
+	db := chtest.Database(t)
+	c := client(t, db)
+	var in []string
+	for n := range 40 {
+		in = append(in, strings.Repeat("x", n), fmt.Sprintf("%d:ä€;%d", n, n*n))
+	}
+	for _, s := range in {
+		want := scalar[uint64](t, c, "SELECT sipHash64("+serving.QS(s)+")")
+		if got := gbsync.SipHash64([]byte(s)); got != want {
+			t.Fatalf("sipHash64(%q) = %d, ClickHouse %d", s, got, want)
+		}
+	}
+}
+
+// TestCheckRowExact: on a mart with every aggregate (timestamps' min and max too) over
+// the demo orders, check is clean; then each tamper, on a fresh state, is drift naming
+// the partition, and the repair (sync of the drifting partitions) makes check clean and
+// <t>_final equal, row for row, to what it was (Gold's rows).
+func TestCheckRowExact(t *testing.T) {
+	chtest.Require(t)
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	demoSilver(t, lh, end)
+	db := chtest.Database(t)
+	c := client(t, db)
+	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	spec := groupingMart("tamper", "rollup", nil)
+	ts := silverType("timestamp")
+	spec.Measures = append(spec.Measures,
+		gold.MeasureSpec{Name: "first_order_at", Agg: "min", Column: "created_at", InputType: ts},
+		gold.MeasureSpec{Name: "last_order_at", Agg: "max", Column: "created_at", InputType: ts})
+	if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := lh.LoadTable(ctx, spec.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := servedMart(db, spec, "uniqExact")
+	if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		t.Fatalf("check of a fresh sync: %v %v", drifts, err)
+	}
+	target := fmt.Sprintf("%s.%s", serving.Q(db), serving.Q(m.Table))
+	dump := func() string {
+		return scalar[string](t, c, fmt.Sprintf("SELECT arrayStringConcat(groupArray(formatRow('TSV', *)), '') FROM (SELECT * FROM %s.%s ORDER BY ALL)", serving.Q(db), serving.Q(m.Table+"_final")))
+	}
+	want := dump()
+	// The partition with most rows, two of its countries and two of its detail rows.
+	p := scalar[string](t, c, fmt.Sprintf("SELECT _partition_id FROM %s GROUP BY 1 ORDER BY count() DESC, 1 LIMIT 1", target))
+	pick := func(q string) []string {
+		s := scalar[string](t, c, fmt.Sprintf("SELECT arrayStringConcat(groupArray(x), '|') FROM (SELECT %s AS x FROM %s WHERE _partition_id = '%s' AND %s LIMIT 2)", strings.SplitN(q, " WHERE ", 2)[0], target, p, strings.SplitN(q, " WHERE ", 2)[1]))
+		return strings.Split(s, "|")
+	}
+	countries := pick("country WHERE grouping_level = 'by_country' AND country IS NOT NULL ORDER BY country")
+	details := pick("concat(country, '/', category) WHERE grouping_level = 'detail' AND country IS NOT NULL AND category IS NOT NULL ORDER BY country, category")
+	if len(countries) < 2 || len(details) < 2 {
+		t.Fatalf("partition %s: countries %v, detail rows %v", p, countries, details)
+	}
+	byCountry := func(i int) string {
+		return fmt.Sprintf("grouping_level = 'by_country' AND country = %s", serving.QS(countries[i]))
+	}
+	detail := func(i int) string {
+		co, ca, _ := strings.Cut(details[i], "/")
+		return fmt.Sprintf("grouping_level = 'detail' AND country = %s AND category = %s", serving.QS(co), serving.QS(ca))
+	}
+	// rewrite replaces partition p of <t> by its rows with the REPLACE expressions
+	// applied, keeping the rows matching where.
+	rewrite := func(replace, where string) []string {
+		if replace != "" {
+			replace = " REPLACE (" + replace + ")"
+		}
+		tmp := serving.Q(db) + "." + serving.Q(m.Table+"_t")
+		return []string{
+			"DROP TABLE IF EXISTS " + tmp,
+			"CREATE TABLE " + tmp + " AS " + target,
+			fmt.Sprintf("INSERT INTO %s SELECT *%s FROM %s WHERE _partition_id = '%s' AND %s", tmp, replace, target, p, where),
+			fmt.Sprintf("ALTER TABLE %s REPLACE PARTITION ID '%s' FROM %s", target, p, tmp),
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		sql  []string
+	}{
+		{"compensating_dimension_values", rewrite(fmt.Sprintf("multiIf(%s, revenue + 1000, %s, revenue - 1000, revenue) AS revenue", byCountry(0), byCountry(1)), "1")},
+		{"moved_between_detail_rows", rewrite(fmt.Sprintf("multiIf(%s, revenue + 100, %s, revenue - 100, revenue) AS revenue", detail(0), detail(1)), "1")},
+		{"swapped_dimension_value", rewrite(fmt.Sprintf("multiIf(country = %s, %s, country = %s, %s, country) AS country",
+			serving.QS(countries[0]), serving.QS(countries[1]), serving.QS(countries[1]), serving.QS(countries[0])), "1")},
+		{"uniqexact_state", rewrite(fmt.Sprintf("if(%s, arrayReduce('uniqExactState', arrayMap(i -> toString(i), range(1000))), customers__state) AS customers__state", detail(0)), "1")},
+		{"quantile", rewrite(fmt.Sprintf("if(%s, arrayReduce('groupArrayState', [toFloat64(12345.67)]), p_amount__state) AS p_amount__state", detail(0)), "1")},
+		{"timestamp", rewrite(fmt.Sprintf("if(%s, last_order_at + toIntervalSecond(1), last_order_at) AS last_order_at", detail(0)), "1")},
+		{"missing_row", rewrite("", "NOT ("+detail(1)+")")},
+		{"extra_row", []string{fmt.Sprintf("INSERT INTO %s (report_date, grouping_level, country, category, grouping_country, grouping_category) SELECT report_date, 'detail', 'ZZ', 'zz', 0, 0 FROM %s WHERE _partition_id = '%s' LIMIT 1", target, target, p)}},
+		{"dropped_column", []string{"ALTER TABLE " + target + " DROP COLUMN avg_amount__count"}},
+		{"retyped_column", []string{"ALTER TABLE " + target + " MODIFY COLUMN avg_amount__sum SimpleAggregateFunction(sum, Float64)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true}); err != nil {
+				t.Fatal(err)
+			}
+			if got := dump(); got != want {
+				t.Fatal("fresh state differs from the first sync")
+			}
+			for _, q := range tc.sql {
+				if err := c.Conn().Exec(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(gbsync.DriftPartitions(drifts), p) {
+				t.Fatalf("tamper of partition %s not found: %v", p, drifts)
+			}
+			t.Logf("%d drifts, first %+v", len(drifts), drifts[0])
+			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
+				t.Fatalf("repair: %v", err)
+			}
+			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				t.Fatalf("check after repair: %v %v", drifts, err)
+			}
+			if got := dump(); got != want {
+				t.Fatal("_final after the repair differs from Gold's rows")
+			}
+		})
+	}
+}

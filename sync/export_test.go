@@ -1,0 +1,4 @@
+package sync
+
+// SipHash64 exports sipHash64 to the tests.
+var SipHash64 = sipHash64

@@ -1,0 +1,243 @@
+package sync
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+
+	"goldbridge/lakehouse/mart"
+	"goldbridge/serving"
+)
+
+// A row fingerprint is the SipHash-2-4 (zero keys, 64 bits: ClickHouse's sipHash64) of
+// the row's canonical text; a partition level's fingerprint is the wrapping sum of its
+// rows' fingerprints, which does not depend on row order. The canonical text is built
+// in Go from Gold's Arrow columns (appendCanon) and in ClickHouse from the served view
+// (canonSQL), field by field in the same order: grain, level, dimensions, grouping
+// flags, measures; each field ends with ';'. Encodings: strings as <bytes>:<string>
+// (so no separator is ambiguous), integers in decimal, floats as their IEEE-754 bits,
+// decimals as ClickHouse's toString (trailing zeros trimmed), dates as days since
+// 1970-01-01, timestamps as microseconds, quantile lists as their floats' bits joined
+// with ',', and NULL as N. Measures ClickHouse stores as non-nullable (sum, count, min,
+// max) are served as 0 for a Gold NULL, so a NULL is encoded as 0 there (docs/serving.md).
+
+// sipHash64 is ClickHouse's sipHash64 of b: SipHash-2-4 with zero keys.
+func sipHash64(b []byte) uint64 {
+	v0 := uint64(0x736f6d6570736575)
+	v1 := uint64(0x646f72616e646f6d)
+	v2 := uint64(0x6c7967656e657261)
+	v3 := uint64(0x7465646279746573)
+	round := func() {
+		v0 += v1
+		v1 = bits.RotateLeft64(v1, 13)
+		v1 ^= v0
+		v0 = bits.RotateLeft64(v0, 32)
+		v2 += v3
+		v3 = bits.RotateLeft64(v3, 16)
+		v3 ^= v2
+		v0 += v3
+		v3 = bits.RotateLeft64(v3, 21)
+		v3 ^= v0
+		v2 += v1
+		v1 = bits.RotateLeft64(v1, 17)
+		v1 ^= v2
+		v2 = bits.RotateLeft64(v2, 32)
+	}
+	n := len(b)
+	for len(b) >= 8 {
+		m := binary.LittleEndian.Uint64(b)
+		v3 ^= m
+		round()
+		round()
+		v0 ^= m
+		b = b[8:]
+	}
+	var last [8]byte
+	copy(last[:], b)
+	last[7] = byte(n)
+	m := binary.LittleEndian.Uint64(last[:])
+	v3 ^= m
+	round()
+	round()
+	v0 ^= m
+	v2 ^= 0xff
+	for range 4 {
+		round()
+	}
+	return v0 ^ v1 ^ v2 ^ v3
+}
+
+// canonField is one field of the canonical text: the Gold column it comes from, its
+// ClickHouse expression over the view, and how a NULL reads.
+type canonField struct {
+	gold    string // Gold column
+	sql     string // canonical text of the served value (ClickHouse)
+	nullAs0 bool   // a Gold NULL is served as 0
+}
+
+// canonFields lists the fields of a mart's canonical row text, in order.
+func canonFields(m *serving.Mart) []canonField {
+	q := serving.Q
+	out := []canonField{
+		{gold: m.Grain.As, sql: canonSQL(q(m.Grain.As), m.GrainType(), false)},
+		{gold: mart.ColGroupingLevel, sql: canonSQL("toString("+q(mart.ColGroupingLevel)+")", "String", false)},
+	}
+	for _, d := range m.Dimensions {
+		out = append(out, canonField{gold: d.Name, sql: canonSQL(q(d.Name), d.Type, true)})
+	}
+	for _, d := range m.Dimensions {
+		out = append(out, canonField{gold: mart.GroupingCol(d.Name), sql: canonSQL(q(mart.GroupingCol(d.Name)), "UInt8", false)})
+	}
+	for _, ms := range m.Measures {
+		f := canonField{gold: ms.Name}
+		switch ms.Agg {
+		case mart.Sum, mart.Count, mart.Min, mart.Max:
+			f.sql, f.nullAs0 = canonSQL(q(ms.Name), ms.Type, false), true
+		case mart.CountDistinct:
+			f.sql, f.nullAs0 = canonSQL(q(ms.Name), "Int64", false), true
+		case mart.Avg:
+			t := "Float64"
+			if strings.HasPrefix(ms.Type, "Decimal") {
+				t = "Decimal"
+			}
+			f.sql = canonSQL(q(ms.Name), t, true)
+		case mart.Quantiles:
+			f.sql = "arrayStringConcat(arrayMap(x -> toString(reinterpretAsUInt64(x)), " + q(ms.Name) + "), ',')"
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// canonSQL is the canonical text of expression e of ClickHouse type t (Nullable when
+// nullable).
+func canonSQL(e, t string, nullable bool) string {
+	if nullable {
+		return "if(isNull(" + e + "), 'N', " + canonSQL("assumeNotNull("+e+")", t, false) + ")"
+	}
+	switch {
+	case t == "String":
+		return "concat(toString(length(" + e + ")), ':', " + e + ")"
+	case t == "Float64":
+		return "toString(reinterpretAsUInt64(" + e + "))"
+	case t == "Bool":
+		return "toString(toUInt8(" + e + "))"
+	case t == "Date32" || t == "Date":
+		return "toString(toInt32(" + e + "))"
+	case strings.HasPrefix(t, "DateTime64"):
+		return "toString(toUnixTimestamp64Micro(" + e + "))"
+	}
+	return "toString(" + e + ")" // integers, decimals
+}
+
+// rowHashSQL is the ClickHouse expression of a served row's fingerprint.
+func rowHashSQL(m *serving.Mart) string {
+	var parts []string
+	for _, f := range canonFields(m) {
+		parts = append(parts, f.sql, "';'")
+	}
+	return "sipHash64(concat(" + strings.Join(parts, ", ") + "))"
+}
+
+// appendCanon appends the canonical text of row i of the Gold column a.
+func appendCanon(b []byte, a arrow.Array, i int, nullAs0 bool) ([]byte, error) {
+	if a.IsNull(i) {
+		if nullAs0 {
+			return append(b, '0'), nil
+		}
+		return append(b, 'N'), nil
+	}
+	switch v := a.(type) {
+	case *array.String:
+		s := v.Value(i)
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		return append(append(b, ':'), s...), nil
+	case *array.LargeString:
+		s := v.Value(i)
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		return append(append(b, ':'), s...), nil
+	case *array.Int32:
+		return strconv.AppendInt(b, int64(v.Value(i)), 10), nil
+	case *array.Int64:
+		return strconv.AppendInt(b, v.Value(i), 10), nil
+	case *array.Float64:
+		return strconv.AppendUint(b, math.Float64bits(v.Value(i)), 10), nil
+	case *array.Boolean:
+		if v.Value(i) {
+			return append(b, '1'), nil
+		}
+		return append(b, '0'), nil
+	case *array.Date32:
+		return strconv.AppendInt(b, int64(v.Value(i)), 10), nil
+	case *array.Timestamp:
+		return strconv.AppendInt(b, micros(v, i), 10), nil
+	case *array.Decimal128:
+		return appendDecimal(b, v.Value(i), v.DataType().(*arrow.Decimal128Type).Scale), nil
+	case *array.List:
+		fs, ok := v.ListValues().(*array.Float64)
+		if !ok {
+			return nil, fmt.Errorf("unsupported list type %s", a.DataType())
+		}
+		s, e := v.ValueOffsets(i)
+		for k := s; k < e; k++ {
+			if k > s {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, math.Float64bits(fs.Value(int(k))), 10)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("unsupported type %s", a.DataType())
+}
+
+// micros is row i of a timestamp array in microseconds.
+func micros(v *array.Timestamp, i int) int64 {
+	t := int64(v.Value(i))
+	switch v.DataType().(*arrow.TimestampType).Unit {
+	case arrow.Second:
+		return t * 1e6
+	case arrow.Millisecond:
+		return t * 1e3
+	case arrow.Nanosecond:
+		return t / 1e3
+	}
+	return t
+}
+
+// appendDecimal appends n at scale as ClickHouse's toString prints a decimal: no
+// trailing zeros after the point, no point for an integral value.
+func appendDecimal(b []byte, n decimal128.Num, scale int32) []byte {
+	var digits []byte
+	neg := n.Sign() < 0
+	if neg {
+		n = n.Negate()
+	}
+	if n.HighBits() == 0 && n.LowBits() < 1<<63 {
+		digits = strconv.AppendUint(nil, n.LowBits(), 10)
+	} else {
+		digits = []byte(n.BigInt().Text(10))
+	}
+	if neg && !(len(digits) == 1 && digits[0] == '0') {
+		b = append(b, '-')
+	}
+	s := int(scale)
+	for len(digits) <= s {
+		digits = append([]byte{'0'}, digits...)
+	}
+	ip, fp := digits[:len(digits)-s], digits[len(digits)-s:]
+	for len(fp) > 0 && fp[len(fp)-1] == '0' {
+		fp = fp[:len(fp)-1]
+	}
+	b = append(b, ip...)
+	if len(fp) > 0 {
+		b = append(append(b, '.'), fp...)
+	}
+	return b
+}
