@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	gosync "sync"
 	"testing"
 	"time"
@@ -185,4 +186,55 @@ func benchLog(b *testing.B) *slog.Logger {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// BenchmarkCheckAndIncremental serves 120 days of an AggregatingMergeTree mart, then
+// measures an incremental sync of 8 changed days (one exchange, 112 partitions carried
+// over) and a row-exact check over the 120 partitions.
+func BenchmarkCheckAndIncremental(b *testing.B) {
+	const nDays, perDay = 120, 400
+	ctx := context.Background()
+	db := chtest.Database(b)
+	c := client(b, db)
+	lh := lakehousetest.Open(b)
+	m := testMart(db, true)
+	m.HotWindow = 200 * 24 * time.Hour
+	days := daysFrom(day0, nDays)
+	orders := genOrders(21, days, perDay)
+	rows := goldRows(orders)
+	tbl := writeGold(b, lh, rows, days)
+	clock := func() time.Time { return day0.AddDate(0, 0, nDays) }
+	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+		b.Fatal(err)
+	}
+	var syncSec, checkSec float64
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		changed := days[i%10*8 : i%10*8+8]
+		more := genOrders(uint64(100+i), changed, perDay)
+		var next []goldRow
+		for _, r := range goldRows(append(slices.Clone(orders), more...)) {
+			if slices.ContainsFunc(changed, r.day.Equal) {
+				next = append(next, r)
+			}
+		}
+		tbl = writeGold(b, lh, next, changed)
+		b.StartTimer()
+		start := time.Now()
+		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+		if err != nil || len(res.Pushed) != 8 {
+			b.Fatalf("incremental: %s %v", res.Summary(m.Name), err)
+		}
+		syncSec += time.Since(start).Seconds()
+		start = time.Now()
+		drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock})
+		if err != nil || len(drifts) > 0 {
+			b.Fatalf("check: %v %v", drifts, err)
+		}
+		checkSec += time.Since(start).Seconds()
+	}
+	b.ReportMetric(syncSec/float64(b.N), "sync_8of120_s")
+	b.ReportMetric(checkSec/float64(b.N), "check_120_s")
+	b.ReportMetric(float64(len(rows)), "gold_rows")
 }

@@ -318,6 +318,7 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 		}
 		p.m.CircuitOpen.WithLabelValues(name).Set(0)
 		p.m.Rows.WithLabelValues("gold", "", name, "computed").Add(float64(res.Rows))
+		p.m.Rows.WithLabelValues("gold", "", name, "null_grain").Add(float64(res.NullGrainRows))
 		p.m.LastSuccess.WithLabelValues("gold", "", name).SetToCurrentTime()
 		p.bg.Go(func() { // the freshness gauges read Gold's manifests: beside the next stage
 			if f, ferr := gold.ReadFreshness(ctx, p.lh, spec.Table); ferr == nil && !f.LastCalculated.IsZero() {
@@ -333,8 +334,12 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 		} else if len(res.Partitions) > 0 && len(res.Partitions) <= 5 {
 			scope += " (" + strings.Join(res.Partitions, ", ") + ")"
 		}
-		fmt.Fprintf(a.stdout, "gold %s: %s, %d silver rows -> %d gold rows, %.2fs, run %s, snapshot %d\n",
-			name, scope, res.SilverRows, res.Rows, res.Elapsed.Seconds(), res.RunID, res.SnapshotID)
+		nulls := ""
+		if res.NullGrainRows > 0 {
+			nulls = fmt.Sprintf(" (+%d without a grain, not aggregated)", res.NullGrainRows)
+		}
+		fmt.Fprintf(a.stdout, "gold %s: %s, %d silver rows%s -> %d gold rows, %.2fs, run %s, snapshot %d\n",
+			name, scope, res.SilverRows, nulls, res.Rows, res.Elapsed.Seconds(), res.RunID, res.SnapshotID)
 	}
 	if err := failed.err(); err != nil {
 		return err

@@ -378,7 +378,10 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		if !m.snapshot() {
 			gv := at(grainSlot)
 			if gv.Null {
-				return // no grain, no partition: such rows cannot be reported by time
+				// No grain, no partition: such rows cannot be reported by time. They
+				// leave the chain counted (Result.NullGrainRows, the null_grain check).
+				p.nullGrain++
+				return
 			}
 			grain = m.grainOf(gv, grainT)
 		}
@@ -442,8 +445,8 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		for r := range int(rec.NumRows()) {
 			if keep != nil {
 				gv := silver.ValueAt(srcA[grainSlot], r, grainT)
-				if gv.Null || !keep[m.grainOf(gv, grainT)] {
-					continue
+				if !gv.Null && !keep[m.grainOf(gv, grainT)] {
+					continue // a NULL grain goes on to be filtered and counted
 				}
 			}
 			for i, n := range fields {

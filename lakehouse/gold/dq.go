@@ -123,7 +123,8 @@ func (r goldRow) String() string {
 }
 
 // runChecks evaluates the mart's checks on the computed partitions, before any commit.
-func runChecks(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.RecordBatch, parts []int64) (Report, error) {
+// nullGrain is the number of Silver rows left out for a NULL grain (null_grain).
+func runChecks(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.RecordBatch, parts []int64, nullGrain int64) (Report, error) {
 	var rep Report
 	cols := map[string]int{}
 	for i, f := range rec.Schema().Fields() {
@@ -182,6 +183,12 @@ func runChecks(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.Recor
 			}
 		case "consistency":
 			checkConsistency(rec, cols, m, flag)
+		case "null_grain":
+			// Rows that are in no Gold row: counted, with the grain column named.
+			f.Count = int(nullGrain)
+			if nullGrain > 0 {
+				f.Examples = []string{fmt.Sprintf("%d silver rows with %s NULL", nullGrain, m.GrainColumn)}
+			}
 		case "row_count_anomaly":
 			if err := checkRowCounts(ctx, gt, m, rec, cols, parts, ck, &f); err != nil {
 				return rep, fmt.Errorf("check %s: %w", ck.Name, err)

@@ -519,3 +519,45 @@ func checkGrainCounts(t *testing.T, lh *catalog.Lakehouse, m MartSpec) {
 		t.Fatalf("freshness: %+v %v, want newest grain %s", fresh, err, wantNewest)
 	}
 }
+
+// Silver rows without a grain value are in no Gold row: they are counted
+// (Result.NullGrainRows) by the runs that read them (every full run), and a critical
+// null_grain check stops the publication and names them.
+func TestNullGrainCounted(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	write := func(name string, lines ...string) {
+		if err := os.WriteFile(filepath.Join(landing, name), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := func(id, created string) string {
+		return fmt.Sprintf(`{"order_id":%q,"user_id":"u1","amount":10.00,"country":"US","category":"x","created_at":%s,"updated_at":"2026-01-05T10:00:00Z","op":"u"}`, id, created)
+	}
+	write("1.jsonl", row("o1", `"2026-01-01T10:00:00Z"`), row("o2", `"2026-01-02T10:00:00Z"`), row("o3", "null"))
+	loadAndSilver(t, lh, landing)
+	m := kpiMart("gold.kpi")
+	m.Checks = append(m.Checks, CheckSpec{Name: "grain_present", Type: "null_grain", Severity: "warning"})
+	res, err := Run(ctx, lh, m, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SilverRows != 2 || res.NullGrainRows != 1 {
+		t.Fatalf("silver rows %d, null grain %d; want 2 and 1", res.SilverRows, res.NullGrainRows)
+	}
+	if w := res.Report.Warnings(); len(w) != 1 || w[0].Check != "grain_present" || w[0].Count != 1 {
+		t.Fatalf("warnings %+v", res.Report)
+	}
+	// One more row without a grain, and a critical check: a full run reads every row.
+	write("2.jsonl", row("o4", "null"), row("o5", `"2026-01-02T11:00:00Z"`))
+	loadAndSilver(t, lh, landing)
+	m.Checks[len(m.Checks)-1].Severity = "critical"
+	res, err = Run(ctx, lh, m, Options{Full: true})
+	if !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("want ErrCircuitOpen, got %v (%+v)", err, res)
+	}
+	if res.NullGrainRows != 2 || res.Report.Failures[0].Count != 2 || !strings.Contains(res.Report.Failures[0].Examples[0], "created_at NULL") {
+		t.Fatalf("null grain %d, failures %+v", res.NullGrainRows, res.Report.Failures)
+	}
+}

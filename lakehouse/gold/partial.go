@@ -33,6 +33,7 @@ type partial struct {
 
 	joins      []*joined // loaded joins, in MartSpec.Joins order
 	fixedGrain int64     // snapshot mode: the grain of every row
+	nullGrain  int64     // rows read that passed the filter with a NULL grain (not aggregated)
 }
 
 // baseGroup is one group of the base level.

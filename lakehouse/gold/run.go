@@ -41,6 +41,11 @@ type Result struct {
 	Partitions           []string // grain values replaced
 	Full                 bool
 	SilverRows           int64 // Silver rows aggregated
+	// NullGrainRows are the Silver rows read that passed the mart's filter but have no
+	// grain value: not aggregated (no partition to put them in), counted here and by the
+	// null_grain check. A full run reads every row; an incremental one only the rows of
+	// the files it reads.
+	NullGrainRows int64
 	Rows                 int64 // Gold rows written
 	Report               Report
 	Elapsed              time.Duration
@@ -165,6 +170,10 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if res.SilverRows, err = p.scanSilver(ctx, src, res.SilverTo, filter, keep, rf); err != nil {
 		return fail(err)
 	}
+	res.NullGrainRows = p.nullGrain
+	if res.NullGrainRows > 0 {
+		opt.Log.Warn("silver rows without a grain value are not aggregated", "mart", m.Name, "grain_column", m.GrainColumn, "rows", res.NullGrainRows)
+	}
 	opt.Log.Debug("silver scanned", "mart", m.Name, "rows", res.SilverRows, "base_groups", len(p.base), "elapsed", time.Since(start))
 	rows := p.rows()
 	if res.Full && !m.snapshot() {
@@ -182,7 +191,7 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	defer rec.Release()
 	res.Rows = rec.NumRows()
 
-	res.Report, err = runChecks(ctx, gt, m, rec, parts)
+	res.Report, err = runChecks(ctx, gt, m, rec, parts, res.NullGrainRows)
 	if err != nil {
 		return fail(err)
 	}

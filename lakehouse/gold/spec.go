@@ -54,7 +54,7 @@ type JoinOn struct {
 // CheckSpec is one data-quality gateway check.
 type CheckSpec struct {
 	Name      string
-	Type      string // expr | not_null | unique_grain | row_count_anomaly | consistency
+	Type      string // expr | not_null | unique_grain | row_count_anomaly | consistency | null_grain
 	Expr      string
 	Columns   []string
 	Severity  string // critical | warning

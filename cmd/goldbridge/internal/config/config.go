@@ -261,7 +261,7 @@ type Measure struct {
 // Check is one data-quality gateway check of a mart.
 type Check struct {
 	Name      string   `yaml:"name"`
-	Type      string   `yaml:"type"` // expr | not_null | unique_grain | row_count_anomaly | consistency
+	Type      string   `yaml:"type"` // expr | not_null | unique_grain | row_count_anomaly | consistency | null_grain
 	Expr      string   `yaml:"expr"`
 	Columns   []string `yaml:"columns"`
 	Severity  string   `yaml:"severity"` // critical | warning

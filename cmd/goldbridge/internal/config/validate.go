@@ -733,7 +733,7 @@ func (c *Config) validateMart(v *validator, name string) {
 			v.add(mp+".quantiles", "only used with agg: quantiles")
 		}
 	}
-	checkTypes := []string{"expr", "not_null", "unique_grain", "row_count_anomaly", "consistency"}
+	checkTypes := []string{"expr", "not_null", "unique_grain", "row_count_anomaly", "consistency", "null_grain"}
 	for i, ck := range m.Checks {
 		cp := fmt.Sprintf("%s.checks[%d]", p, i)
 		if !slices.Contains(checkTypes, ck.Type) {

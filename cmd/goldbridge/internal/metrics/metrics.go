@@ -44,7 +44,7 @@ func New() *Metrics {
 			Name: "goldbridge_runs_total", Help: "Stage runs by outcome (success, failure, circuit_open).",
 		}, []string{"stage", "outcome"}),
 		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "goldbridge_rows_total", Help: "Rows by stage and outcome (ingested, quarantined, duplicate, superseded, merged, computed, pushed).",
+			Name: "goldbridge_rows_total", Help: "Rows by stage and outcome (ingested, quarantined, duplicate, superseded, merged, computed, null_grain, pushed).",
 		}, []string{"stage", "entity", "mart", "outcome"}),
 		LastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_last_success_timestamp_seconds", Help: "Unix time of the last successful run of a stage for an entity or mart.",
