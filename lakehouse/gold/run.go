@@ -46,9 +46,9 @@ type Result struct {
 	// null_grain check. A full run reads every row; an incremental one only the rows of
 	// the files it reads.
 	NullGrainRows int64
-	Rows                 int64 // Gold rows written
-	Report               Report
-	Elapsed              time.Duration
+	Rows          int64 // Gold rows written
+	Report        Report
+	Elapsed       time.Duration
 }
 
 // ErrCircuitOpen means a critical data-quality check failed: nothing was published and
