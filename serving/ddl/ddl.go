@@ -238,6 +238,11 @@ ORDER BY (mart, partition)`, serving.Q(db), serving.Q(SyncTable), onc, eng)
 // View returns the CREATE OR REPLACE VIEW of <t>_final: finished values per key with
 // Gold's column names (hidden columns omitted).
 func View(m *serving.Mart) string {
+	return fmt.Sprintf("CREATE OR REPLACE VIEW %s%s AS\n%s", Name(m, m.Table+ViewSuffix), on(m), viewSelect(m))
+}
+
+// viewSelect is the SELECT of the _final view.
+func viewSelect(m *serving.Mart) string {
 	keys := keyColumns(m)
 	var sel []string
 	sel = append(sel, serving.Q(m.Grain.As))
@@ -251,8 +256,7 @@ func View(m *serving.Mart) string {
 	for _, ms := range m.Measures {
 		sel = append(sel, FinalExpr(m, ms)+" AS "+serving.Q(ms.Name))
 	}
-	return fmt.Sprintf("CREATE OR REPLACE VIEW %s%s AS\nSELECT\n    %s\nFROM %s\nGROUP BY %s",
-		Name(m, m.Table+ViewSuffix), on(m), strings.Join(sel, ",\n    "), Name(m, m.Table), names(keys))
+	return fmt.Sprintf("SELECT\n    %s\nFROM %s\nGROUP BY %s", strings.Join(sel, ",\n    "), Name(m, m.Table), names(keys))
 }
 
 // FinalExpr is the aggregate expression that finishes measure ms over the rows of <t>

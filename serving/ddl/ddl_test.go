@@ -166,3 +166,43 @@ func liveCols(t *testing.T, conn interface {
 	}
 	return s
 }
+
+// TestEnsureViewComparesFirst: an unchanged view is not re-created (its UUID stays), a
+// changed definition or a changed column type under it replaces it.
+func TestEnsureViewComparesFirst(t *testing.T) {
+	ctx := context.Background()
+	conn := chtest.Conn(t)
+	db := chtest.Database(t)
+	m := kpi(db, "", true)
+	uuid := func() string {
+		t.Helper()
+		var u string
+		if err := conn.QueryRow(ctx, "SELECT toString(uuid) FROM system.tables WHERE database = ? AND name = ?", db, m.Table+ddl.ViewSuffix).Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	if _, err := ddl.Ensure(ctx, conn, m); err != nil {
+		t.Fatal(err)
+	}
+	first := uuid()
+	for range 2 {
+		if _, err := ddl.Ensure(ctx, conn, m); err != nil {
+			t.Fatal(err)
+		}
+		if err := ddl.EnsureView(ctx, conn, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := uuid(); got != first {
+		t.Fatalf("unchanged view re-created: uuid %s -> %s", first, got)
+	}
+	// Another definition (a dimension fewer in the view's SELECT) replaces it.
+	m.Measures = m.Measures[:len(m.Measures)-1]
+	if err := ddl.EnsureView(ctx, conn, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := uuid(); got == first {
+		t.Fatal("changed view not replaced")
+	}
+}

@@ -166,12 +166,55 @@ func Ensure(ctx context.Context, conn driver.Conn, m *serving.Mart) (Outcome, er
 	return out, EnsureView(ctx, conn, m)
 }
 
-// EnsureView creates or replaces the mart's _final view.
+// EnsureView creates or replaces the mart's _final view, unless the live one already
+// has its SELECT (as the server formats it) and the columns that SELECT gives now: DDL
+// that did not change is not re-executed (each CREATE OR REPLACE rewrites the view's
+// metadata file, which a full disk can leave empty).
 func EnsureView(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
+	same, err := viewCurrent(ctx, conn, m)
+	if err != nil {
+		return fmt.Errorf("ddl %s view: %w", m.Name, err)
+	}
+	if same {
+		return nil
+	}
 	if err := conn.Exec(ctx, View(m)); err != nil {
 		return fmt.Errorf("ddl %s view: %w", m.Name, err)
 	}
 	return nil
+}
+
+// viewCurrent reports whether the live _final view has the SELECT of viewSelect and the
+// columns it would have if created now (the table's types may have changed under it).
+func viewCurrent(ctx context.Context, conn driver.Conn, m *serving.Mart) (bool, error) {
+	sel := viewSelect(m)
+	var same uint64
+	err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ? AND as_select = formatQuerySingleLine(?)",
+		m.Database, m.Table+ViewSuffix, sel).Scan(&same)
+	if err != nil || same == 0 {
+		return false, err
+	}
+	have, err := liveColumns(ctx, conn, m.Database, m.Table+ViewSuffix)
+	if err != nil {
+		return false, err
+	}
+	rows, err := conn.Query(ctx, "DESCRIBE TABLE ("+sel+")")
+	if err != nil {
+		return false, fmt.Errorf("describe view select: %w", err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var name, typ, defType, defExpr, comment, codec, ttl string
+		if err := rows.Scan(&name, &typ, &defType, &defExpr, &comment, &codec, &ttl); err != nil {
+			return false, err
+		}
+		if i >= len(have) || have[i].Name != name || have[i].Type != typ {
+			return false, rows.Err()
+		}
+		i++
+	}
+	return i == len(have), rows.Err()
 }
 
 // TargetDrift returns the differences of the live <t> from the DDL (empty if <t> does
