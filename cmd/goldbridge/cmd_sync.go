@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 	"github.com/spf13/cobra"
