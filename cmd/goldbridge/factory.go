@@ -58,7 +58,7 @@ func fileSources(cfg *config.Config, entity string) []bronze.FileSource {
 		}
 		out = append(out, bronze.FileSource{
 			Name: name, System: s.System + "_file", Dir: s.Path, Pattern: s.Pattern,
-			Format: s.Format, Compression: s.Compression, CSVDelim: delim,
+			Format: s.Format, Compression: s.Compression, CSVDelim: delim, Settle: s.Settle.D(),
 		})
 	}
 	return out

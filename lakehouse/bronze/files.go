@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -35,6 +36,10 @@ type FileSource struct {
 	Format      string // jsonl | csv | parquet | "" (by extension)
 	Compression string // auto | none | gzip | zstd
 	CSVDelim    rune
+	// Settle is how long a file must stay unchanged (size and mtime) before it is read: a
+	// file modified less than Settle ago is looked at again after the rest of Settle, and
+	// skipped until the next run if it changed meanwhile. 0 reads files at once.
+	Settle time.Duration
 }
 
 // FileRecord is what Bronze remembers of an ingested landing file.
@@ -46,6 +51,9 @@ type FileRecord struct {
 	Rows     int64  `json:"rows"`
 	Blank    int64  `json:"blank"`
 	BatchID  string `json:"batch_id,omitempty"`
+	// From is where this read started: the size ingested before, when the file grew
+	// and only its appended lines were read (JSON Lines, uncompressed); 0 otherwise.
+	From int64 `json:"from,omitempty"`
 }
 
 type landingFile struct {
@@ -150,6 +158,12 @@ type emitFunc func(payload []byte) error
 // (the size seen when the file was listed): what a writer appends meanwhile is left for
 // the next run.
 func (s FileSource) readFile(ctx context.Context, path string, size int64, emit emitFunc) (checksum string, blank int64, err error) {
+	return s.readFileFrom(ctx, path, 0, size, emit)
+}
+
+// readFileFrom is readFile from byte offset from (0, or a line boundary of an
+// uncompressed JSON Lines file: see canResume); the checksum is of the whole [0, size).
+func (s FileSource) readFileFrom(ctx context.Context, path string, from, size int64, emit emitFunc) (checksum string, blank int64, err error) {
 	format, compression, err := s.formatOf(path)
 	if err != nil {
 		return "", 0, err
@@ -167,9 +181,14 @@ func (s FileSource) readFile(ctx context.Context, path string, size int64, emit 
 		return sum, 0, err
 	}
 	h := xxhash.New()
+	if from > 0 { // the prefix was ingested before: hashed, not read as records
+		if _, err := io.Copy(h, io.LimitReader(f, from)); err != nil {
+			return "", 0, err
+		}
+	}
 	// Every byte read from the file passes through the hash; what the decoders leave
 	// unread (a gzip trailer) is drained into it at the end.
-	limited := io.LimitReader(f, size)
+	limited := io.LimitReader(f, size-from)
 	var r io.Reader = bufio.NewReaderSize(io.TeeReader(limited, h), 1<<20)
 	switch compression {
 	case "gzip":
@@ -187,7 +206,9 @@ func (s FileSource) readFile(ctx context.Context, path string, size int64, emit 
 		defer zr.Close()
 		r = zr
 	}
-	r = skipBOM(r)
+	if from == 0 {
+		r = skipBOM(r)
+	}
 	switch format {
 	case "jsonl":
 		blank, err = readLines(ctx, r, emit)
@@ -443,4 +464,25 @@ func checksumReader(r io.Reader) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%016x", h.Sum64()), nil
+}
+
+// canResume tells whether a landing file that grew since prev was ingested can be read
+// from where the last read stopped: uncompressed JSON Lines whose first prev.Size bytes
+// are unchanged (xxh64) and end with a "\n", so that the new bytes are whole new lines.
+func (s FileSource) canResume(f landingFile, prev FileRecord) bool {
+	format, compression, err := s.formatOf(f.path)
+	if err != nil || format != "jsonl" || compression != "none" || prev.Size == 0 || f.size <= prev.Size {
+		return false
+	}
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	last := make([]byte, 1)
+	if _, err := fh.ReadAt(last, prev.Size-1); err != nil || last[0] != '\n' {
+		return false
+	}
+	sum, err := checksumReader(io.NewSectionReader(fh, 0, prev.Size))
+	return err == nil && sum == prev.Checksum
 }

@@ -10,6 +10,7 @@ import (
 	"iter"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -55,6 +56,7 @@ type Result struct {
 	Files      []FileRecord // files ingested by this run
 	Skipped    int          // landing files ingested before and unchanged
 	Changed    []string     // landing files that changed after ingestion and were not re-read
+	Unsettled  []string     // landing files still changing (see FileSource.Settle): left for the next run
 	// Quarantined are the landing files that could not be read, newly or still (see
 	// QuarantinedFile); the other files of the run are ingested.
 	Quarantined []QuarantinedFile
@@ -107,6 +109,7 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 	type planned struct {
 		src  FileSource
 		file landingFile
+		from int64 // > 0: only the lines appended after this offset are read
 	}
 	var plan []planned
 	listed := map[string]bool{}
@@ -127,7 +130,7 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 			}
 			prev, ok := seen[f.path]
 			if !ok {
-				plan = append(plan, planned{src, f})
+				plan = append(plan, planned{src, f, 0})
 				continue
 			}
 			changed, err := fileChanged(f, prev)
@@ -137,9 +140,12 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 			switch {
 			case !changed:
 				res.Skipped++
+			case !opt.Reingest && src.canResume(f, prev):
+				opt.Log.Info("landing file grew since it was ingested; reading its new lines", "file", f.path, "from", prev.Size, "size", f.size)
+				plan = append(plan, planned{src, f, prev.Size})
 			case opt.Reingest:
 				opt.Log.Warn("re-ingesting a landing file that changed after ingestion", "file", f.path)
-				plan = append(plan, planned{src, f})
+				plan = append(plan, planned{src, f, 0})
 			default:
 				opt.Log.Warn("landing file changed after it was ingested; not re-read (use --reingest to force)",
 					"file", f.path, "ingested_size", prev.Size, "size", f.size)
@@ -152,6 +158,14 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 			delete(quarantine, path)
 			quarantineChanged = true
 		}
+	}
+	plan = settle(ctx, plan, func(p planned) landingFile { return p.file }, func(p planned) time.Duration { return p.src.Settle },
+		func(path string) {
+			opt.Log.Info("landing file still changing; left for the next run", "file", path)
+			res.Unsettled = append(res.Unsettled, path)
+		})
+	if err := ctx.Err(); err != nil {
+		return res, err
 	}
 	if len(plan) == 0 && !quarantineChanged {
 		res.Elapsed = time.Since(start)
@@ -166,7 +180,7 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		for _, p := range plan {
 			rows0 := run.Rows()
 			var emitErr error
-			checksum, blank, err := p.src.readFile(ctx, p.file.path, p.file.size, func(payload []byte) error {
+			checksum, blank, err := p.src.readFileFrom(ctx, p.file.path, p.from, p.file.size, func(payload []byte) error {
 				emitErr = emit(payload, p.src.System, p.file.path, time.Time{})
 				return emitErr
 			})
@@ -188,7 +202,7 @@ func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 			res.Blank += blank
 			res.Files = append(res.Files, FileRecord{
 				Path: p.file.path, Size: p.file.size, ModTime: p.file.modTime, Checksum: checksum,
-				Rows: run.Rows() - rows0, Blank: blank, BatchID: res.BatchID,
+				Rows: run.Rows() - rows0, Blank: blank, BatchID: res.BatchID, From: p.from,
 			})
 			if opt.Progress != nil {
 				opt.Progress(res.Bytes, run.Rows())
@@ -684,4 +698,45 @@ func firstLine(s string) string {
 		s = s[:300]
 	}
 	return s
+}
+
+// settle keeps the planned files that are stable: one modified less than its source's
+// settle time ago is stat'ed again once that time has passed (one wait for all of them),
+// and dropped (reported to unsettled) if its size or mtime changed meanwhile.
+func settle[P any](ctx context.Context, plan []P, file func(P) landingFile, settleOf func(P) time.Duration, unsettled func(string)) []P {
+	now := time.Now()
+	var wait time.Duration
+	for _, p := range plan {
+		s := settleOf(p)
+		if s <= 0 {
+			continue
+		}
+		age := now.Sub(time.Unix(0, file(p).modTime))
+		if d := min(s-age, s); d > wait { // an mtime in the future waits settle, not until then
+			wait = d
+		}
+	}
+	if wait <= 0 {
+		return plan
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+	}
+	kept := plan[:0]
+	for _, p := range plan {
+		f := file(p)
+		if now.Sub(time.Unix(0, f.modTime)) < settleOf(p) {
+			info, err := os.Stat(f.path)
+			if err != nil || info.Size() != f.size || info.ModTime().UnixNano() != f.modTime {
+				unsettled(f.path)
+				continue
+			}
+		}
+		kept = append(kept, p)
+	}
+	return kept
 }

@@ -3,12 +3,14 @@ package bronze
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 
@@ -205,5 +207,102 @@ func TestReadStopsAtListedSize(t *testing.T) {
 	want, _ := checksumReader(strings.NewReader("{\"a\":1}\n{\"a\":2}\n"))
 	if err != nil || !slices.Equal(got, []string{`{"a":1}`, `{"a":2}`}) || sum != want {
 		t.Fatalf("got %q, sum %s want %s (%v)", got, sum, want, err)
+	}
+}
+
+// TestGrowingFileAppendedLinesAreNewRecords: a JSON Lines file that grows after it was
+// ingested has only its appended lines read (issue 17: "changed and skipped" forever).
+func TestGrowingFileAppendedLinesAreNewRecords(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "1.jsonl")
+	writeFile(t, path, []byte("{\"n\":1}\n{\"n\":2}\n"))
+	if _, err := IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(f, "{\"n\":3}\n\n{\"n\":4}\n")
+	f.Close()
+	res, err := IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{})
+	if err != nil || res.Rows != 2 || res.Blank != 1 || len(res.Changed) != 0 || len(res.Files) != 1 || res.Files[0].From != 16 {
+		t.Fatalf("after the append: %+v (%v)", res, err)
+	}
+	if sum, _ := checksumFile(path); res.Files[0].Checksum != sum {
+		t.Fatalf("recorded checksum %s, file %s", res.Files[0].Checksum, sum)
+	}
+	got := payloadsByFile(t, scanAll(t, lh))["1.jsonl"]
+	if !slices.Equal(got, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`}) {
+		t.Fatalf("bronze holds %v", got)
+	}
+	// Unchanged since: nothing more. Rewritten (prefix differs): reported, not re-read.
+	if res, err = IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{}); err != nil || res.Rows != 0 || res.Skipped != 1 {
+		t.Fatalf("third run: %+v (%v)", res, err)
+	}
+	writeFile(t, path, []byte("{\"n\":9}\n{\"n\":2}\n{\"n\":3}\n\n{\"n\":4}\n{\"n\":5}\n"))
+	if res, err = IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{}); err != nil || res.Rows != 0 || len(res.Changed) != 1 {
+		t.Fatalf("rewritten: %+v (%v)", res, err)
+	}
+}
+
+// TestFileAppendedWhileIngesting: a writer appends lines in two writes each while ingest
+// runs again and again; with a settle time no torn line lands and every complete line
+// lands exactly once (issue 17: a half line became a Bronze row and the rest was skipped).
+func TestFileAppendedWhileIngesting(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	dir := t.TempDir()
+	src := source(dir)
+	src.Settle = 150 * time.Millisecond
+	path := filepath.Join(dir, "live.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lines = 200
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range lines {
+			fmt.Fprintf(f, `{"order_id":"o-%09d","user_id":"u-0016674","a`, i)
+			time.Sleep(time.Millisecond)
+			fmt.Fprint(f, "mount\":1}\n")
+			if i%50 == 49 {
+				time.Sleep(400 * time.Millisecond) // pauses longer than the settle time
+			}
+		}
+		f.Close()
+	}()
+	ingestOnce := func() {
+		if _, err := IngestFiles(ctx, lh, ident, []FileSource{src}, Options{}); err != nil {
+			t.Error(err)
+		}
+	}
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+			ingestOnce()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ingestOnce()
+	got := payloadsByFile(t, scanAll(t, lh))["live.jsonl"]
+	seen := map[string]bool{}
+	for _, p := range got {
+		if !json.Valid([]byte(p)) {
+			t.Errorf("torn row %q", p)
+		}
+		if seen[p] {
+			t.Errorf("row twice: %s", p)
+		}
+		seen[p] = true
+	}
+	if len(seen) != lines {
+		t.Fatalf("%d distinct rows, want %d", len(seen), lines)
 	}
 }

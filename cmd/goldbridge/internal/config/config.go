@@ -118,6 +118,8 @@ type Source struct {
 	Format      string `yaml:"format"`      // jsonl | csv | parquet (default: by extension)
 	Compression string `yaml:"compression"` // auto | none | gzip | zstd
 	CSV         CSV    `yaml:"csv"`
+	// Settle is how long a landing file must stay unchanged before it is read.
+	Settle *Duration `yaml:"settle"`
 
 	// kafka
 	Brokers     []string `yaml:"brokers"`

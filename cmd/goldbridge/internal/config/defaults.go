@@ -17,7 +17,8 @@ const (
 	DefaultBuckets                  = 16
 	DefaultHotWindow                = Duration(90 * 24 * time.Hour)
 	DefaultQualityWarnPct           = 5.0
-	DefaultQualityFailQuarantinePct = 50.0 // entities.<name>.silver.quality.fail_quarantine_pct
+	DefaultSettle                   = 5 * time.Second // sources.<name>.settle
+	DefaultQualityFailQuarantinePct = 50.0            // entities.<name>.silver.quality.fail_quarantine_pct
 	DefaultAnomalyTrailing          = 7
 	DefaultAnomalyTolerance         = 0.5
 	DefaultListen                   = "127.0.0.1:9464"
@@ -75,6 +76,10 @@ func (c *Config) applyDefaults() {
 		if s.Type == "file" {
 			setDefault(&s.Compression, "auto")
 			setDefault(&s.Pattern, "*")
+			if s.Settle == nil {
+				d := Duration(DefaultSettle)
+				s.Settle = &d
+			}
 		}
 		if s.Type == "kafka" {
 			setDefault(&s.Group, "goldbridge-"+name)

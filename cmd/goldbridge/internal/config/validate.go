@@ -278,6 +278,9 @@ func (c *Config) validateSource(v *validator, name string) {
 		if len(s.CSV.Delimiter) > 1 {
 			v.add(p+".csv.delimiter", "must be one character")
 		}
+		if s.Settle != nil && (*s.Settle < 0 || s.Settle.D() > time.Hour) {
+			v.add(p+".settle", "must be between 0s and 1h")
+		}
 		if len(s.Brokers) > 0 || s.Topic != "" {
 			v.add(p, "brokers/topic are Kafka settings; this source has type file")
 		}
