@@ -105,7 +105,11 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 	for _, r := range sv.Rules {
 		rs := silver.RuleSpec{ID: r.ID, Kind: r.Kind, Expr: r.Expr, Column: r.Column, Type: r.Type, Reason: r.Reason}
 		if r.Lookup != nil {
-			rs.Lookup = &silver.LookupSpec{Entity: r.Lookup.Entity, File: r.Lookup.File, On: r.Lookup.On, Columns: r.Lookup.Columns}
+			lk := &silver.LookupSpec{Entity: r.Lookup.Entity, File: r.Lookup.File, On: r.Lookup.On}
+			for _, c := range r.Lookup.Columns {
+				lk.Columns, lk.As = append(lk.Columns, c.From), append(lk.As, c.As)
+			}
+			rs.Lookup = lk
 		}
 		spec.Rules = append(spec.Rules, rs)
 	}
@@ -238,7 +242,7 @@ func silverColumns(cfg *config.Config, entity string) (map[string]silver.Type, e
 			}
 		}
 		if r.Kind == "lookup" && r.Lookup != nil {
-			for _, c := range r.Lookup.Columns {
+			for _, c := range r.Lookup.SilverNames() {
 				cols[c] = silver.Type{Kind: silver.String}
 			}
 		}

@@ -30,6 +30,7 @@ package silver
 // the column's type quarantines it with "<id>:<reason>" (default <kind>_failed).
 
 import (
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -93,6 +94,37 @@ func LoadCSVLookup(spec LookupSpec) (LookupTable, error) {
 	}
 	defer f.Close()
 	t, err := readCSVLookup(f, spec)
+	if err != nil {
+		return nil, fmt.Errorf("lookup %s: %w", spec.File, err)
+	}
+	return t, nil
+}
+
+// maxLookupFileBytes bounds a CSV lookup file.
+const maxLookupFileBytes = 256 << 20
+
+// lookupFiles holds the CSV lookup files read while compiling one registry, by path.
+type lookupFiles map[string][]byte
+
+// load is LoadCSVLookup, reading each file once.
+func (f lookupFiles) load(spec LookupSpec) (LookupTable, error) {
+	b, ok := f[spec.File]
+	if !ok {
+		fh, err := os.Open(spec.File)
+		if err != nil {
+			return nil, fmt.Errorf("lookup: %w", err)
+		}
+		b, err = io.ReadAll(io.LimitReader(fh, maxLookupFileBytes+1))
+		fh.Close()
+		if err != nil {
+			return nil, fmt.Errorf("lookup %s: %w", spec.File, err)
+		}
+		if len(b) > maxLookupFileBytes {
+			return nil, fmt.Errorf("lookup %s: larger than %d MiB", spec.File, maxLookupFileBytes>>20)
+		}
+		f[spec.File] = b
+	}
+	t, err := readCSVLookup(bytes.NewReader(b), spec)
 	if err != nil {
 		return nil, fmt.Errorf("lookup %s: %w", spec.File, err)
 	}
@@ -248,6 +280,7 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 	}
 	rs := &ruleSet{vm: vm.VM{MemoryBudget: MaxRuleMemory}}
 	reads := map[int]bool{}
+	files := lookupFiles{} // a file backing several lookups is read once
 	ids := map[string]bool{}
 	for n, sp := range specs {
 		if sp.ID == "" {
@@ -257,7 +290,7 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 			return nil, nil, fmt.Errorf("rule %s: duplicate id", sp.ID)
 		}
 		ids[sp.ID] = true
-		cr, err := compileRule(sp, all, index, example, addColumn, load)
+		cr, err := compileRule(sp, all, index, example, addColumn, load, files)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rule %s: %w", sp.ID, err)
 		}
@@ -284,14 +317,14 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 }
 
 func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example map[string]any,
-	addColumn func(ColumnSpec) (int, error), load LookupLoader) (compiledRule, error) {
+	addColumn func(ColumnSpec) (int, error), load LookupLoader, files lookupFiles) (compiledRule, error) {
 	kind, ok := ruleKinds[sp.Kind]
 	if !ok {
 		return compiledRule{}, fmt.Errorf("unknown kind %q (filter, normalize, derive, lookup)", sp.Kind)
 	}
 	cr := compiledRule{id: sp.ID, kind: kind, col: -1}
 	if kind == ruleLookup {
-		err := compileLookup(&cr, sp, index, addColumn, all, load)
+		err := compileLookup(&cr, sp, index, addColumn, all, load, files)
 		return cr, err
 	}
 	if strings.TrimSpace(sp.Expr) == "" {
@@ -364,7 +397,7 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 }
 
 func compileLookup(cr *compiledRule, sp RuleSpec, index map[string]int, addColumn func(ColumnSpec) (int, error),
-	all []ColumnSpec, load LookupLoader) error {
+	all []ColumnSpec, load LookupLoader, files lookupFiles) error {
 	lk := sp.Lookup
 	if lk == nil {
 		return errors.New("lookup: missing lookup")
@@ -391,7 +424,7 @@ func compileLookup(cr *compiledRule, sp RuleSpec, index map[string]int, addColum
 	)
 	switch {
 	case lk.File != "":
-		t, err = LoadCSVLookup(*lk)
+		t, err = files.load(*lk)
 	case load == nil:
 		err = fmt.Errorf("lookup: no loader for entity %s", lk.Entity)
 	default:
@@ -403,7 +436,7 @@ func compileLookup(cr *compiledRule, sp RuleSpec, index map[string]int, addColum
 	if cr.table, err = canonicalLookup(t, keyCols, len(lk.Columns)); err != nil {
 		return fmt.Errorf("lookup: %w", err)
 	}
-	for _, c := range lk.Columns {
+	for _, c := range lk.SilverNames() {
 		i, err := addColumn(ColumnSpec{Name: c, Type: Type{Kind: String}})
 		if err != nil {
 			return fmt.Errorf("lookup: %w", err)
@@ -892,7 +925,13 @@ func RulesMarkdown(spec EntitySpec) string {
 			column, what = r.Column+" ("+r.Type+")", rulesMDCode(r.Expr)
 		case "lookup":
 			if lk := r.Lookup; lk != nil {
-				column = strings.Join(lk.Columns, ", ")
+				names := slices.Clone(lk.SilverNames())
+				for i, c := range lk.Columns {
+					if names[i] != c {
+						names[i] += " = " + c
+					}
+				}
+				column = strings.Join(names, ", ")
 				src := "file " + rulesMDCode(lk.File)
 				if lk.Entity != "" {
 					src = "entity " + rulesMDCode(lk.Entity)

@@ -25,7 +25,7 @@ func docRules(t *testing.T, zones string) []RuleSpec {
 			Lookup                               *struct {
 				File    string
 				On      map[string]string
-				Columns []string
+				Columns yaml.Node // a list of names or a mapping new name: lookup column
 			}
 		}
 		if err := yaml.Unmarshal([]byte(m[1]), &r); err != nil {
@@ -33,7 +33,12 @@ func docRules(t *testing.T, zones string) []RuleSpec {
 		}
 		rs := RuleSpec{ID: r.ID, Kind: r.Kind, Column: r.Column, Type: r.Type, Expr: r.Expr, Reason: r.Reason}
 		if r.Lookup != nil {
-			rs.Lookup = &LookupSpec{File: strings.Replace(r.Lookup.File, "zones.csv", zones, 1), On: r.Lookup.On, Columns: r.Lookup.Columns}
+			lk := &LookupSpec{File: strings.Replace(r.Lookup.File, "zones.csv", zones, 1), On: r.Lookup.On}
+			n := r.Lookup.Columns.Content
+			for i := 0; i+1 < len(n) && r.Lookup.Columns.Kind == yaml.MappingNode; i += 2 {
+				lk.As, lk.Columns = append(lk.As, n[i].Value), append(lk.Columns, n[i+1].Value)
+			}
+			rs.Lookup = lk
 		}
 		out = append(out, rs)
 	}
@@ -53,7 +58,7 @@ func TestSeedRulesAsDocumented(t *testing.T) {
 	for _, r := range rules {
 		ids = append(ids, r.ID)
 	}
-	if got := strings.Join(ids, ","); got != "F1,F2,F3,N1,N2,N3,N4,E1,E2,E0" {
+	if got := strings.Join(ids, ","); got != "F1,F2,F3,N1,N2,N3,N4,E1,E2,E3,E0" {
 		t.Fatalf("documented rules %s", got)
 	}
 	ty := func(s string) Type { x, _ := ParseType(s); return x }
@@ -78,13 +83,15 @@ func TestSeedRulesAsDocumented(t *testing.T) {
 	}{
 		{[]string{"1", "2024-03-01T10:00:00Z", "2024-03-01T10:30:30Z", N, N, "1", "7", "10", "15", N, "1.25"}, "",
 			map[string]string{"passenger_count": "0", "ratecodeid": "99", "congestion_surcharge": "0", "airport_fee": "1.25",
-				"trip_duration_minutes": "30.5", "Borough": "EWR", "Zone": "Newark Airport"}},
+				"trip_duration_minutes": "30.5", "pickup_borough": "EWR", "pickup_zone": "Newark Airport",
+				"dropoff_borough": N, "dropoff_zone": N}},
 		{[]string{"1", "2023-12-31T10:00:00Z", N, "2", "1", "2", "1", "-3", "15", "2.5", N}, "F1:negative_fare", nil},
 		{[]string{"1", "2023-12-31T10:00:00Z", N, "2", "1", "2", "1", "3", "1001", "2.5", N}, "F2:extreme_total", nil},
 		{[]string{"1", "2025-01-01T00:00:00Z", N, "2", "1", "2", "1", "3", "15", "2.5", N}, "F3:out_of_range", nil},
 		{[]string{"1", "2024-12-31T23:59:59Z", N, "2", "1", "2", "1", N, "15", "2.5", N}, "F1:negative_fare", nil},
 		{[]string{"2", "2024-12-31T23:59:59Z", N, "2", "1", "2", "1", "0", "15", "2.5", N}, "",
-			map[string]string{"passenger_count": "2", "trip_duration_minutes": N, "Borough": "Queens", "airport_fee": "0"}},
+			map[string]string{"passenger_count": "2", "trip_duration_minutes": N, "pickup_borough": "Queens",
+				"dropoff_borough": "EWR", "dropoff_zone": "Newark Airport", "airport_fee": "0"}},
 	} {
 		row := make([]Value, len(all))
 		for i := range row {

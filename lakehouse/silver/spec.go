@@ -112,7 +112,16 @@ type LookupSpec struct {
 	Entity  string
 	File    string
 	On      map[string]string // this column -> lookup column
-	Columns []string
+	Columns []string          // the lookup's columns brought in
+	As      []string          // their names in Silver, parallel to Columns; nil: as in Columns
+}
+
+// SilverNames are the names the lookup's columns take in Silver.
+func (l LookupSpec) SilverNames() []string {
+	if len(l.As) == len(l.Columns) {
+		return l.As
+	}
+	return l.Columns
 }
 
 // Modes of an entity.

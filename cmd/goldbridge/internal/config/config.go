@@ -6,8 +6,11 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is one pipeline file.
@@ -206,10 +209,47 @@ type Rule struct {
 
 // Lookup is a LEFT JOIN enrichment against another Silver entity or a CSV reference file.
 type Lookup struct {
-	Entity  string            `yaml:"entity"`
-	File    string            `yaml:"file"`
-	On      map[string]string `yaml:"on"` // this column -> lookup column
-	Columns []string          `yaml:"columns"`
+	Entity string            `yaml:"entity"`
+	File   string            `yaml:"file"`
+	On     map[string]string `yaml:"on"` // this column -> lookup column
+	// Columns are the columns brought in: a list of the lookup's names (kept), or a
+	// mapping new name -> lookup column (renamed), in the order written.
+	Columns LookupColumns `yaml:"columns"`
+}
+
+// LookupColumn is one column a lookup brings: From in the lookup source, As in Silver.
+type LookupColumn struct{ As, From string }
+
+// LookupColumns is a lookup's columns, decoded from a list or from a mapping.
+type LookupColumns []LookupColumn
+
+// Names are the Silver names of the columns.
+func (lc LookupColumns) Names() []string {
+	out := make([]string, len(lc))
+	for i, c := range lc {
+		out[i] = c.As
+	}
+	return out
+}
+
+// decodeNode reads a list of names or a mapping new name -> lookup column.
+func (lc *LookupColumns) decodeNode(d *decoder, path string, n *yaml.Node) {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			var name string
+			d.decode(fmt.Sprintf("%s[%d]", path, i), item, reflect.ValueOf(&name).Elem())
+			*lc = append(*lc, LookupColumn{As: name, From: name})
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			var from string
+			d.decode(join(path, n.Content[i].Value), n.Content[i+1], reflect.ValueOf(&from).Elem())
+			*lc = append(*lc, LookupColumn{As: n.Content[i].Value, From: from})
+		}
+	default:
+		d.addf(path, n, "expected a list of names or a mapping new name: lookup column, got %s", kindName(n))
+	}
 }
 
 // Quality sets the warning thresholds of the Silver aggregate checks.

@@ -374,3 +374,51 @@ func TestPIIAccepted(t *testing.T) {
 		t.Fatalf("pii: %+v", p)
 	}
 }
+
+// TestLookupColumns is issue 19's "Why" 3 and 8: a lookup may rename what it brings, so one
+// file backs two lookups; the same names twice, and a lookup against an entity (which
+// silver cannot load), are validate problems with their paths, not a failed first run.
+func TestLookupColumns(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(rules string) string {
+		return strings.Replace(string(base), "      rules:\n", "      rules:\n"+rules, 1)
+	}
+	renamed := with(`        - {id: E7, kind: lookup, lookup: {file: z.csv, on: {country: code}, columns: {country_name: name, country_region: region}}}
+        - {id: E8, kind: lookup, lookup: {file: z.csv, on: {category: code}, columns: [name2]}}
+`)
+	cfg, err := Parse([]byte(renamed), "/tmp/s", env(nil))
+	if err != nil {
+		t.Fatalf("renaming lookups: %v", err)
+	}
+	var got []string
+	for _, r := range cfg.Entities["orders"].Silver.Rules {
+		if r.Lookup != nil {
+			for _, c := range r.Lookup.Columns {
+				got = append(got, c.As+"="+c.From)
+			}
+		}
+	}
+	if want := []string{"country_name=name", "country_region=region", "name2=name2"}; !slices.Equal(got, want) {
+		t.Fatalf("columns %v, want %v", got, want)
+	}
+	for _, tc := range []struct{ rules, path string }{
+		{`        - {id: E7, kind: lookup, lookup: {file: z.csv, on: {country: code}, columns: [Borough]}}
+        - {id: E8, kind: lookup, lookup: {file: z.csv, on: {category: code}, columns: [Borough]}}
+`, "entities.orders.silver.rules[1].lookup.columns.Borough"},
+		{`        - {id: E7, kind: lookup, lookup: {file: z.csv, on: {country: code}, columns: {country: name}}}
+`, "entities.orders.silver.rules[0].lookup.columns.country"},
+		{`        - {id: E7, kind: lookup, lookup: {entity: orders, on: {country: order_id}, columns: [status]}}
+`, "entities.orders.silver.rules[0].lookup.entity"},
+		{`        - {id: E7, kind: lookup, lookup: {file: z.csv, on: {country: code}, columns: name}}
+`, "entities.orders.silver.rules[0].lookup.columns"},
+	} {
+		_, err := Parse([]byte(with(tc.rules)), "/tmp/s", env(nil))
+		var ps Problems
+		if !errors.As(err, &ps) || !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == tc.path }) {
+			t.Errorf("no problem at %s; got %v", tc.path, err)
+		}
+	}
+}

@@ -53,6 +53,11 @@ func (d *decoder) addf(path string, n *yaml.Node, format string, args ...any) {
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
+// nodeDecoder is a type that reads its own YAML node (a list or a mapping, say).
+type nodeDecoder interface {
+	decodeNode(d *decoder, path string, n *yaml.Node)
+}
+
 func join(path, key string) string {
 	if path == "" {
 		return key
@@ -78,6 +83,10 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
 		d.decode(path, n, v.Elem())
+		return
+	}
+	if nd, ok := v.Addr().Interface().(nodeDecoder); ok && v.CanAddr() {
+		nd.decodeNode(d, path, n)
 		return
 	}
 	if reflect.PointerTo(v.Type()).Implements(textUnmarshaler) {
