@@ -236,7 +236,7 @@ func silverColumns(cfg *config.Config, entity string) (map[string]silver.Type, e
 		cols[c.Name] = c.Type
 	}
 	for _, r := range es.Rules {
-		if r.Kind == "derive" {
+		if r.Kind == "derive" || r.Kind == "normalize" && r.Type != "" {
 			if t, err := silver.ParseType(r.Type); err == nil {
 				cols[r.Column] = t
 			}

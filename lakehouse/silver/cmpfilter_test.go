@@ -54,7 +54,7 @@ func TestCmpFilterMatchesVM(t *testing.T) {
 		// The same rule on the VM alone.
 		vmRules := slices.Clone(rs.rules)
 		vmRules[0].cmp = nil
-		vmSet := &ruleSet{rules: vmRules, cols: rs.cols, env: maps.Clone(rs.env), inEnv: make([]bool, len(rs.cols))}
+		vmSet := &ruleSet{rules: vmRules, cols: rs.cols, src: rs.src, env: maps.Clone(rs.env), inEnv: make([]bool, len(rs.cols))}
 		for i := range cols {
 			vmSet.sync = append(vmSet.sync, i)
 			vmSet.inEnv[i] = true

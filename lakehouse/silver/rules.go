@@ -228,12 +228,15 @@ type compiledRule struct {
 	col    int        // column written by normalize/derive
 	strict bool       // normalize/derive: NULL in any of refs → NULL, without evaluating
 
-	rejected string // filter: "<id>:<reason>"
-	failed   string // normalize/derive conversion failure: "<id>:<reason or <kind>_failed>"
+	rejected string     // filter: "<id>:<reason>"
+	failed   string     // normalize/derive conversion failure: "<id>:<reason or <kind>_failed>"
+	retype   Type       // normalize with a type: the column's type from this rule on
+	target   ColumnSpec // normalize/derive: the column as this rule writes it (type at this point)
 
-	keys  []int // lookup: local key columns in key order
-	outs  []int // lookup: the columns it fills
-	table LookupTable
+	keys     []int  // lookup: local key columns in key order
+	keyTypes []Type // lookup: their types when the rule runs
+	outs     []int  // lookup: the columns it fills
+	table    LookupTable
 }
 
 // ruleSet is the compiled registry of an entity. It is not safe for concurrent use (it
@@ -241,6 +244,7 @@ type compiledRule struct {
 type ruleSet struct {
 	rules []compiledRule
 	cols  []ColumnSpec // the typed columns, then the columns the rules add
+	src   []Type       // the typed columns' types as parsed (a normalize may retype them)
 	sync  []int        // typed columns some expression reads: put into env at each row
 	inEnv []bool       // columns some expression reads: env follows the rules' writes
 	env   map[string]any
@@ -251,7 +255,7 @@ type ruleSet struct {
 // clone returns a ruleSet sharing the compiled programs and lookup tables, with its own
 // environment and VM.
 func (r *ruleSet) clone() *ruleSet {
-	return &ruleSet{rules: r.rules, cols: r.cols, sync: r.sync, inEnv: r.inEnv, env: maps.Clone(r.env), vm: vm.VM{MemoryBudget: MaxRuleMemory}}
+	return &ruleSet{rules: r.rules, cols: r.cols, src: r.src, sync: r.sync, inEnv: r.inEnv, env: maps.Clone(r.env), vm: vm.VM{MemoryBudget: MaxRuleMemory}}
 }
 
 // compileRules compiles every rule once against the typed columns. It returns the extra
@@ -279,8 +283,8 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 		return len(all) - 1, nil
 	}
 	rs := &ruleSet{vm: vm.VM{MemoryBudget: MaxRuleMemory}}
-	reads := map[int]bool{}
 	files := lookupFiles{} // a file backing several lookups is read once
+	retyped := map[int]bool{}
 	ids := map[string]bool{}
 	for n, sp := range specs {
 		if sp.ID == "" {
@@ -294,14 +298,34 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 		if err != nil {
 			return nil, nil, fmt.Errorf("rule %s: %w", sp.ID, err)
 		}
+		if cr.kind == ruleNormalize && sp.Type != "" {
+			// The column leaves the rule, and Silver, with the rule's type.
+			if retyped[cr.col] {
+				return nil, nil, fmt.Errorf("rule %s: column %s is retyped by an earlier rule", sp.ID, all[cr.col].Name)
+			}
+			retyped[cr.col] = true
+			all[cr.col].Type = cr.retype
+			example[all[cr.col].Name] = ruleEnvValue(cr.retype, Value{})
+		}
+		rs.rules = append(rs.rules, cr)
+	}
+	reads := map[int]bool{}
+	for k := range rs.rules {
+		cr := &rs.rules[k]
+		if cr.cmp != nil && all[cr.cmp.col].Type.Kind != cr.cmp.kind {
+			cr.cmp = nil // compiled before a retype: the final row (violations) holds the new type
+		}
 		if cr.cmp == nil { // a cmpFilter reads the row, not the environment
 			for _, i := range cr.refs {
 				reads[i] = true
 			}
 		}
-		rs.rules = append(rs.rules, cr)
 	}
 	rs.cols = all
+	rs.src = make([]Type, len(cols))
+	for i, c := range cols {
+		rs.src[i] = c.Type
+	}
 	rs.inEnv = make([]bool, len(rs.cols))
 	rs.env = make(map[string]any, len(rs.cols))
 	for i, c := range rs.cols {
@@ -344,6 +368,13 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 			return cr, fmt.Errorf("normalize: unknown column %q", sp.Column)
 		}
 		cr.col, target = i, all[i]
+		if sp.Type != "" {
+			t, err := ParseType(sp.Type)
+			if err != nil {
+				return cr, fmt.Errorf("normalize %s: %w", sp.Column, err)
+			}
+			cr.retype, target.Type = t, t
+		}
 	case ruleDerive:
 		if sp.Column == "" {
 			return cr, errors.New("derive: missing column")
@@ -380,6 +411,7 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 	if err := checkResultType(prog.Node().Type(), target); err != nil {
 		return cr, err
 	}
+	cr.target = target
 	cr.strict = nullStrict(prog)
 	if kind == ruleDerive {
 		i, err := addColumn(target)
@@ -416,6 +448,7 @@ func compileLookup(cr *compiledRule, sp RuleSpec, index map[string]int, addColum
 			return fmt.Errorf("lookup: unknown column %q", l)
 		}
 		cr.keys = append(cr.keys, j)
+		cr.keyTypes = append(cr.keyTypes, all[j].Type)
 		keyCols[i] = all[j]
 	}
 	var (
@@ -598,7 +631,7 @@ func checkResultType(t reflect.Type, c ColumnSpec) error {
 // row passes. See the package notes above for NULLs and errors.
 func (r *ruleSet) apply(row []Value) string {
 	for _, i := range r.sync {
-		r.env[r.cols[i].Name] = ruleEnvValue(r.cols[i].Type, row[i])
+		r.env[r.cols[i].Name] = ruleEnvValue(r.src[i], row[i])
 	}
 	for k := range r.rules {
 		ru := &r.rules[k]
@@ -625,14 +658,13 @@ func (r *ruleSet) apply(row []Value) string {
 					out = nil
 				}
 			}
-			c := &r.cols[ru.col]
-			v, err := ruleResultValue(*c, out)
+			v, err := ruleResultValue(ru.target, out)
 			if err != nil {
 				return ru.failed
 			}
 			row[ru.col] = v
 			if r.inEnv[ru.col] {
-				r.setEnv(ru.col, v, out)
+				r.setEnv(&ru.target, v, out)
 			}
 		case ruleLookup:
 			r.lookup(ru, row)
@@ -641,10 +673,9 @@ func (r *ruleSet) apply(row []Value) string {
 	return ""
 }
 
-// setEnv shows the new value of column i to the next rules: the expression's own result
+// setEnv shows the new value of column c to the next rules: the expression's own result
 // when it is already the environment's representation, else the stored (converted) value.
-func (r *ruleSet) setEnv(i int, v Value, out any) {
-	c := &r.cols[i]
+func (r *ruleSet) setEnv(c *ColumnSpec, v Value, out any) {
 	switch out.(type) {
 	case string:
 		if c.Type.Kind == String {
@@ -673,7 +704,7 @@ func (r *ruleSet) lookup(ru *compiledRule, row []Value) {
 		if j > 0 {
 			r.key = append(r.key, lookupKeySep)
 		}
-		r.key = appendLookupKey(r.key, r.cols[ci].Type, v)
+		r.key = appendLookupKey(r.key, ru.keyTypes[j], v)
 	}
 	if ok {
 		vals, ok = ru.table[string(r.key)]
@@ -921,6 +952,9 @@ func RulesMarkdown(spec EntitySpec) string {
 			what = rulesMDCode(r.Expr)
 		case "normalize":
 			column, what = r.Column, rulesMDCode(r.Expr)
+			if r.Type != "" {
+				column += " (→ " + r.Type + ")"
+			}
 		case "derive":
 			column, what = r.Column+" ("+r.Type+")", rulesMDCode(r.Expr)
 		case "lookup":

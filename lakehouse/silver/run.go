@@ -370,7 +370,7 @@ type engine struct {
 
 func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	loader := opt.Lookups
-	rules, extra, err := compileRules(spec.Rules, spec.Columns, func(l LookupSpec) (LookupTable, error) {
+	rules, _, err := compileRules(spec.Rules, spec.Columns, func(l LookupSpec) (LookupTable, error) {
 		if l.File != "" {
 			return LoadCSVLookup(l)
 		}
@@ -382,7 +382,7 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	cols := append(slices.Clone(spec.Columns), extra...)
+	cols := slices.Clone(rules.cols)                   // the declared columns (as the rules retype them), then the rules' own
 	if _, err := newParser(spec.Columns); err != nil { // defaults are checked here
 		return nil, err
 	}

@@ -70,11 +70,11 @@ func TestSeedRulesAsDocumented(t *testing.T) {
 		{Name: "total_amount", Type: ty("float64")}, {Name: "congestion_surcharge", Type: ty("float64")},
 		{Name: "airport_fee", Type: ty("float64")},
 	}
-	rs, extra, err := compileRules(rules, cols, nil)
+	rs, _, err := compileRules(rules, cols, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append(cols, extra...)
+	all := rs.cols // the declared columns as the rules retype them, then the rules' own
 	const N = "<null>"
 	for _, tc := range []struct {
 		cells  []string // cols in order
@@ -89,6 +89,7 @@ func TestSeedRulesAsDocumented(t *testing.T) {
 		{[]string{"1", "2023-12-31T10:00:00Z", N, "2", "1", "2", "1", "3", "1001", "2.5", N}, "F2:extreme_total", nil},
 		{[]string{"1", "2025-01-01T00:00:00Z", N, "2", "1", "2", "1", "3", "15", "2.5", N}, "F3:out_of_range", nil},
 		{[]string{"1", "2024-12-31T23:59:59Z", N, "2", "1", "2", "1", N, "15", "2.5", N}, "F1:negative_fare", nil},
+		{[]string{"1", "2024-03-01T10:00:00Z", N, "2.5", N, "1", "7", "10", "15", N, "1.25"}, "N1:normalize_failed", nil},
 		{[]string{"2", "2024-12-31T23:59:59Z", N, "2", "1", "2", "1", "0", "15", "2.5", N}, "",
 			map[string]string{"passenger_count": "2", "trip_duration_minutes": N, "pickup_borough": "Queens",
 				"dropoff_borough": "EWR", "dropoff_zone": "Newark Airport", "airport_fee": "0"}},

@@ -102,7 +102,7 @@ type RuleSpec struct {
 	Kind   string // filter | normalize | derive | lookup
 	Expr   string
 	Column string
-	Type   string // derive
+	Type   string // derive: the new column's; normalize: optional, the column's type from this rule on
 	Reason string
 	Lookup *LookupSpec
 }

@@ -422,3 +422,25 @@ func TestLookupColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestNormalizeType is issue 19's "Why" 4 (validate part): a normalize may change its
+// column's type, which marts then see; an unknown type is a problem with its path.
+func TestNormalizeType(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(base), "      rules:\n", "      rules:\n        - {id: N9, kind: normalize, column: country, type: int32, expr: 'int(country)'}\n", 1)
+	_, err = Parse([]byte(src), "/tmp/s", env(nil))
+	var ps Problems
+	// country is a dimension of the mart either way; the new type must reach the mart checks:
+	// a sum over it becomes valid.
+	src2 := strings.Replace(src, "agg: sum,            column: amount", "agg: sum,            column: country", 1)
+	if _, err2 := Parse([]byte(src2), "/tmp/s", env(nil)); err != nil || err2 != nil {
+		t.Fatalf("normalize to int32: %v / sum over it: %v", err, err2)
+	}
+	_, err = Parse([]byte(strings.Replace(src, "type: int32, expr: 'int(", "type: int99, expr: 'int(", 1)), "/tmp/s", env(nil))
+	if !errors.As(err, &ps) || !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == "entities.orders.silver.rules[0].type" }) {
+		t.Fatalf("unknown type: %v", err)
+	}
+}

@@ -503,6 +503,13 @@ func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[stri
 					v.add(rp+".column", "unknown column %q (normalize rewrites a declared column)", r.Column)
 				}
 			}
+			if r.Type != "" {
+				if k := ColumnKind(r.Type); k == "" {
+					v.add(rp+".type", "unknown type %q", r.Type)
+				} else if r.Column != "" {
+					cols[r.Column] = k // the column's type from this rule on
+				}
+			}
 			if v.required(rp+".expr", r.Expr) {
 				v.exprSyntax(rp+".expr", r.Expr)
 			}
@@ -608,7 +615,7 @@ func (c *Config) validateMart(v *validator, name string) {
 				cols[col.Name] = ColumnKind(col.Type)
 			}
 			for _, r := range e.Silver.Rules {
-				if r.Kind == "derive" {
+				if r.Kind == "derive" || r.Kind == "normalize" && r.Type != "" {
 					cols[r.Column] = ColumnKind(r.Type)
 				}
 				if r.Kind == "lookup" && r.Lookup != nil {
