@@ -293,7 +293,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	var res Result
 	if tbl.Properties()[CircuitProperty] == "open" {
 		res.Skipped = "circuit open: " + tbl.Properties()[CircuitProperty+".reason"]
-		opt.Log.Warn("sync skipped: circuit open", "mart", m.Name, "reason", tbl.Properties()[CircuitProperty+".reason"])
+		opt.Log.Warn("sync skipped: circuit open", "reason", tbl.Properties()[CircuitProperty+".reason"])
 		return res, nil
 	}
 	if opt.Rebuild {
@@ -313,7 +313,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		// <t> drifted from the DDL: rebuilt whole from Gold, never patched.
 		res.Rebuilt = out.Changes
 		opt.Force = true
-		opt.Log.Warn("served table differs from the mart definition: rebuilding it from Gold", "mart", m.Name, "changes", fmt.Sprint(out.Changes))
+		opt.Log.Warn("served table differs from the mart definition: rebuilding it from Gold", "changes", fmt.Sprint(out.Changes))
 	}
 	ensured := time.Now()
 	var plan Plan
@@ -328,7 +328,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	res.Unservable = plan.Unservable
 	for _, u := range plan.Unservable {
 		opt.Log.Warn("gold partition not served: its grain is outside what ClickHouse's grain type holds",
-			"mart", m.Name, "partition", u.ID, "gold_rows", u.Rows, "servable_from", serving.MinGrain.Format(time.DateOnly), "servable_to", serving.MaxGrain.Format(time.DateOnly))
+			"partition", u.ID, "gold_rows", u.Rows, "servable_from", serving.MinGrain.Format(time.DateOnly), "servable_to", serving.MaxGrain.Format(time.DateOnly))
 	}
 	if out.Rebuild && len(plan.Push) == 0 {
 		// Nothing hot in Gold: the rebuilt table is empty.
@@ -403,7 +403,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		if err != nil {
 			return res, fmt.Errorf("sync %s: drop partitions %s: %w", m.Name, strings.Join(plan.Drop, " "), err)
 		}
-		opt.Log.Info("dropped partitions (left the hot window)", "mart", m.Name, "partitions", plan.Drop)
+		opt.Log.Info("dropped partitions (left the hot window)", "partitions", plan.Drop)
 		res.Dropped = plan.Drop
 	}
 	res.Elapsed = time.Since(start)

@@ -263,7 +263,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 			p.m.QuarantineGate.WithLabelValues(name).Set(1)
 		}
 		if err != nil {
-			failed.add(name, fmt.Errorf("silver %s: %w", name, err))
+			failed.add(name, err) // silver.Run names the entity
 			a.log.Error("entity failed; the other entities go on", "stage", "silver", "entity", name, "err", err)
 			continue
 		}

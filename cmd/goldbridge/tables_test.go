@@ -156,3 +156,46 @@ func lineOf(out, prefix string) string {
 	}
 	return ""
 }
+
+// TestMessagesSayThingsOnce is issue 19's "Also": an error names its entity once
+// ("silver orders: rule E9: …", not "silver orders: silver orders: …"), and a log line
+// carries its mart once.
+func TestMessagesSayThingsOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "pipeline.yaml")
+	missing := filepath.Join(dir, "no-such-zones.csv")
+	writeOrdersConfig(t, cfgPath, func(cfg map[string]any) {
+		sv := cfg["entities"].(map[string]any)["orders"].(map[string]any)["silver"].(map[string]any)
+		sv["rules"] = append(sv["rules"].([]any), map[string]any{"id": "E9", "kind": "lookup",
+			"lookup": map[string]any{"file": missing, "on": map[string]any{"country": "code"}, "columns": []any{"name"}}})
+	})
+	state := filepath.Join(dir, "state")
+	gb := func(args ...string) (int, string) {
+		code, out, errs := runCLI(t, append([]string{"-c", cfgPath, "--state-dir", state, "--log-level", "debug"}, args...)...)
+		return code, out + errs
+	}
+	if code, out := gb("demo", "generate", "--events", "300", "--seed", "2"); code != exitOK {
+		t.Fatal(out)
+	}
+	if code, out := gb("ingest"); code != exitOK {
+		t.Fatal(out)
+	}
+	code, out := gb("silver")
+	if code == exitOK || strings.Count(out, "silver orders:") != 1 || !strings.Contains(out, "rule E9") {
+		t.Fatalf("exit %d, want one \"silver orders:\" prefix and the rule:\n%s", code, out)
+	}
+	writeOrdersConfig(t, cfgPath, func(map[string]any) {})
+	for _, stage := range []string{"silver", "gold"} {
+		code, out := gb(stage)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d\n%s", stage, code, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			for _, attr := range []string{"mart=", "entity=", "stage="} {
+				if strings.Count(l, " "+attr) > 1 {
+					t.Errorf("%s: %s twice: %s", stage, attr, l)
+				}
+			}
+		}
+	}
+}

@@ -323,7 +323,7 @@ func (res *Result) goldMart(ctx context.Context, lh *catalog.Lakehouse, t Target
 		return err
 	}
 	if sealedFor(tbl, req, res.BronzeSnapshot) == 0 {
-		r, err := gold.Run(ctx, lh, m, gold.Options{Full: true, Log: t.Log})
+		r, err := gold.Run(ctx, lh, m, gold.Options{Full: true, Log: t.Log.With("mart", m.Name)})
 		if err != nil {
 			return fmt.Errorf("recompute %s (the subject's contributions stay in Gold until it passes; run forget again then): %w", m.Name, err)
 		}

@@ -147,7 +147,7 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 				return fail(err)
 			}
 			res.Full = full
-			opt.Log.Debug("changed partitions", "mart", m.Name, "partitions", len(parts), "full", full, "elapsed", time.Since(start))
+			opt.Log.Debug("changed partitions", "partitions", len(parts), "full", full, "elapsed", time.Since(start))
 		}
 		if !res.Full {
 			if len(parts) == 0 {
@@ -172,9 +172,9 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	}
 	res.NullGrainRows = p.nullGrain
 	if res.NullGrainRows > 0 {
-		opt.Log.Warn("silver rows without a grain value are not aggregated", "mart", m.Name, "grain_column", m.GrainColumn, "rows", res.NullGrainRows)
+		opt.Log.Warn("silver rows without a grain value are not aggregated", "grain_column", m.GrainColumn, "rows", res.NullGrainRows)
 	}
-	opt.Log.Debug("silver scanned", "mart", m.Name, "rows", res.SilverRows, "base_groups", len(p.base), "elapsed", time.Since(start))
+	opt.Log.Debug("silver scanned", "rows", res.SilverRows, "base_groups", len(p.base), "elapsed", time.Since(start))
 	rows := p.rows()
 	if res.Full && !m.snapshot() {
 		parts = nil
@@ -196,7 +196,7 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		return fail(err)
 	}
 	for _, f := range res.Report.Failures {
-		opt.Log.Warn("data-quality check failed", "mart", m.Name, "check", f.Check, "severity", f.Severity, "rows", f.Count)
+		opt.Log.Warn("data-quality check failed", "check", f.Check, "severity", f.Severity, "rows", f.Count)
 	}
 	if res.Report.Critical() {
 		if err := setCircuit(ctx, lh, m.Table, "open", res.Report.Summary()); err != nil {
@@ -205,7 +205,7 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		res.Elapsed = time.Since(start)
 		return res, fmt.Errorf("gold %s: %w", m.Name, ErrCircuitOpen)
 	}
-	opt.Log.Debug("computed and checked", "mart", m.Name, "rows", res.Rows, "elapsed", time.Since(start))
+	opt.Log.Debug("computed and checked", "rows", res.Rows, "elapsed", time.Since(start))
 	if opt.afterCompute != nil {
 		opt.afterCompute()
 	}
