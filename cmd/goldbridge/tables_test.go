@@ -181,7 +181,7 @@ func TestMessagesSayThingsOnce(t *testing.T) {
 		t.Fatal(out)
 	}
 	code, out := gb("silver")
-	if code == exitOK || strings.Count(out, "silver orders:") != 1 || !strings.Contains(out, "rule E9") {
+	if msg := lineOf(out, "goldbridge: "); code == exitOK || strings.Count(msg, "silver orders:") != 1 || !strings.Contains(msg, "rule E9") {
 		t.Fatalf("exit %d, want one \"silver orders:\" prefix and the rule:\n%s", code, out)
 	}
 	writeOrdersConfig(t, cfgPath, func(map[string]any) {})
