@@ -263,7 +263,7 @@ func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []pus
 					}
 					buf = append(buf, ';')
 				}
-				st.hash += sipHash64(buf)
+				st.hash += push.SipHash64(buf)
 				for k, ms := range sums {
 					if sumCols[k].IsNull(i) {
 						continue

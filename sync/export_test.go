@@ -1,4 +1,6 @@
 package sync
 
-// SipHash64 exports sipHash64 to the tests.
-var SipHash64 = sipHash64
+import "goldbridge/serving/push"
+
+// SipHash64 is the row hash Check uses (push.SipHash64), for the tests.
+var SipHash64 = push.SipHash64

@@ -1,10 +1,8 @@
 package sync
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 
@@ -27,52 +25,6 @@ import (
 // 1970-01-01, timestamps as microseconds, quantile lists as their floats' bits joined
 // with ',', and NULL as N. Measures ClickHouse stores as non-nullable (sum, count, min,
 // max) are served as 0 for a Gold NULL, so a NULL is encoded as 0 there (docs/serving.md).
-
-// sipHash64 is ClickHouse's sipHash64 of b: SipHash-2-4 with zero keys.
-func sipHash64(b []byte) uint64 {
-	v0 := uint64(0x736f6d6570736575)
-	v1 := uint64(0x646f72616e646f6d)
-	v2 := uint64(0x6c7967656e657261)
-	v3 := uint64(0x7465646279746573)
-	round := func() {
-		v0 += v1
-		v1 = bits.RotateLeft64(v1, 13)
-		v1 ^= v0
-		v0 = bits.RotateLeft64(v0, 32)
-		v2 += v3
-		v3 = bits.RotateLeft64(v3, 16)
-		v3 ^= v2
-		v0 += v3
-		v3 = bits.RotateLeft64(v3, 21)
-		v3 ^= v0
-		v2 += v1
-		v1 = bits.RotateLeft64(v1, 17)
-		v1 ^= v2
-		v2 = bits.RotateLeft64(v2, 32)
-	}
-	n := len(b)
-	for len(b) >= 8 {
-		m := binary.LittleEndian.Uint64(b)
-		v3 ^= m
-		round()
-		round()
-		v0 ^= m
-		b = b[8:]
-	}
-	var last [8]byte
-	copy(last[:], b)
-	last[7] = byte(n)
-	m := binary.LittleEndian.Uint64(last[:])
-	v3 ^= m
-	round()
-	round()
-	v0 ^= m
-	v2 ^= 0xff
-	for range 4 {
-		round()
-	}
-	return v0 ^ v1 ^ v2 ^ v3
-}
 
 // canonField is one field of the canonical text: the Gold column it comes from, its
 // ClickHouse expression over the view, and how a NULL reads.

@@ -54,3 +54,10 @@ func sipHash128(b []byte) (lo, hi uint64) {
 	round()
 	return v0 ^ v1, v2 ^ v3
 }
+
+// SipHash64 is ClickHouse's sipHash64(b): the same SipHash-2-4 state as sipHash128,
+// folded to 64 bits (v0^v1^v2^v3), used by check's row fingerprints.
+func SipHash64(b []byte) uint64 {
+	lo, hi := sipHash128(b)
+	return lo ^ hi
+}
