@@ -206,11 +206,17 @@ func openSQL(ctx context.Context, cfg Config) (*Lakehouse, error) {
 
 	// WAL lets readers proceed during a commit; busy_timeout makes concurrent
 	// writers (several goroutines or processes) wait for the write lock
-	// instead of failing with SQLITE_BUSY. Both are set in the DSN so they
-	// apply to every pooled connection. SQLite decodes %HH in file: URIs
-	// and ends the path at '?' or '#', so those are escaped.
+	// instead of failing with SQLITE_BUSY. _txlock=immediate takes that lock
+	// at BEGIN of every read-write transaction: a deferred one that reads
+	// and then writes cannot upgrade while another writer holds the lock,
+	// and SQLite answers SQLITE_BUSY at once, without waiting (concurrent
+	// CreateTable failed so under load). Read-only transactions stay
+	// deferred. All are set in the DSN so they apply to every pooled
+	// connection. SQLite decodes %HH in file: URIs and ends the path at '?'
+	// or '#', so those are escaped.
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	dsn := "file:" + esc.Replace(filepath.ToSlash(dbPath)) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
+	dsn := "file:" + esc.Replace(filepath.ToSlash(dbPath)) +
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", dbPath, err)
