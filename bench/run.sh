@@ -175,7 +175,7 @@ GB_BENCH_CH_HTTP=$(free_port)
 [[ "$GB_BENCH_CH_TCP" != "$GB_BENCH_CH_HTTP" ]] || GB_BENCH_CH_HTTP=$(free_port)
 CH="http://127.0.0.1:$GB_BENCH_CH_HTTP"
 log "start ClickHouse 26.7 (tcp $GB_BENCH_CH_TCP, http $GB_BENCH_CH_HTTP)"
-"$BIN" --state-dir "$R" clickhouse serve --path "$GB_BENCH_CH_PATH" \
+"$BIN" --state-dir "$R" clickhouse serve --path "$GB_BENCH_CH_PATH" --read-dir "$R/landing" \
 	--tcp-port "$GB_BENCH_CH_TCP" --http-port "$GB_BENCH_CH_HTTP" >"$R/logs/clickhouse.out" 2>&1 &
 chpid=$!
 stop_ch() {

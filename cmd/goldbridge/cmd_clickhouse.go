@@ -26,7 +26,8 @@ func (a *app) clickhouseCmd() *cobra.Command {
 the users of the config (clickhouse.user and clickhouse.local.readers, passwords as for
 the embedded server: generated on first start under --state-dir unless configured).
 Defaults come from clickhouse.local in the config, or the embedded defaults under
---state-dir. Stop it with Ctrl-C or SIGTERM.`,
+--state-dir. On Linux it can read no file outside its data directory and --read-dir
+(Landlock). Stop it with Ctrl-C or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfigOptional(cmd)
@@ -50,7 +51,12 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 			if fl.Changed("http-port") {
 				opt.HTTPPort = flags.HTTPPort
 			}
-			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort)
+			opt.ReadDirs = flags.ReadDirs
+			// Confined to its data directory and --read-dir (re-executes this command once).
+			if err := chlocal.Confine(opt); err != nil {
+				return err
+			}
+			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort, "read_dirs", strings.Join(opt.ReadDirs, ","))
 			return chlocal.RunServer(cmd.Context(), opt)
 		},
 	}
@@ -58,6 +64,7 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 	f.StringVar(&flags.Path, "path", "", "data directory (default clickhouse.local.path)")
 	f.IntVar(&flags.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port)")
 	f.IntVar(&flags.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port)")
+	f.StringSliceVar(&flags.ReadDirs, "read-dir", nil, "a directory the server's users may read with file() besides its data directory (repeatable; the bench's landing files); none by default")
 
 	query := &cobra.Command{
 		Use:   "query SQL",

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
+	"goldbridge/serving/chlocal"
 )
 
 // tableInfo is one line of goldbridge tables.
@@ -160,7 +163,9 @@ Iceberg reader. Other names (the served marts, system tables) are ClickHouse's o
 
   goldbridge query "SELECT error_reason, count() FROM silver.orders_quarantine GROUP BY 1"
 
-It needs the embedded ClickHouse (started if not running) and a local (file://) warehouse:
+It runs in a ClickHouse of its own, started for the query and confined to reading the
+warehouse (the embedded server cannot read it: docs/operations.md), so the served marts
+are not visible here (use clickhouse query). It needs a local (file://) warehouse:
 an external ClickHouse cannot read this machine's warehouse, and an s3:// warehouse is
 not read yet (query it with ClickHouse's icebergS3).`,
 		Args: cobra.ExactArgs(1),
@@ -191,19 +196,12 @@ not read yet (query it with ClickHouse's icebergS3).`,
 				return &exitError{exitUsage, fmt.Errorf("query: %w", err)}
 			}
 			a.log.Debug("query", "lake_tables", strings.Join(used, ","))
-			base, stop, err := a.clickhouseHTTP(ctx, cfg)
+			base, pw, stop, err := lakeServer(ctx, cfg)
 			if err != nil {
-				return err
+				return fmt.Errorf("query: %w", err)
 			}
 			defer stop()
-			pw, err := clickhousePassword(cfg)
-			if err != nil {
-				return err
-			}
-			err = httpQuery(ctx, base, cfg.ClickHouse.User, pw, sql, a.stdout)
-			if err != nil && strings.Contains(err.Error(), "PATH_ACCESS_DENIED") {
-				err = errors.Join(err, fmt.Errorf("the running ClickHouse on port %d was not started by this goldbridge with the warehouse %s as its directory: stop it and run again", cfg.ClickHouse.Local.HTTPPort, catalog.LocalDir(cfg.Lakehouse.Warehouse)))
-			}
+			err = httpQuery(ctx, base, chlocal.DefaultUser, pw, sql, a.stdout)
 			return err
 		},
 	}
@@ -218,4 +216,42 @@ func queryPossible(cfg *config.Config) error {
 		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s: query it with ClickHouse's icebergS3", cfg.Lakehouse.Warehouse)
 	}
 	return nil
+}
+
+// lakeServer starts a private ClickHouse for goldbridge query: a temporary data directory
+// under the state dir, free loopback ports, a one-time admin password, the warehouse as
+// its working directory and the one directory it may read besides its own. It returns
+// the HTTP base URL, the admin's password and the function that stops and removes it.
+func lakeServer(ctx context.Context, cfg *config.Config) (string, string, func(), error) {
+	dir, err := os.MkdirTemp(cfg.StateDir, "query-clickhouse-")
+	if err != nil {
+		return "", "", nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	ports, err := chlocal.FreePorts(2)
+	if err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	pw := hex.EncodeToString(raw)
+	lake := catalog.LocalDir(cfg.Lakehouse.Warehouse)
+	srv, err := chlocal.Start(ctx, chlocal.Options{
+		Path: filepath.Join(dir, "data"), TCPPort: ports[0], HTTPPort: ports[1], Password: pw,
+		Dir: lake, ReadDirs: []string{lake}, MaxServerMemory: cfg.ClickHouse.Local.MaxServerMemory,
+	})
+	if err != nil {
+		cleanup()
+		return "", "", nil, fmt.Errorf("lake clickhouse: %w", err)
+	}
+	return srv.HTTPURL(), pw, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Stop(sctx)
+		cleanup()
+	}, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"goldbridge/cmd/goldbridge/internal/config"
-	"goldbridge/lakehouse/catalog"
 	"goldbridge/serving/chlocal"
 )
 
@@ -45,9 +44,8 @@ func secretOf(value, file, path string, generate bool, generated string) (string
 }
 
 // embeddedOptions are the options of the embedded server of cfg: its users, with
-// passwords resolved (generated on first start where none is configured), and the local
-// warehouse as its working directory, so that its Iceberg reader can serve goldbridge
-// query.
+// passwords resolved (generated on first start where none is configured). It reads no
+// file outside its data directory (chlocal.Confine); goldbridge query has its own server.
 func embeddedOptions(cfg *config.Config) (chlocal.Options, error) {
 	ch := cfg.ClickHouse
 	pw, err := clickhousePassword(cfg)
@@ -58,7 +56,6 @@ func embeddedOptions(cfg *config.Config) (chlocal.Options, error) {
 		Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort,
 		MaxServerMemory: ch.Local.MaxServerMemory,
 		User:            ch.User, Password: pw, Database: ch.Database,
-		Dir: catalog.LocalDir(cfg.Lakehouse.Warehouse),
 	}
 	for i, r := range ch.Local.Readers {
 		rpw, err := secretOf(r.Password.Reveal(), r.PasswordFile, fmt.Sprintf("clickhouse.local.readers[%d]", i), true,

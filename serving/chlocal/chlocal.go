@@ -48,6 +48,11 @@ type Options struct {
 	// queries resolve inside it, and the Iceberg reader (icebergLocal) reads tables
 	// under it only: the local warehouse, for goldbridge query.
 	Dir string
+	// ReadDirs are the directories the server may read besides Path: on Linux the
+	// server is confined (Landlock) to Path and these, so that no user can read other
+	// files through SQL (the scalar file() needs no grant); a reader can read what is
+	// listed here too, so list nothing on a server with readers.
+	ReadDirs []string
 
 	User     string   // admin user (DDL, pushes, checks); default DefaultUser
 	Password string   // the admin's password; required
@@ -90,6 +95,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
 		return o, fmt.Errorf("options: dir %q: %w", o.Dir, err)
+	}
+	for i, d := range o.ReadDirs {
+		if o.ReadDirs[i], err = filepath.Abs(d); err != nil {
+			return o, fmt.Errorf("options: read dir %q: %w", d, err)
+		}
 	}
 	if o.LibPath == "" {
 		lp, err := LibPath()

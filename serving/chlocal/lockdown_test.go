@@ -107,7 +107,7 @@ func TestLockdown(t *testing.T) {
 		{reader, readerPW, "CREATE TABLE marts.x (a UInt8) ENGINE = Memory"},
 		{reader, readerPW, "SELECT count() FROM system.processes"},
 	}
-	// Only the admin reads files (goldbridge query's icebergLocal needs it).
+	// Readers read no file at all (no READ ON FILE grant).
 	for _, q := range []string{
 		"SELECT * FROM file('/etc/passwd', 'LineAsString')",
 		"SELECT * FROM file('/proc/self/environ', 'LineAsString')",
@@ -115,6 +115,21 @@ func TestLockdown(t *testing.T) {
 		"SELECT * FROM icebergLocal('/tmp')",
 	} {
 		refused = append(refused, struct{ user, pw, q string }{reader, readerPW, q})
+	}
+	// Nobody reads a file outside the data directory (Landlock; the scalar file()
+	// needs no grant and checks no path in clickhouse-local), nor another process's
+	// environment.
+	secret := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(secret, []byte("top-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"/etc/passwd", "/proc/self/environ", "/proc/" + strconv.Itoa(os.Getpid()) + "/environ", secret} {
+		for _, user := range []struct{ name, pw string }{{admin, adminPW}, {reader, readerPW}} {
+			refused = append(refused,
+				struct{ user, pw, q string }{user.name, user.pw, "SELECT file('" + f + "')"},
+				struct{ user, pw, q string }{user.name, user.pw, "SELECT throwIf(file('" + f + "', 'fallback') = 'fallback')"},
+				struct{ user, pw, q string }{user.name, user.pw, "SELECT * FROM file('" + f + "', 'LineAsString')"})
+		}
 	}
 	for _, user := range []struct{ name, pw string }{{admin, adminPW}, {reader, readerPW}} {
 		for _, q := range []string{

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -256,6 +257,7 @@ const (
 	envLib   = "GOLDBRIDGE_CHLOCAL_LIB"
 	envMem   = "GOLDBRIDGE_CHLOCAL_MEM"
 	envPPID  = "GOLDBRIDGE_CHLOCAL_PPID"
+	envRead  = "GOLDBRIDGE_CHLOCAL_READ" // Options.ReadDirs, filepath.ListSeparator between
 )
 
 // MaybeRunChild turns this process into a server child when Start launched it
@@ -295,6 +297,12 @@ func runChild() error {
 		return errors.New(envLib + " is not set")
 	}
 	if opt.Dir, err = os.Getwd(); err != nil { // Start's Options.Dir
+		return err
+	}
+	if r := os.Getenv(envRead); r != "" {
+		opt.ReadDirs = filepath.SplitList(r)
+	}
+	if err := Confine(opt); err != nil { // before the users are read from stdin: Confine re-executes
 		return err
 	}
 	var acc childAccess

@@ -394,6 +394,9 @@ func childEnv(opt Options) []string {
 		envLib + "=" + opt.LibPath,
 		envPPID + "=" + strconv.Itoa(os.Getpid()),
 	}
+	if len(opt.ReadDirs) > 0 {
+		env = append(env, envRead+"="+strings.Join(opt.ReadDirs, string(filepath.ListSeparator)))
+	}
 	if opt.MaxServerMemory > 0 {
 		env = append(env, envMem+"="+strconv.FormatInt(opt.MaxServerMemory, 10))
 	}

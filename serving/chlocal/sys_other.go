@@ -12,3 +12,6 @@ func keepSignalHandlers(func()) {}
 
 // privateUmask is a no-op outside Linux.
 func privateUmask() {}
+
+// Confine does nothing outside Linux: the server is not confined (see confine_linux.go).
+func Confine(Options) error { return nil }
