@@ -217,6 +217,9 @@ func TestValidationRules(t *testing.T) {
 		{"pii nested field", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {subject: $.user_id, fields: [$.customer.email]}\n", "entities.orders.pii.fields[0]"},
 		{"pii subject encrypted", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {subject: user_id, fields: [$.user_id]}\n", "entities.orders.pii.fields[0]"},
 		{"pii without subject", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {fields: [$.email]}\n", "entities.orders.pii.subject"},
+		{"whole-payload path", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$"}`, "entities.orders.silver.columns[3].path"},
+		{"indexed path", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$.items[0]"}`, "entities.orders.silver.columns[3].path"},
+		{"empty segment", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$.a..b"}`, "entities.orders.silver.columns[3].path"},
 		{"lookback with keys table", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n      lookback: 7d\n      keys_table: silver.order_keys\n", "entities.orders.silver.lookback"},
 	}
 	for _, tt := range tests {

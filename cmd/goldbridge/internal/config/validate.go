@@ -386,8 +386,9 @@ func (c *Config) validateEntity(v *validator, name string) {
 		} else if kind == "" {
 			v.add(cp+".type", "unknown type %q (string, int32, int64, float64, decimal(p,s), bool, date, timestamp)", col.Type)
 		}
-		if !strings.HasPrefix(col.Path, "$") {
-			v.add(cp+".path", "must be a JSON path starting with $ (e.g. $.customer.id)")
+		if !columnPathRe.MatchString(col.Path) {
+			// "$" alone (the whole payload) is not served: Silver reads a field, never the object.
+			v.add(cp+".path", "must be a JSON path to a field, $ followed by .name segments (e.g. $.customer.id); $ alone, [index] and * are not supported")
 		}
 		if col.Format != "" && kind != "timestamp" && kind != "date" {
 			v.add(cp+".format", "only timestamp and date columns take a format")
@@ -837,6 +838,9 @@ func (c *Config) validateSchedule(v *validator, name string) {
 
 // piiKeyRe is a top-level payload key as entities.<name>.pii names it.
 var piiKeyRe = regexp.MustCompile(`^(\$\.)?[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// columnPathRe is a column path Silver serves: $.a or $.a.b..., no index or wildcard.
+var columnPathRe = regexp.MustCompile(`^\$(\.[^.\[\]*]+)+$`)
 
 // PIIKey is the payload key a pii subject or field names ("$.email" -> "email").
 func PIIKey(path string) string { return strings.TrimPrefix(path, "$.") }
