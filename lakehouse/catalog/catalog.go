@@ -240,8 +240,41 @@ func openSQL(ctx context.Context, cfg Config) (*Lakehouse, error) {
 
 		return nil, fmt.Errorf("init sql catalog in %s: %w", dbPath, err)
 	}
+	if err := refuseOrphanedWarehouse(ctx, db, cfg.Name, dbPath, localDir); err != nil {
+		_ = db.Close()
+
+		return nil, err
+	}
 
 	return &Lakehouse{cat: cat, db: db, warehouseDir: localDir}, nil
+}
+
+// ErrOrphanedWarehouse reports a catalog without tables beside a local warehouse that
+// holds table metadata: a lost, emptied or replaced catalog.db. Opening it would create
+// fresh tables over the old ones, re-ingest every landing file and orphan the old files.
+var ErrOrphanedWarehouse = errors.New("the catalog has no tables but the warehouse holds some")
+
+// refuseOrphanedWarehouse returns ErrOrphanedWarehouse (wrapped, with what to do) when
+// the catalog name has no table in db while the local warehouse has Iceberg metadata
+// (<warehouse>/<namespace>.db/<table>/metadata/*.metadata.json). An s3:// warehouse is
+// not listed.
+func refuseOrphanedWarehouse(ctx context.Context, db *sql.DB, name, dbPath, localDir string) error {
+	if localDir == "" {
+		return nil
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM iceberg_tables WHERE catalog_name = ?", name).Scan(&n); err != nil {
+		return fmt.Errorf("count catalog tables in %s: %w", dbPath, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	found, err := filepath.Glob(filepath.Join(localDir, "*", "*", "metadata", "*.metadata.json"))
+	if err != nil || len(found) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s has no table of catalog %q, and %s holds %d metadata file(s) (e.g. %s); restore catalog.db from a backup, or move the warehouse away to start afresh",
+		ErrOrphanedWarehouse, dbPath, name, localDir, len(found), found[0])
 }
 
 // restOptions turns the properties that affect the very first request

@@ -787,3 +787,64 @@ func BenchmarkScan10k(b *testing.B) {
 		at.Release()
 	}
 }
+
+// TestOrphanedWarehouseRefused: a catalog.db that is lost, emptied (a full disk) or
+// replaced beside a warehouse holding tables is refused with the reason, instead of
+// creating fresh tables over the old ones; the original catalog opens again.
+func TestOrphanedWarehouseRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "catalog.db")
+	open := func() (*catalog.Lakehouse, error) { return catalog.Open(ctx, catalog.Config{URI: db}) }
+	lh, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	createTable(t, lh, "gold.revenue")
+	if err := lh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, damage := range map[string]func() error{
+		"missing": func() error { return os.Remove(db) },
+		"empty":   func() error { return os.Truncate(db, 0) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, f := range []string{db, db + "-wal", db + "-shm"} {
+				_ = os.Remove(f)
+			}
+			if err := os.WriteFile(db, saved, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := damage(); err != nil {
+				t.Fatal(err)
+			}
+			_ = os.Remove(db + "-wal")
+			_ = os.Remove(db + "-shm")
+			lh, err := open()
+			if !errors.Is(err, catalog.ErrOrphanedWarehouse) {
+				if lh != nil {
+					lh.Close()
+				}
+				t.Fatalf("open over an orphaned warehouse: %v, want ErrOrphanedWarehouse", err)
+			}
+			if !strings.Contains(err.Error(), "gold.db") {
+				t.Errorf("error does not name the metadata found: %v", err)
+			}
+		})
+	}
+	if err := os.WriteFile(db, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lh, err = open()
+	if err != nil {
+		t.Fatalf("the restored catalog: %v", err)
+	}
+	defer lh.Close()
+	if _, err := lh.LoadTable(ctx, "gold.revenue"); err != nil {
+		t.Fatal(err)
+	}
+}
