@@ -140,6 +140,13 @@ func RunServer(ctx context.Context, opt Options) error {
 	if err := os.Chdir(opt.Dir); err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
 	}
+	moved, err := repairMetadata(opt.Path)
+	if err != nil {
+		return fmt.Errorf("chlocal run: %w", err)
+	}
+	for _, f := range moved {
+		fmt.Fprintf(os.Stderr, "chlocal: moved aside the unreadable definition %s (to %s%s); its object is recreated by goldbridge\n", f, f, brokenSuffix)
+	}
 	configFile, err := writeAccess(opt)
 	if err != nil {
 		return fmt.Errorf("chlocal run: access config: %w", err)

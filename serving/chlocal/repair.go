@@ -1,0 +1,65 @@
+package chlocal
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// brokenSuffix is what a broken metadata file is renamed to: ClickHouse skips
+// "*.sql.bak" files when it loads a database's metadata directory.
+const brokenSuffix = ".bak"
+
+// repairMetadata moves aside every table or view definition under path that ClickHouse
+// cannot parse — empty, or not an ATTACH statement: what a full disk leaves when a
+// CREATE OR REPLACE rewrites it — so that the server starts without the object instead
+// of failing every start with "Cannot parse definition from metadata file"; goldbridge
+// then recreates a missing view, and a missing table is recreated and refilled by sync
+// and check --repair. It returns the files it moved (to <file>.bak).
+func repairMetadata(path string) ([]string, error) {
+	var files []string
+	for _, pattern := range []string{
+		filepath.Join(path, "store", "*", "*", "*.sql"), // Atomic databases (the default)
+		filepath.Join(path, "metadata", "*", "*.sql"),   // Ordinary ones, and the links to store/
+	} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, m...)
+	}
+	var moved []string
+	seen := map[string]bool{}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil || seen[real] {
+			continue
+		}
+		seen[real] = true
+		if ok, err := definitionReadable(real); err != nil || ok {
+			continue
+		}
+		if err := os.Rename(real, real+brokenSuffix); err != nil {
+			return moved, fmt.Errorf("move aside broken metadata %s: %w", real, err)
+		}
+		moved = append(moved, real)
+	}
+	return moved, nil
+}
+
+// definitionReadable says whether file starts like a definition ClickHouse wrote.
+func definitionReadable(file string) (bool, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	head := make([]byte, 64)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return false, err
+	}
+	return bytes.HasPrefix(bytes.TrimSpace(head[:n]), []byte("ATTACH ")), nil
+}
