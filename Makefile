@@ -41,7 +41,8 @@ test: clickhouse prometheus lint
 FUZZ_TIME ?= 3000x
 FUZZ_TARGETS := lakehouse/silver:FuzzParseDecimal lakehouse/silver:FuzzParseTimestamp \
 	lakehouse/silver:FuzzParsePayload lakehouse/silver:FuzzRuleEval \
-	lakehouse/bronze:FuzzReadCSV lakehouse/bronze:FuzzReadLines
+	lakehouse/bronze:FuzzReadCSV lakehouse/bronze:FuzzReadLines \
+	lakehouse/jsonscan:FuzzSkipValue
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZ_TIME) ./$${t%%:*}; \

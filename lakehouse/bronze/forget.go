@@ -23,6 +23,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/jsonscan"
 )
 
 // The right to be forgotten is the one exception to "Bronze is append-only". It is the
@@ -60,8 +61,12 @@ const (
 // Value. Field is a top-level key or a dotted path into nested objects ("customer.email").
 // A JSON string matches when its unescaped text equals Value; a number, true, false or
 // null matches when its text as written equals Value ("42" matches 42 but not 42.0).
-// Objects and arrays never match, nor do payloads that are not valid JSON. When a key
-// occurs twice in one object, either occurrence matches.
+// Objects and arrays never match. When a key occurs twice in one object, either
+// occurrence matches. A payload that is not a valid JSON object (a line cut short, text,
+// an array: Silver quarantines it) has no fields to look at: it matches when Value
+// occurs in its text as a whole token (see containsToken), whatever Field is. Such a
+// payload that holds only part of the value, or the value escaped or encoded, is not
+// found (docs/privacy.md).
 //
 // Value is personal data: String, GoString and LogValue print the field and a hash only.
 type ForgetRequest struct {
@@ -620,24 +625,54 @@ func (m *payloadMatcher) filter(ctx context.Context, rec arrow.RecordBatch) (arr
 func (m *payloadMatcher) match(raw string) bool {
 	doc := raw
 	if strings.HasPrefix(raw, BinaryPrefix) {
-		b, err := DecodePayload(raw)
-		if err != nil {
-			return false
+		if b, err := DecodePayload(raw); err == nil {
+			doc = string(b)
 		}
-		doc = string(b)
 	}
-	if !jsonPathEquals(doc, m.path, m.value) {
+	if jsonPathEquals(doc, m.path, m.value) && json.Valid([]byte(doc)) {
+		return true // the lookup only reads up to the match; the payload must be valid
+	}
+	// Not a JSON object (a cut line, text, an array): the value as a whole token.
+	if !strings.Contains(doc, m.value) || isJSONObject(doc) {
 		return false
 	}
-	// The lookup only reads up to the match; the whole payload must be valid JSON.
-	return json.Valid([]byte(doc))
+	return containsToken(doc, m.value)
+}
+
+// isJSONObject reports whether doc is a valid JSON object.
+func isJSONObject(doc string) bool {
+	i := jsonscan.SkipWS(doc, 0)
+	return i < len(doc) && doc[i] == '{' && json.Valid([]byte(doc))
+}
+
+// containsToken reports whether value occurs in doc as a whole token: neither preceded
+// nor followed by a letter, a digit, a byte of a multi-byte character or one of _-.@+
+// (so "u-1" is not found in "u-12", nor "a@b.c" in "xa@b.c").
+func containsToken(doc, value string) bool {
+	for from := 0; ; {
+		i := strings.Index(doc[from:], value)
+		if i < 0 {
+			return false
+		}
+		i += from
+		end := i + len(value)
+		if (i == 0 || !wordByte(doc[i-1])) && (end == len(doc) || !wordByte(doc[end])) {
+			return true
+		}
+		from = i + 1
+	}
+}
+
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80 ||
+		c == '_' || c == '-' || c == '.' || c == '@' || c == '+'
 }
 
 // jsonPathEquals reports whether doc is a JSON object in which path leads to a value
 // whose text equals want (see ForgetRequest). It scans without allocating, skipping
 // the values it does not need; malformed input gives false.
 func jsonPathEquals(doc string, path []string, want string) bool {
-	i := skipWS(doc, 0)
+	i := jsonscan.SkipWS(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return false
 	}
@@ -648,7 +683,7 @@ func jsonPathEquals(doc string, path []string, want string) bool {
 // objectPathEquals scans the object starting at doc[i] == '{'. It returns whether path
 // matched and the index just after the object (-1 when malformed).
 func objectPathEquals(doc string, i int, path []string, want string) (bool, int) {
-	i = skipWS(doc, i+1)
+	i = jsonscan.SkipWS(doc, i+1)
 	if i < len(doc) && doc[i] == '}' {
 		return false, i + 1
 	}
@@ -657,16 +692,16 @@ func objectPathEquals(doc string, i int, path []string, want string) (bool, int)
 		if i >= len(doc) || doc[i] != '"' {
 			return false, -1
 		}
-		kEnd := skipString(doc, i)
+		kEnd := jsonscan.SkipString(doc, i)
 		if kEnd < 0 {
 			return false, -1
 		}
 		keyMatches := stringTokenEquals(doc[i:kEnd], path[0])
-		i = skipWS(doc, kEnd)
+		i = jsonscan.SkipWS(doc, kEnd)
 		if i >= len(doc) || doc[i] != ':' {
 			return false, -1
 		}
-		i = skipWS(doc, i+1)
+		i = jsonscan.SkipWS(doc, i+1)
 		if i >= len(doc) {
 			return false, -1
 		}
@@ -677,7 +712,7 @@ func objectPathEquals(doc string, i int, path []string, want string) (bool, int)
 			ok, end = objectPathEquals(doc, i, path[1:], want)
 			found = found || ok
 		default:
-			end = skipValue(doc, i)
+			end = jsonscan.SkipValue(doc, i)
 			if keyMatches && len(path) == 1 && end > 0 && tokenEquals(doc[i:end], want) {
 				found = true
 			}
@@ -688,13 +723,13 @@ func objectPathEquals(doc string, i int, path []string, want string) (bool, int)
 		if found {
 			return true, end // no need to read further; validity is checked by the caller
 		}
-		i = skipWS(doc, end)
+		i = jsonscan.SkipWS(doc, end)
 		if i >= len(doc) {
 			return false, -1
 		}
 		switch doc[i] {
 		case ',':
-			i = skipWS(doc, i+1)
+			i = jsonscan.SkipWS(doc, i+1)
 		case '}':
 			return false, i + 1
 		default:
@@ -726,68 +761,6 @@ func stringTokenEquals(tok, want string) bool {
 		return false
 	}
 	return s == want
-}
-
-func skipWS(doc string, i int) int {
-	for i < len(doc) {
-		switch doc[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at doc[i] == '"', or -1.
-func skipString(doc string, i int) int {
-	for j := i + 1; j < len(doc); j++ {
-		switch doc[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the value starting at doc[i], or -1.
-func skipValue(doc string, i int) int {
-	switch c := doc[i]; {
-	case c == '"':
-		return skipString(doc, i)
-	case c == '{' || c == '[':
-		depth := 0
-		for j := i; j < len(doc); j++ {
-			switch doc[j] {
-			case '"':
-				e := skipString(doc, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	default: // number, true, false, null
-		j := i
-		for j < len(doc) && !strings.ContainsRune(" \t\r\n,}]", rune(doc[j])) {
-			j++
-		}
-		if j == i {
-			return -1
-		}
-		return j
-	}
 }
 
 // Matches reports whether one raw_payload matches the request (see ForgetRequest); an

@@ -573,12 +573,24 @@ func TestForgetMatch(t *testing.T) {
 		{`{"user\u005fid":"u-42"}`, "user_id", "u-42", true},
 		{`{"other":"u-42"}`, "user_id", "u-42", false},
 		{`{"x":{"user_id":"u-42"}}`, "user_id", "u-42", false}, // not top level
-		{`["user_id","u-42"]`, "user_id", "u-42", false},
-		{`"u-42"`, "user_id", "u-42", false},
-		{`{"user_id":"u-42",`, "user_id", "u-42", false}, // invalid JSON never matches
-		{`{"user_id":"u-42"} trailing`, "user_id", "u-42", false},
-		{`{"user_id":"u-42"`, "user_id", "u-42", false},
-		{`{"user_id":u-42}`, "user_id", "u-42", false},
+		// Not a JSON object: the value as a whole token of the text, whatever the field.
+		{`["user_id","u-42"]`, "user_id", "u-42", true},
+		{`"u-42"`, "user_id", "u-42", true},
+		{`{"user_id":"u-42",`, "user_id", "u-42", true},
+		{`{"user_id":"u-42"} trailing`, "user_id", "u-42", true},
+		{`{"user_id":"u-42"`, "user_id", "u-42", true},
+		{`{"user_id":u-42}`, "user_id", "u-42", true},
+		{`{"other":"u-42"`, "user_id", "u-42", true},
+		{`order of u-42 (text)`, "user_id", "u-42", true},
+		{`u-42`, "user_id", "u-42", true},
+		{`{"user_id":"u-420"`, "user_id", "u-42", false},
+		{`{"user_id":"xu-42"`, "user_id", "u-42", false},
+		{`{"user_id":"u-42.5"`, "user_id", "u-42", false},
+		{`{"user_id":"u-4`, "user_id", "u-42", false},        // cut inside the value: not found
+		{`{"user_id":"u\u002d42"`, "user_id", "u-42", false}, // escaped: not found
+		{`{"email":"xa@b.c"`, "email", "a@b.c", false},
+		{`{"email":"a@b.c"`, "email", "a@b.c", true},
+		{`{"email":"a@b.cd"`, "email", "a@b.c", false},
 		{`{"user_id":"u-1","user_id":"u-42"}`, "user_id", "u-42", true}, // duplicate keys: either
 		{`{"s":"a\"b}","user_id":"u-42"}`, "user_id", "u-42", true},
 		{`{"n":[1,{"user_id":"u-42"}],"user_id":"u-7"}`, "user_id", "u-42", false},
@@ -597,7 +609,9 @@ func TestForgetMatch(t *testing.T) {
 		{`{"a":{"b":{"c":"v"}}}`, "a.b", "v", false},
 		{`{"name":"café","user_id":"u-42"}`, "name", "café", true},
 		{EncodePayload([]byte("{\"n\":\"caf\xe9\",\"user_id\":\"u-42\"}")), "user_id", "u-42", true},
-		{EncodePayload([]byte(BinaryPrefix + `{"user_id":"u-42"}`)), "user_id", "u-42", false},
+		{EncodePayload([]byte(BinaryPrefix + `{"user_id":"u-42"}`)), "user_id", "u-42", true}, // not JSON once decoded
+		{EncodePayload([]byte("café u-42")), "user_id", "u-42", true},
+		{EncodePayload([]byte("caféu-42")), "user_id", "u-42", false},
 		{``, "user_id", "u-42", false},
 		{`{}`, "user_id", "u-42", false},
 		{`{"user_id":"`, "user_id", "u-42", false},
@@ -617,8 +631,11 @@ func FuzzForgetMatch(f *testing.F) {
 	m := newPayloadMatcher([]string{"user_id"}, "u-42")
 	f.Fuzz(func(t *testing.T, s string) {
 		got := m.match(s) // must not panic
-		if got && !strings.Contains(s, "user") && !strings.Contains(s, `\u`) {
-			t.Fatalf("%q matched without the field", s)
+		if got && !strings.Contains(s, "u-42") && !strings.Contains(s, `\u`) && !strings.HasPrefix(s, BinaryPrefix) {
+			t.Fatalf("%q matched without the value", s)
+		}
+		if got && !strings.Contains(s, "user") && !strings.Contains(s, `\u`) && isJSONObject(s) {
+			t.Fatalf("%q: a JSON object matched without the field", s)
 		}
 	})
 }

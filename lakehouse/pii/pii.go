@@ -25,6 +25,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"goldbridge/lakehouse/jsonscan"
 )
 
 // KeyStore keeps one AES-256 key per subject, by key id.
@@ -274,94 +276,33 @@ func topLevel(doc []byte) ([]member, bool) {
 	if !json.Valid(doc) {
 		return nil, false
 	}
-	i := skipWS(doc, 0)
+	i := jsonscan.SkipWS(doc, 0)
 	if i >= len(doc) || doc[i] != '{' {
 		return nil, false
 	}
 	var out []member
-	i = skipWS(doc, i+1)
+	i = jsonscan.SkipWS(doc, i+1)
 	if i < len(doc) && doc[i] == '}' {
 		return out, true
 	}
 	for i < len(doc) {
-		kEnd := skipString(doc, i)
+		kEnd := jsonscan.SkipString(doc, i)
 		var key string
 		if kEnd < 0 || json.Unmarshal(doc[i:kEnd], &key) != nil {
 			return nil, false
 		}
-		i = skipWS(doc, kEnd)
-		i = skipWS(doc, i+1) // ':'
-		end := skipValue(doc, i)
+		i = jsonscan.SkipWS(doc, kEnd)
+		i = jsonscan.SkipWS(doc, i+1) // ':'
+		end := jsonscan.SkipValue(doc, i)
 		if end < 0 {
 			return nil, false
 		}
 		out = append(out, member{key: key, lo: i, hi: end})
-		i = skipWS(doc, end)
+		i = jsonscan.SkipWS(doc, end)
 		if i >= len(doc) || doc[i] == '}' {
 			break
 		}
-		i = skipWS(doc, i+1) // ','
+		i = jsonscan.SkipWS(doc, i+1) // ','
 	}
 	return out, true
-}
-
-func skipWS(doc []byte, i int) int {
-	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func skipString(doc []byte, i int) int {
-	if i >= len(doc) || doc[i] != '"' {
-		return -1
-	}
-	for j := i + 1; j < len(doc); j++ {
-		switch doc[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-func skipValue(doc []byte, i int) int {
-	if i >= len(doc) {
-		return -1
-	}
-	switch c := doc[i]; c {
-	case '"':
-		return skipString(doc, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(doc); j++ {
-			switch doc[j] {
-			case '"':
-				e := skipString(doc, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	default:
-		j := i
-		for j < len(doc) && !bytes.ContainsRune([]byte(" \t\r\n,}]"), rune(doc[j])) {
-			j++
-		}
-		if j == i {
-			return -1
-		}
-		return j
-	}
 }
