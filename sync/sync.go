@@ -27,8 +27,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/cespare/xxhash/v2"
@@ -57,6 +55,9 @@ type Options struct {
 	// Ensured: the mart's tables were ensured ahead (EnsureAhead); Sync skips its own
 	// Ensure when they were derived from the Gold table's current schema.
 	Ensured *Ensured
+	// Purge: after the push, delete from the server's disk every copy of rows no longer
+	// in the table (push.Purge: outdated parts, dropped tables). A forget sets it.
+	Purge bool
 }
 
 // Ensured is the outcome of EnsureAhead.
@@ -125,6 +126,7 @@ type Result struct {
 	Rows       int64
 	Dropped    []string
 	Unchanged  int
+	Purged     push.Purged // Options.Purge
 	Elapsed    time.Duration
 }
 
@@ -136,56 +138,85 @@ func Cutoff(m *serving.Mart, now time.Time) time.Time {
 	return d.Add(-m.HotWindow)
 }
 
-// GoldPartitions groups the Gold table's partitions (Inspect().Partitions) into
-// ClickHouse partitions: snapshot = newest last-updated snapshot, checksum = hash of
-// (grain, snapshot, record count) of the Gold partitions inside.
+// GoldPartitions groups the Gold table's partitions into ClickHouse partitions:
+// snapshot = the snapshot that added the newest data file (by sequence number),
+// checksum = hash of (grain, snapshot, record count) of the Gold partitions inside. It
+// reads the manifest entries of the current snapshot, which keep the id of the
+// snapshot that added each file after that snapshot is expired (a forget expires
+// every older snapshot: Inspect().Partitions would then report no snapshot, and every
+// partition would look changed).
 func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]push.Partition, error) {
-	rr, err := tbl.Inspect().Partitions(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("gold partitions %s: %w", m.Name, err)
-	}
-	defer rr.Release()
 	type gp struct {
 		t    time.Time
 		snap int64
+		seq  int64
 		n    int64
 	}
-	by := map[string][]gp{}
-	for rr.Next() {
-		rec := rr.RecordBatch()
-		sch := rec.Schema()
-		pcol := rec.Column(sch.FieldIndices("partition")[0]).(*array.Struct)
-		rc := rec.Column(sch.FieldIndices("record_count")[0]).(*array.Int64)
-		sc := rec.Column(sch.FieldIndices("last_updated_snapshot_id")[0]).(*array.Int64)
-		st := pcol.DataType().(*arrow.StructType)
-		fi, ok := st.FieldIdx(m.Grain.As)
-		if !ok {
-			return nil, fmt.Errorf("gold %s: not partitioned by %s", m.Name, m.Grain.As)
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return nil, nil
+	}
+	fieldID := -1
+	spec := tbl.Spec()
+	for _, f := range spec.Fields() {
+		if f.Name == m.Grain.As {
+			fieldID = f.FieldID
 		}
-		vals := pcol.Field(fi)
-		for i := 0; i < int(rec.NumRows()); i++ {
-			if vals.IsNull(i) || rc.Value(i) == 0 {
+	}
+	if fieldID < 0 {
+		return nil, fmt.Errorf("gold %s: not partitioned by %s", m.Name, m.Grain.As)
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gold partitions %s: %w", m.Name, err)
+	}
+	manifests, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, fmt.Errorf("gold partitions %s: %w", m.Name, err)
+	}
+	grains := map[time.Time]*gp{}
+	for _, mf := range manifests {
+		for e, err := range mf.Entries(fs, true) {
+			if err != nil {
+				return nil, fmt.Errorf("gold partitions %s: %w", m.Name, err)
+			}
+			df := e.DataFile()
+			if df.ContentType() != iceberg.EntryContentData {
 				continue
 			}
 			var t time.Time
-			switch v := vals.(type) {
-			case *array.Date32:
-				t = v.Value(i).ToTime()
-			case *array.Int32:
-				t = time.Unix(int64(v.Value(i))*86400, 0).UTC()
-			case *array.Timestamp:
-				t = time.UnixMicro(int64(v.Value(i))).UTC()
-			case *array.Int64:
-				t = time.UnixMicro(v.Value(i)).UTC()
+			switch v := df.Partition()[fieldID].(type) {
+			case iceberg.Date:
+				t = time.Unix(int64(v)*86400, 0).UTC()
+			case int32:
+				t = time.Unix(int64(v)*86400, 0).UTC()
+			case iceberg.Timestamp:
+				t = time.UnixMicro(int64(v)).UTC()
+			case int64:
+				t = time.UnixMicro(v).UTC()
+			case nil:
+				continue
 			default:
-				return nil, fmt.Errorf("gold %s: partition type %s", m.Name, vals.DataType())
+				return nil, fmt.Errorf("gold %s: partition type %T", m.Name, v)
 			}
-			id := m.PartitionID(t)
-			by[id] = append(by[id], gp{t, sc.Value(i), rc.Value(i)})
+			g := grains[t]
+			if g == nil {
+				g = &gp{t: t, seq: -1}
+				grains[t] = g
+			}
+			g.n += df.Count()
+			if e.SequenceNum() > g.seq {
+				g.seq, g.snap = e.SequenceNum(), e.SnapshotID()
+			}
 		}
 	}
-	if err := rr.Err(); err != nil {
-		return nil, err
+	by := map[string][]gp{}
+	for _, g := range grains {
+		if g.n == 0 {
+			continue
+		}
+		id := m.PartitionID(g.t)
+		by[id] = append(by[id], *g)
 	}
 	var out []push.Partition
 	for id, gps := range by {
@@ -406,6 +437,18 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		opt.Log.Info("dropped partitions (left the hot window)", "partitions", plan.Drop)
 		res.Dropped = plan.Drop
 	}
+	if opt.Purge {
+		err := c.Retry(ctx, func(ctx context.Context) error {
+			p, err := push.Purge(ctx, c, m)
+			res.Purged.DroppedTables += p.DroppedTables
+			res.Purged.OutdatedParts += p.OutdatedParts
+			res.Purged.Skipped = p.Skipped
+			return err
+		})
+		if err != nil {
+			return res, fmt.Errorf("sync %s: %w", m.Name, err)
+		}
+	}
 	res.Elapsed = time.Since(start)
 	return res, nil
 }
@@ -435,6 +478,11 @@ func (r Result) Summary(mart string) string {
 		mart, len(r.Pushed), r.Rows, r.Unchanged, len(r.Dropped), r.Elapsed.Seconds())
 	if len(ids) > 0 && len(ids) <= 10 {
 		s += ": " + strings.Join(ids, " ")
+	}
+	if p := r.Purged; p.DroppedTables+p.OutdatedParts > 0 {
+		s += fmt.Sprintf("; purged %d dropped tables and %d outdated parts from disk", p.DroppedTables, p.OutdatedParts)
+	} else if p.Skipped != "" {
+		s += "; not purged (" + p.Skipped + ")"
 	}
 	if len(r.Rebuilt) > 0 {
 		s += fmt.Sprintf("; rebuilt the served table (%d differences from the mart definition)", len(r.Rebuilt))

@@ -111,7 +111,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 					return nil
 				}
 				printForgetRun(a.stdout, res, req)
-				return a.syncStage(ctx, p, "sync", res.Marts)
+				return a.syncMarts(ctx, p, "sync", res.Marts, true)
 			}
 			if !confirm {
 				res, err := forget.Plan(ctx, p.lh, target, req)
@@ -133,7 +133,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 				return nil
 			}
 			printForgetRun(a.stdout, res, req)
-			if err := a.syncStage(ctx, p, "sync", res.Marts); err != nil {
+			if err := a.syncMarts(ctx, p, "sync", res.Marts, true); err != nil {
 				return fmt.Errorf("forget %s: the lakehouse is clean, but pushing the recomputed marts to ClickHouse failed (run sync or forget again): %w", args[0], err)
 			}
 			return nil
@@ -240,7 +240,7 @@ func rowsText(t forget.TableReport) string {
 	case t.Layer == forget.LayerGold:
 		s = "recomputed"
 		if n := len(t.Partitions); n > 0 {
-			shown := t.Partitions[:min(n, 8)]
+			shown := t.Partitions[:min(n, 32)]
 			s = fmt.Sprintf("%d partitions fed by the subject (%s", n, strings.Join(shown, ", "))
 			if n > len(shown) {
 				s += ", …"

@@ -4,21 +4,25 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"go.yaml.in/yaml/v3"
 
@@ -96,8 +100,9 @@ func (e *forgetEnv) exec(args ...string) (string, error) {
 
 func (e *forgetEnv) landing() string { return filepath.Join(e.state, "landing", "orders") }
 
-// forgetSubject picks a user of the demo stream with several events, every line of
-// which is valid JSON (forget only matches valid JSON; see docs/bronze.md).
+// forgetSubject picks a user of the demo stream with several events, preferring one
+// with a line that is not valid JSON (which forget matches by the value alone; see
+// bronze.ForgetRequest).
 func forgetSubject(t *testing.T, landing string, skip ...string) string {
 	t.Helper()
 	lines := landingLines(t, landing)
@@ -120,9 +125,14 @@ func forgetSubject(t *testing.T, landing string, skip ...string) string {
 		}
 	}
 	var users []string
-	for u, n := range count {
-		if n >= 6 && !invalid[u] && !slices.Contains(skip, u) {
-			users = append(users, u)
+	for _, withInvalid := range []bool{true, false} {
+		for u, n := range count {
+			if n >= 6 && invalid[u] == withInvalid && !slices.Contains(skip, u) {
+				users = append(users, u)
+			}
+		}
+		if len(users) > 0 {
+			break
 		}
 	}
 	if len(users) == 0 {
@@ -280,13 +290,19 @@ func TestForgetCascade(t *testing.T) {
 	subject := forgetSubject(t, e.landing())
 	tokens := subjectTokens(t, lines, subject)
 	var kept [][]byte
-	subjectLines := 0
+	subjectLines, invalidLines := 0, 0
 	for _, l := range lines {
 		if bytes.Contains(l, []byte(subject)) {
 			subjectLines++
+			if !json.Valid(l) {
+				invalidLines++
+			}
 			continue
 		}
 		kept = append(kept, l)
+	}
+	if invalidLines == 0 { // the dry run's count and the quarantine's equality check them
+		t.Fatal("the subject has no line that is not valid JSON: pick another seed")
 	}
 
 	// The oracle: a second state built from the input without the subject's lines.
@@ -320,11 +336,48 @@ func TestForgetCascade(t *testing.T) {
 	if after := listing(); !slices.Equal(before, after) {
 		t.Errorf("the dry run changed the warehouse: %d files before, %d after", len(before), len(after))
 	}
+	// Before the forget: ClickHouse's files hold the subject's uniqExact hash (so the
+	// scan below can see it), and the Gold data files of each partition.
+	hash := uniqExactHash(t, e, subject)
+	chDir := filepath.Join(e.state, "clickhouse")
+	if files := filesHolding(t, chDir, hash); len(files) == 0 {
+		t.Fatalf("before the forget no file under %s holds the subject's uniqExact hash %x: the scan cannot see it", chDir, hash)
+	}
+	goldBefore := goldFilesByPartition(t, e.lakehouse(), "gold.daily_revenue_kpi")
+	// Distinct customers over every served partition: one merge of the daily states.
+	const merged = "SELECT uniqExactMerge(unique_customers__state) FROM marts.daily_revenue_kpi WHERE grouping_level = 'total' FORMAT TSV"
+	mergedBefore := clean(e.run("clickhouse", "query", merged))
 	out := e.run("forget", "orders", "--where", where, "--confirm")
 	if strings.Contains(out, subject) {
 		t.Errorf("forget printed the value:\n%s", out)
 	}
 	t.Logf("forget:\n%s", out)
+
+	// Only the partitions the subject fed were recomputed (Gold) and pushed
+	// (ClickHouse); every other Gold partition keeps its data files.
+	recomputed := recomputedPartitions(t, out, "gold.daily_revenue_kpi")
+	if len(recomputed) == 0 || len(recomputed) >= len(goldBefore) {
+		t.Fatalf("recomputed %d of %d partitions", len(recomputed), len(goldBefore))
+	}
+	goldAfter := goldFilesByPartition(t, e.lakehouse(), "gold.daily_revenue_kpi")
+	for p, files := range goldBefore {
+		if slices.Contains(recomputed, p) {
+			if slices.Equal(goldAfter[p], files) {
+				t.Errorf("partition %s was fed by the subject but its files did not change", p)
+			}
+		} else if !slices.Equal(goldAfter[p], files) {
+			t.Errorf("partition %s was not fed by the subject but was rewritten: %v -> %v", p, files, goldAfter[p])
+		}
+	}
+	if pushed := pushedPartitions(t, out, "daily_revenue_kpi"); pushed == 0 || pushed > len(recomputed) {
+		t.Errorf("the forget's sync pushed %d partitions; %d were recomputed", pushed, len(recomputed))
+	}
+	// No ClickHouse file (active or outdated part, dropped table) holds the subject.
+	for _, tok := range [][]byte{hash, []byte(subject)} {
+		if files := filesHolding(t, chDir, tok); len(files) > 0 {
+			t.Errorf("after the forget %d ClickHouse files hold the subject (%q): %v", len(files), tok, files)
+		}
+	}
 
 	// Byte scan of every file under the warehouse, and of every decoded Parquet cell.
 	for _, p := range listing() {
@@ -401,6 +454,10 @@ func TestForgetCascade(t *testing.T) {
 	if got, want := e.run("clickhouse", "query", final), o.run("clickhouse", "query", final); clean(got) != clean(want) {
 		t.Errorf("daily_revenue_kpi_final differs from the fresh build's:\n%s", firstDiff(strings.Split(clean(got), "\n"), strings.Split(clean(want), "\n")))
 	}
+	mergedAfter, mergedFresh := clean(e.run("clickhouse", "query", merged)), clean(o.run("clickhouse", "query", merged))
+	if n, _ := strconv.Atoi(mergedBefore); mergedAfter != mergedFresh || mergedAfter != strconv.Itoa(n-1) {
+		t.Errorf("merged distinct customers: %s before the forget, %s after, %s in the fresh build (want before-1 = fresh)", mergedBefore, mergedAfter, mergedFresh)
+	}
 	if out := e.run("check"); !strings.Contains(out, "no drift") {
 		t.Errorf("check after forget:\n%s", out)
 	}
@@ -464,4 +521,95 @@ func firstDiff(got, want []string) string {
 		}
 	}
 	return b.String()
+}
+
+// uniqExactHash is the 16-byte element a uniqExact state of the String value v holds
+// (its sipHash128), as ClickHouse itself serializes it.
+func uniqExactHash(t *testing.T, e *forgetEnv, v string) []byte {
+	t.Helper()
+	out := clean(e.run("clickhouse", "query", "SELECT hex(uniqExactState(x)) FROM (SELECT '"+v+"' AS x) FORMAT TSV"))
+	b, err := hex.DecodeString(strings.TrimSpace(out))
+	if err != nil || len(b) != 17 || b[0] != 1 {
+		t.Fatalf("uniqExact state of one value: %q (%v)", out, err)
+	}
+	return b[1:]
+}
+
+// filesHolding lists the files under dir whose bytes contain tok.
+func filesHolding(t *testing.T, dir string, tok []byte) []string {
+	t.Helper()
+	var out []string
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || !info.Mode().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, tok) {
+			out = append(out, strings.TrimPrefix(p, dir))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// goldFilesByPartition maps each Gold partition (its grain, as forget prints it) to the
+// sorted paths of its data files.
+func goldFilesByPartition(t *testing.T, lh *catalog.Lakehouse, ident string) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := lh.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, task := range tasks {
+		for _, v := range task.File.Partition() {
+			p := fmt.Sprint(v)
+			if d, ok := v.(iceberg.Date); ok {
+				p = time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly)
+			}
+			out[p] = append(out[p], task.File.FilePath())
+		}
+	}
+	for p := range out {
+		slices.Sort(out[p])
+	}
+	return out
+}
+
+// recomputedPartitions reads the partitions a forget's output lists for a Gold table.
+func recomputedPartitions(t *testing.T, out, ident string) []string {
+	t.Helper()
+	re := regexp.MustCompile(regexp.QuoteMeta(ident) + `: (\d+) partitions fed by the subject \(([^)]*)\)`)
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("forget output lists no partitions for %s:\n%s", ident, out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	parts := strings.Split(m[2], ", ")
+	if n != len(parts) {
+		t.Fatalf("forget output lists %d of %d partitions of %s (raise the limit in rowsText for this test)", len(parts), n, ident)
+	}
+	return parts
+}
+
+// pushedPartitions reads how many partitions a sync line of the output pushed.
+func pushedPartitions(t *testing.T, out, mart string) int {
+	t.Helper()
+	m := regexp.MustCompile(`sync ` + mart + `: pushed (\d+) partitions`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no sync line for %s:\n%s", mart, out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }

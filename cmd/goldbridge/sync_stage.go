@@ -12,6 +12,12 @@ import (
 // syncStage pushes (stage "sync") or reconciles (stage "check") the marts' hot windows
 // and records the serving metrics. A mart whose circuit is open is skipped by sync.
 func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []string) (err error) {
+	return a.syncMarts(ctx, p, stage, marts, false)
+}
+
+// syncMarts is syncStage; with purge (a forget) every copy of rows that left a served
+// table is deleted from ClickHouse's disk after its push (sync.Options.Purge).
+func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []string, purge bool) (err error) {
 	start := time.Now()
 	defer func() { p.observe(stage, start, err) }()
 	var served []string
@@ -68,7 +74,7 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 		}()
 		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{
 			Parallelism: mc.Serving.Parallelism, BatchRows: mc.Serving.BatchRows,
-			Log: a.log.With("stage", "sync", "mart", name), Ensured: p.ensuredAhead(name),
+			Log: a.log.With("stage", "sync", "mart", name), Ensured: p.ensuredAhead(name), Purge: purge,
 		})
 		fmt.Fprintln(a.stdout, res.Summary(name))
 		fresh := <-freshc

@@ -8,22 +8,27 @@
 //     commit per table that also moves the table's Bronze watermark to F), then sealed
 //     (a data-less snapshot that carries the watermark and records F) and every older
 //     snapshot expired, so the next incremental run starts from F.
-//  3. Each Gold mart: recomputed in full from the sealed Silver snapshot (gold.Run), then
-//     sealed and expired the same way.
+//  3. Each Gold mart: the partitions whose Silver rows differ between the mart's
+//     watermark and the rebuilt Silver (gold.MartSpec.ChangedGrains, found before
+//     Silver's history goes and recorded in Silver's seal) are recomputed from the sealed
+//     Silver snapshot (gold.Run with ExactGrains; a mart that joins the entity, or whose
+//     watermark is gone, in full), then sealed and expired the same way.
 //
 // Promise: when Run returns nil, no snapshot of those tables returns the subject's rows,
 // the files only older snapshots used are deleted, every watermark points at a snapshot
 // that exists, and Silver and Gold equal a fresh build of Bronze without the subject.
 // On error (or a crash) some tables may be done and others not; running Run again with
 // the same request finishes the job (a sealed table records F and is not rebuilt again).
-// ClickHouse is the caller's: re-push Result.Marts (sync) afterwards.
+// ClickHouse is the caller's: sync Result.Marts afterwards with sync.Options.Purge.
 package forget
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -107,6 +112,8 @@ type Result struct {
 	// Shredded: a crypto-shredding run (Shred): Bronze was not touched.
 	Shredded bool
 	Elapsed  time.Duration
+
+	plans map[string]goldPlan // per mart: the Gold partitions to recompute
 }
 
 // Rows is the number of the subject's rows found in the tables of a layer.
@@ -282,6 +289,14 @@ func (res *Result) silverLayer(ctx context.Context, lh *catalog.Lakehouse, t Tar
 	if !exists {
 		return nil // Silver never ran
 	}
+	// The Gold partitions to recompute are found before Silver's history goes (they
+	// compare each mart's watermark snapshot with the rebuilt Silver) and recorded in
+	// Silver's seal, so that a rerun after a crash recomputes the same ones.
+	silverSeal := maps.Clone(seal)
+	sealed, plans, err := recordedPlans(ctx, lh, t, req, f)
+	if err != nil {
+		return err
+	}
 	if pending {
 		r, err := silver.Replay(ctx, lh, t.Silver, t.Bronze, silver.Options{Log: t.Log, Lookups: t.Lookups, Decrypt: t.Decrypt})
 		if err != nil {
@@ -303,8 +318,19 @@ func (res *Result) silverLayer(ctx context.Context, lh *catalog.Lakehouse, t Tar
 			}
 		}
 	}
+	if !sealed {
+		if plans, err = goldPlans(ctx, lh, t); err != nil {
+			return err
+		}
+	}
+	res.plans = plans
+	maps.Copy(silverSeal, encodePlans(plans))
 	for _, st := range silverTables(t) {
-		if err := res.sealAndExpire(ctx, lh, st[0], st[1], req, seal); err != nil {
+		props := seal
+		if st[0] == LayerSilver {
+			props = silverSeal
+		}
+		if err := res.sealAndExpire(ctx, lh, st[0], st[1], req, props); err != nil {
 			return err
 		}
 		if err := t.step("seal " + st[1]); err != nil {
@@ -323,11 +349,21 @@ func (res *Result) goldMart(ctx context.Context, lh *catalog.Lakehouse, t Target
 		return err
 	}
 	if sealedFor(tbl, req, res.BronzeSnapshot) == 0 {
-		r, err := gold.Run(ctx, lh, m, gold.Options{Full: true, Log: t.Log.With("mart", m.Name)})
+		opt := gold.Options{Full: true, Log: t.Log.With("mart", m.Name)}
+		if p, ok := res.plans[m.Name]; ok && !p.full {
+			opt.Full, opt.ExactGrains, opt.Grains = false, true, p.grains
+		}
+		r, err := gold.Run(ctx, lh, m, opt)
 		if err != nil {
 			return fmt.Errorf("recompute %s (the subject's contributions stay in Gold until it passes; run forget again then): %w", m.Name, err)
 		}
-		t.Log.Info("forget: gold recomputed", "mart", m.Name, "partitions", len(r.Partitions), "snapshot", r.SnapshotID)
+		res.report(LayerGold, m.Table, func(tr *TableReport) {
+			tr.Partitions = r.Partitions
+			if r.Full {
+				tr.Note = "recomputed in full"
+			}
+		})
+		t.Log.Info("forget: gold recomputed", "mart", m.Name, "partitions", len(r.Partitions), "full", r.Full, "snapshot", r.SnapshotID)
 		if err := t.step("gold " + m.Name); err != nil {
 			return err
 		}
@@ -410,8 +446,8 @@ func tagged(tbl *table.Table, req bronze.ForgetRequest, bronzeSnap string) int64
 func unreachable(t Target) []string {
 	out := []string{
 		"the landing files and Kafka topics the entity was ingested from (delete the subject there too, or a --reingest or consumer reset brings them back)",
-		"backups and copies of the warehouse, and ClickHouse replicas or backups outside goldbridge",
-		"Bronze rows whose payload is not valid JSON are never matched (find and handle them separately)",
+		"backups and copies of the warehouse, and ClickHouse replicas or backups outside goldbridge; on a ClickHouse cluster, the replaced parts until ClickHouse deletes them (old_parts_lifetime)",
+		"Bronze and quarantine rows that are not a JSON object are matched by the value as a whole token of their text; one that holds only part of the value (a line cut inside it) or the value escaped or encoded is not found",
 	}
 	for _, m := range t.Marts {
 		if m.IsSnapshot() {
@@ -682,4 +718,94 @@ func Shred(ctx context.Context, lh *catalog.Lakehouse, t Target, req bronze.Forg
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// PropGoldGrains prefixes the keys of Silver's sealing snapshot that record, per mart,
+// the Gold partitions the forget recomputes: a JSON list of grains, or "full".
+const PropGoldGrains = "goldbridge.forget.gold-grains."
+
+// goldPlan is what a forget recomputes of one mart: every partition, or grains.
+type goldPlan struct {
+	full   bool
+	grains []int64
+}
+
+// goldPlans finds, for each mart fed by the entity, the partitions whose Silver rows
+// differ between the mart's watermark (what Gold was computed from) and Silver's
+// current snapshot (the rebuild): only those can change. A mart that joins the entity,
+// a snapshot mart, or one whose watermark snapshot is gone is recomputed in full.
+func goldPlans(ctx context.Context, lh *catalog.Lakehouse, t Target) (map[string]goldPlan, error) {
+	out := map[string]goldPlan{}
+	src, err := lh.LoadTable(ctx, t.Silver.Table)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cur := src.CurrentSnapshot()
+	for _, m := range t.Marts {
+		gt, err := lh.LoadTable(ctx, m.Table)
+		if errors.Is(err, catalog.ErrNoSuchTable) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		w := gold.Watermark(gt)
+		if m.SourceTable != t.Silver.Table || m.IsSnapshot() || cur == nil || src.SnapshotByID(w) == nil {
+			out[m.Name] = goldPlan{full: true}
+			continue
+		}
+		g, err := m.ChangedGrains(ctx, src, w, cur.SnapshotID)
+		if err != nil {
+			return nil, fmt.Errorf("changed partitions of %s: %w", m.Name, err)
+		}
+		out[m.Name] = goldPlan{grains: g}
+	}
+	return out, nil
+}
+
+// encodePlans is the PropGoldGrains record of plans.
+func encodePlans(plans map[string]goldPlan) iceberg.Properties {
+	out := iceberg.Properties{}
+	for name, p := range plans {
+		v := "full"
+		if !p.full {
+			b, _ := json.Marshal(append([]int64{}, p.grains...))
+			v = string(b)
+		}
+		out[PropGoldGrains+name] = v
+	}
+	return out
+}
+
+// recordedPlans reads the plans from Silver's sealing snapshot for the Bronze forget
+// snapshot f; sealed is false when Silver is not sealed for it yet. A mart the seal
+// does not name is recomputed in full.
+func recordedPlans(ctx context.Context, lh *catalog.Lakehouse, t Target, req bronze.ForgetRequest, f int64) (sealed bool, plans map[string]goldPlan, err error) {
+	tbl, err := lh.LoadTable(ctx, t.Silver.Table)
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	id := sealedFor(tbl, req, f)
+	if id == 0 {
+		return false, nil, nil
+	}
+	plans = map[string]goldPlan{}
+	s := tbl.SnapshotByID(id)
+	for _, m := range t.Marts {
+		p := goldPlan{full: true}
+		if v, ok := s.Summary.Properties[PropGoldGrains+m.Name]; ok && v != "full" {
+			if err := json.Unmarshal([]byte(v), &p.grains); err != nil {
+				return false, nil, fmt.Errorf("%s snapshot %d: bad %s%s: %w", t.Silver.Table, id, PropGoldGrains, m.Name, err)
+			}
+			p.full = false
+		}
+		plans[m.Name] = p
+	}
+	return true, plans, nil
 }

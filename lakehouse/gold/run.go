@@ -23,6 +23,11 @@ import (
 // Options tune one Gold run.
 type Options struct {
 	Full bool // recompute every partition
+	// ExactGrains recomputes exactly the partitions Grains (possibly none) instead of
+	// those Silver changes since the last run touched (a forget: MartSpec.ChangedGrains).
+	// Full, a first run and changed joins still recompute every partition.
+	ExactGrains bool
+	Grains      []int64
 	// Rebuild drops the Gold table and computes it again (also what a changed mart
 	// definition does, see MartSpec.OnChange).
 	Rebuild bool
@@ -140,7 +145,9 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		res.Full = opt.Full
 	default:
 		res.Full = opt.Full || res.SilverFrom == 0 || joinsChanged
-		if !res.Full {
+		if !res.Full && opt.ExactGrains {
+			parts = slices.Sorted(slices.Values(opt.Grains))
+		} else if !res.Full {
 			var full bool
 			parts, full, err = changedPartitions(ctx, src, m, res.SilverFrom, res.SilverTo)
 			if err != nil {

@@ -96,6 +96,9 @@ var adminGrants = []string{
 	"GRANT TABLE ENGINE ON Memory",
 	"GRANT SELECT ON system.*", // parts, columns, databases; processes for the stop
 	"GRANT KILL QUERY ON *.*",  // the stop: KILL QUERY of the holding query
+	// A forget deletes the data of tables dropped earlier now (push.Purge: UNDROP, then
+	// DROP ... SYNC) instead of when the Atomic database gets to it.
+	"GRANT UNDROP TABLE ON *.*",
 }
 
 // readerGrants let a reader read the served database and see its metadata.
