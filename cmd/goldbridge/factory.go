@@ -56,9 +56,14 @@ func fileSources(cfg *config.Config, entity string) []bronze.FileSource {
 		if s.CSV.Delimiter != "" {
 			delim = []rune(s.CSV.Delimiter)[0]
 		}
+		var nulls []string // nil: bronze.DefaultCSVNulls
+		if s.CSV.NullValues != nil {
+			nulls = append([]string{}, *s.CSV.NullValues...)
+		}
 		out = append(out, bronze.FileSource{
 			Name: name, System: s.System + "_file", Dir: s.Path, Pattern: s.Pattern,
-			Format: s.Format, Compression: s.Compression, CSVDelim: delim, Settle: s.Settle.D(),
+			Format: s.Format, Compression: s.Compression, CSVDelim: delim, CSVNulls: nulls,
+			Settle: s.Settle.D(),
 		})
 	}
 	return out

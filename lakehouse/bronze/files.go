@@ -36,6 +36,10 @@ type FileSource struct {
 	Format      string // jsonl | csv | parquet | "" (by extension)
 	Compression string // auto | none | gzip | zstd
 	CSVDelim    rune
+	// CSVNulls are the CSV field texts that are written as JSON null (so Silver types them
+	// as NULL: a default or ?? applies). nil means DefaultCSVNulls; an empty, non-nil
+	// slice makes no field NULL.
+	CSVNulls []string
 	// Settle is how long a file must stay unchanged (size and mtime) before it is read: a
 	// file modified less than Settle ago is looked at again after the rest of Settle, and
 	// skipped until the next run if it changed meanwhile. 0 reads files at once.
@@ -213,7 +217,7 @@ func (s FileSource) readFileFrom(ctx context.Context, path string, from, size in
 	case "jsonl":
 		blank, err = readLines(ctx, r, emit)
 	case "csv":
-		err = readCSV(ctx, r, s.CSVDelim, emit)
+		err = readCSV(ctx, r, s.CSVDelim, s.csvNulls(), emit)
 	default:
 		err = fmt.Errorf("unknown format %q", format)
 	}
@@ -312,10 +316,28 @@ func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, er
 	}
 }
 
+// DefaultCSVNulls are the CSV field texts read as NULL when a source sets no
+// csv.null_values: the empty field.
+var DefaultCSVNulls = []string{""}
+
+// csvNulls is the set of CSV field texts this source reads as NULL.
+func (s FileSource) csvNulls() map[string]bool {
+	vals := s.CSVNulls
+	if vals == nil {
+		vals = DefaultCSVNulls
+	}
+	set := make(map[string]bool, len(vals))
+	for _, v := range vals {
+		set[v] = true
+	}
+	return set
+}
+
 // readCSV emits each record as a JSON object keyed by the header, in header order, so
-// the header survives in every payload. Values stay strings; a field that is not valid
-// UTF-8 is written as BinaryPrefix + base64, like a binary payload.
-func readCSV(ctx context.Context, r io.Reader, delim rune, emit emitFunc) error {
+// the header survives in every payload. Values stay strings, except a field whose text
+// is in nulls, which is written as null; a field that is not valid UTF-8 is written as
+// BinaryPrefix + base64, like a binary payload.
+func readCSV(ctx context.Context, r io.Reader, delim rune, nulls map[string]bool, emit emitFunc) error {
 	lr := &recordLimiter{r: r}
 	cr := csv.NewReader(lr)
 	if delim != 0 {
@@ -358,6 +380,10 @@ func readCSV(ctx context.Context, r io.Reader, delim rune, emit emitFunc) error 
 			}
 			buf = appendJSONString(buf, name)
 			buf = append(buf, ':')
+			if nulls[v] {
+				buf = append(buf, "null"...)
+				continue
+			}
 			buf = appendJSONString(buf, EncodePayload([]byte(v)))
 		}
 		buf = append(buf, '}')

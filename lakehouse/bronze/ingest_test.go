@@ -253,7 +253,7 @@ func TestCompressedCSVAndParquet(t *testing.T) {
 	slices.Sort(got)
 	want := []string{
 		`1.jsonl.gz {"a":1}`, `1.jsonl.gz {"a":2}`, `2.jsonl.zst {"a":3}`,
-		`3.csv {"order_id":"o-1","note":"hello, \"world\""}`, `3.csv {"order_id":"o-2","note":""}`,
+		`3.csv {"order_id":"o-1","note":"hello, \"world\""}`, `3.csv {"order_id":"o-2","note":null}`,
 		`4.parquet {"id":7,"name":"x"}`, `4.parquet {"id":8,"name":null}`,
 	}
 	if !slices.Equal(got, want) {

@@ -66,3 +66,52 @@ func TestNormalizeRetypes(t *testing.T) {
 		t.Fatalf("second retype: %v", err)
 	}
 }
+
+// TestCSVEmptyIsNull is issue 19's "Why" 4 (the CSV part): in a CSV landing file an empty
+// field is NULL before typing (sources.<name>.csv.null_values, default [""]), so a column's
+// default and a rule's ?? fire, and "4.0" of a DOUBLE column becomes the int 4 through the
+// course's N1. Before, every row with an empty field was invalid_<column>.
+func TestCSVEmptyIsNull(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	ty := func(s string) Type { x, _ := ParseType(s); return x }
+	none := "none"
+	spec := EntitySpec{
+		Name: "trips", Table: "silver.trips", QuarantineTable: "silver.trips_quarantine",
+		Mode: ModeAppend, Key: []string{"id"}, Buckets: 4,
+		Columns: []ColumnSpec{
+			{Name: "id", Path: "$.id", Type: ty("string")},
+			{Name: "passenger_count", Path: "$.passenger_count", Type: ty("float64")},
+			{Name: "store_and_fwd_flag", Path: "$.store_and_fwd_flag", Type: ty("string"), Default: &none},
+			{Name: "fare", Path: "$.fare", Type: ty("decimal(10,2)")},
+		},
+		Rules: []RuleSpec{
+			{ID: "N1", Kind: "normalize", Column: "passenger_count", Type: "int32", Expr: "passenger_count ?? 0"},
+		},
+		WarnQuarantinePct: 90, WarnDuplicatePct: 90,
+	}
+	writeLanding(t, landing, "1.csv", "id,passenger_count,store_and_fwd_flag,fare",
+		"a,4.0,N,1.50", "b,,,", `c,2,"",`, "d,x,Y,2")
+	ingestInto(t, lh, "bronze.trips", landing)
+	res, err := Run(ctx, lh, spec, "bronze.trips", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Counts{Read: 4, Current: 3, Inserted: 3, Quarantined: 1}); res.Counts != want {
+		t.Fatalf("counts %+v, want %+v", res.Counts, want)
+	}
+	got := tableRows(t, lh, spec.Table, appendSkip...)
+	want := []string{
+		"id=a|passenger_count=4|store_and_fwd_flag=N|fare=1.50",
+		"id=b|passenger_count=0|store_and_fwd_flag=none|fare=NULL",
+		"id=c|passenger_count=2|store_and_fwd_flag=none|fare=NULL",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	reasons := colValues(tableRows(t, lh, spec.QuarantineTable), QColReason)
+	if len(reasons) != 1 || !strings.HasPrefix(reasons[0], `invalid_passenger_count: not a number "x"`) {
+		t.Fatalf("quarantine reasons %q", reasons)
+	}
+}

@@ -136,6 +136,8 @@ type Source struct {
 // CSV configures CSV parsing.
 type CSV struct {
 	Delimiter string `yaml:"delimiter"`
+	// NullValues are the field texts read as NULL (unset: the empty field; [] for none).
+	NullValues *[]string `yaml:"null_values"`
 }
 
 // SASL configures Kafka authentication.

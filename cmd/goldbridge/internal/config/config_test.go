@@ -447,3 +447,37 @@ func TestNormalizeType(t *testing.T) {
 		t.Fatalf("unknown type: %v", err)
 	}
 }
+
+// TestCSVNullValues is issue 19's "Why" 4 (config part): csv.null_values reaches the file
+// source as written (unset: nil, Bronze's default; []: none), and is bounded.
+func TestCSVNullValues(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(line string) string {
+		return strings.Replace(string(base), "    format: jsonl\n", "    format: jsonl\n"+line, 1)
+	}
+	for _, tc := range []struct {
+		line string
+		want *[]string
+	}{
+		{"", nil},
+		{"    csv: {null_values: []}\n", &[]string{}},
+		{"    csv: {null_values: ['', NA]}\n", &[]string{"", "NA"}},
+	} {
+		cfg, err := Parse([]byte(with(tc.line)), "/tmp/s", env(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.line, err)
+		}
+		got := cfg.Sources["orders_landing"].CSV.NullValues
+		if (got == nil) != (tc.want == nil) || got != nil && !slices.Equal(*got, *tc.want) {
+			t.Errorf("%q: null_values %v, want %v", tc.line, got, tc.want)
+		}
+	}
+	_, err = Parse([]byte(with("    csv: {null_values: ['"+strings.Repeat("x", 300)+"']}\n")), "/tmp/s", env(nil))
+	var ps Problems
+	if !errors.As(err, &ps) || !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == "sources.orders_landing.csv.null_values[0]" }) {
+		t.Fatalf("long null value: %v", err)
+	}
+}

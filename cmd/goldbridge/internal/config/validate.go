@@ -259,6 +259,9 @@ func validateTLS(v *validator, path string, t TLS) {
 	}
 }
 
+// Bounds of sources.<name>.csv.null_values.
+const maxCSVNulls, maxCSVNullText = 64, 256
+
 func (c *Config) validateSource(v *validator, name string) {
 	p := "sources." + name
 	s := c.Sources[name]
@@ -277,6 +280,16 @@ func (c *Config) validateSource(v *validator, name string) {
 		v.oneOf(p+".compression", s.Compression, "auto", "none", "gzip", "zstd")
 		if len(s.CSV.Delimiter) > 1 {
 			v.add(p+".csv.delimiter", "must be one character")
+		}
+		if nv := s.CSV.NullValues; nv != nil {
+			if len(*nv) > maxCSVNulls {
+				v.add(p+".csv.null_values", "at most %d values", maxCSVNulls)
+			}
+			for i, t := range *nv {
+				if len(t) > maxCSVNullText {
+					v.add(fmt.Sprintf("%s.csv.null_values[%d]", p, i), "longer than %d bytes", maxCSVNullText)
+				}
+			}
 		}
 		if s.Settle != nil && (*s.Settle < 0 || s.Settle.D() > time.Hour) {
 			v.add(p+".settle", "must be between 0s and 1h")
