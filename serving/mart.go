@@ -52,9 +52,18 @@ type Mart struct {
 	Measures    []Measure
 	PartitionBy string        // day | month: the ClickHouse partition, the unit of replacement
 	HotWindow   time.Duration // grain range served
-	TTL         time.Duration // TTL backstop (0: none)
-	Distinct    string        // uniqExact | uniq
+	// HotAnchor is what the window counts back from: AnchorClock (today, the default)
+	// or AnchorData (the newest Gold partition).
+	HotAnchor string
+	TTL       time.Duration // TTL backstop (0: none)
+	Distinct  string        // uniqExact | uniq
 }
+
+// The hot window's anchors (Mart.HotAnchor).
+const (
+	AnchorClock = "clock" // the start of today (UTC); "" means this too
+	AnchorData  = "data"  // the day of the newest servable Gold partition's start
+)
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,126}$`)
 

@@ -75,7 +75,7 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 	if err != nil {
 		return nil, err
 	}
-	cutoff := Cutoff(m, opt.Now())
+	cutoff := Cutoff(m, opt.Now(), gold)
 	live, err := livePartitions(ctx, c, m)
 	if err != nil {
 		return nil, err
@@ -140,8 +140,9 @@ func Unservable(ctx context.Context, m *serving.Mart, tbl *table.Table, now time
 		return nil, err
 	}
 	var out []push.Partition
+	cutoff := Cutoff(m, now, gold)
 	for _, g := range gold {
-		if g.End.After(Cutoff(m, now)) && !serving.Servable(g.Start, g.End) {
+		if g.End.After(cutoff) && !serving.Servable(g.Start, g.End) {
 			out = append(out, g)
 		}
 	}

@@ -113,6 +113,18 @@ type Plan struct {
 	// hold (serving.MinGrain..MaxGrain): never pushed (ClickHouse would wrap them into
 	// other partitions), reported with their Gold row counts.
 	Unservable []push.Partition
+	Gold       int       // Gold partitions, hot or not
+	Newest     time.Time // start of the newest Gold partition (zero: none)
+	Cutoff     time.Time // first grain instant of the hot window
+}
+
+// cold reports a plan with Gold partitions, none of them hot or unservable, under a
+// clock-anchored window (see ColdError).
+func (p Plan) cold(m *serving.Mart) error {
+	if p.Gold == 0 || len(p.Hot) > 0 || len(p.Unservable) > 0 || m.HotAnchor == serving.AnchorData {
+		return nil
+	}
+	return &ColdError{Mart: m.Name, Partitions: p.Gold, Newest: p.Newest, Cutoff: p.Cutoff}
 }
 
 // Result of a sync.
@@ -130,12 +142,37 @@ type Result struct {
 	Elapsed    time.Duration
 }
 
-// Cutoff is the first grain instant inside the hot window: the start of today (UTC,
-// from the clock) minus the window. The window follows the clock rather than Gold's
-// newest partition so that it agrees with the TTL backstop.
-func Cutoff(m *serving.Mart, now time.Time) time.Time {
+// Cutoff is the first grain instant inside the hot window: the anchor's day minus the
+// window. With serving.AnchorClock the anchor is today (UTC, from the clock), which agrees
+// with the TTL backstop; with serving.AnchorData it is the start of the newest servable
+// partition of gold (GoldPartitions, oldest first), so a backfill is served whatever the
+// date; with no such partition the clock is used.
+func Cutoff(m *serving.Mart, now time.Time, gold []push.Partition) time.Time {
 	d := now.UTC().Truncate(24 * time.Hour)
+	if m.HotAnchor == serving.AnchorData {
+		for i := len(gold) - 1; i >= 0; i-- {
+			if serving.Servable(gold[i].Start, gold[i].End) {
+				d = gold[i].Start.UTC().Truncate(24 * time.Hour)
+				break
+			}
+		}
+	}
 	return d.Add(-m.HotWindow)
+}
+
+// ColdError is returned by Sync when the mart's hot window counts back from the clock
+// and Gold has partitions, but none inside the window: nothing is served (a backfill of
+// old data, or a window too short). The sync itself was done (older partitions dropped).
+type ColdError struct {
+	Mart       string
+	Partitions int       // Gold partitions, all older than the window
+	Newest     time.Time // start of the newest one
+	Cutoff     time.Time // first instant of the window
+}
+
+func (e *ColdError) Error() string {
+	return fmt.Sprintf("sync %s: nothing served: none of Gold's %d partitions (newest %s) is in the hot window, which starts %s (counted back from today)",
+		e.Mart, e.Partitions, e.Newest.Format(time.DateOnly), e.Cutoff.Format(time.DateOnly))
 }
 
 // GoldPartitions groups the Gold table's partitions into ClickHouse partitions:
@@ -270,8 +307,11 @@ func MakePlan(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table
 	if err != nil {
 		return Plan{}, err
 	}
-	cutoff := Cutoff(m, opt.Now())
-	var p Plan
+	cutoff := Cutoff(m, opt.Now(), gold)
+	p := Plan{Gold: len(gold), Cutoff: cutoff}
+	if len(gold) > 0 {
+		p.Newest = gold[len(gold)-1].Start
+	}
 	hot := map[string]bool{}
 	for _, g := range gold {
 		if !g.End.After(cutoff) {
@@ -450,7 +490,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		}
 	}
 	res.Elapsed = time.Since(start)
-	return res, nil
+	return res, plan.cold(m)
 }
 
 // rebuildEmpty replaces <t> by an empty table of the DDL (a rebuild with nothing hot).

@@ -123,7 +123,7 @@ func TestSyncAcceptance(t *testing.T) {
 			tbl := writeGold(t, lh, rows, days)
 			now := day0.AddDate(0, 0, 14).Add(5 * time.Hour) // hot: days >= May 5 (10 days)
 			clock := func() time.Time { return now }
-			hotFrom := gbsync.Cutoff(m, now)
+			hotFrom := gbsync.Cutoff(m, now, nil)
 
 			res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
 			if err != nil {
@@ -211,7 +211,7 @@ func TestSyncAcceptance(t *testing.T) {
 			if n := scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM `%s`.daily_revenue_kpi WHERE report_date < '2026-05-07'", db)); n != 0 {
 				t.Fatalf("%d rows left outside the window", n)
 			}
-			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows2, m, gbsync.Cutoff(m, now))) {
+			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows2, m, gbsync.Cutoff(m, now, nil))) {
 				t.Fatal("_final differs from Gold after the window moved")
 			}
 			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -48,7 +49,7 @@ circuit is open is skipped. Safe to interrupt and re-run: each partition is old 
 					Log: a.log.With("stage", "sync", "mart", m.Name),
 				})
 				fmt.Fprintln(a.stdout, res.Summary(m.Name))
-				return err
+				return explainCold(m.Name, err)
 			})
 		},
 	}
@@ -92,7 +93,7 @@ any do. --repair re-pushes them (rebuilding a drifted table) and checks again.`,
 						Only: gbsync.DriftPartitions(drifts), Log: a.log.With("stage", "check", "mart", m.Name)})
 					fmt.Fprintln(a.stdout, "repair: "+res.Summary(m.Name))
 					if err != nil {
-						return err
+						return explainCold(m.Name, err)
 					}
 					if drifts, err = gbsync.Check(ctx, c, m, tbl, gbsync.Options{}); err != nil {
 						return err
@@ -114,6 +115,17 @@ any do. --repair re-pushes them (rebuilding a drifted table) and checks again.`,
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "re-push the drifting partitions")
 	return cmd
+}
+
+// explainCold adds the keys that serve a backfill to the error of a sync that found
+// nothing in a clock-anchored hot window (gbsync.ColdError).
+func explainCold(mart string, err error) error {
+	var ce *gbsync.ColdError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	return fmt.Errorf("%w; to serve it set marts.%s.serving.hot_window_anchor: data (the window then counts back from the newest Gold partition) or widen marts.%s.serving.hot_window",
+		err, mart, mart)
 }
 
 // printUnservable prints the hot Gold partitions that are not served (their grain is
@@ -168,8 +180,8 @@ func servingMart(cfg *config.Config, name string) *serving.Mart {
 		Name: name, Database: cfg.ClickHouse.Database, Table: mc.Serving.Table, Cluster: cfg.ClickHouse.Cluster,
 		Grain:    serving.Grain{As: mc.Grain.As, Unit: mc.Grain.Unit},
 		Grouping: mc.Grouping, Sets: mc.GroupingSets,
-		PartitionBy: mc.Serving.PartitionBy, HotWindow: mc.Serving.HotWindow.D(), TTL: mc.Serving.TTL.D(),
-		Distinct: mc.Serving.Distinct,
+		PartitionBy: mc.Serving.PartitionBy, HotWindow: mc.Serving.HotWindow.D(), HotAnchor: mc.Serving.HotWindowAnchor,
+		TTL: mc.Serving.TTL.D(), Distinct: mc.Serving.Distinct,
 	}
 	for _, d := range mc.Dimensions {
 		m.Dimensions = append(m.Dimensions, serving.Dim{Name: d})

@@ -85,7 +85,7 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 			if ctx.Err() != nil {
 				return err
 			}
-			failed.add(name, err)
+			failed.add(name, explainCold(name, err))
 			continue
 		}
 		p.m.Rows.WithLabelValues("sync", "", name, "pushed").Add(float64(res.Rows))

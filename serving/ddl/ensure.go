@@ -2,8 +2,10 @@ package ddl
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -76,7 +78,39 @@ func Diff(ctx context.Context, conn driver.Conn, m *serving.Mart) (safe, unsafe 
 			unsafe = append(unsafe, Change{table, h.Name, "", h.Type})
 		}
 	}
+	if ch, err := ttlDrift(ctx, conn, m); err != nil || ch != nil {
+		if ch != nil {
+			unsafe = append(unsafe, *ch)
+		}
+		return safe, unsafe, err
+	}
 	return safe, unsafe, nil
+}
+
+var ttlDaysRE = regexp.MustCompile(`TTL .*toIntervalDay\((\d+)\)`)
+
+// ttlDrift compares the TTL backstop of the live <t> with the DDL's (a mart whose window
+// moved to hot_window_anchor: data has none: the server's clock would delete a backfill).
+func ttlDrift(ctx context.Context, conn driver.Conn, m *serving.Mart) (*Change, error) {
+	var engine string
+	err := conn.QueryRow(ctx, "SELECT engine_full FROM system.tables WHERE database = ? AND name = ?", m.Database, m.Table).Scan(&engine)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine of %s.%s: %w", m.Database, m.Table, err)
+	}
+	want, have := "none", "none"
+	if m.TTL > 0 {
+		want = fmt.Sprintf("%d days", ttlDays(m.TTL))
+	}
+	if g := ttlDaysRE.FindStringSubmatch(engine); g != nil {
+		have = g[1] + " days"
+	}
+	if want == have {
+		return nil, nil
+	}
+	return &Change{Table: m.Table, Column: "TTL", Want: want, Have: have}, nil
 }
 
 func liveColumns(ctx context.Context, conn driver.Conn, db, table string) ([]Column, error) {

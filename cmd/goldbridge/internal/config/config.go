@@ -315,14 +315,17 @@ type Check struct {
 
 // Serving configures the hot ClickHouse copy of a mart.
 type Serving struct {
-	Enabled     *bool    `yaml:"enabled"`
-	Table       string   `yaml:"table"`
-	HotWindow   Duration `yaml:"hot_window"`
-	PartitionBy string   `yaml:"partition_by"` // day | month
-	TTL         Duration `yaml:"ttl"`
-	BatchRows   int      `yaml:"batch_rows"`
-	Parallelism int      `yaml:"parallelism"`
-	Distinct    string   `yaml:"distinct"` // uniqExact | uniq
+	Enabled   *bool    `yaml:"enabled"`
+	Table     string   `yaml:"table"`
+	HotWindow Duration `yaml:"hot_window"`
+	// HotWindowAnchor is what hot_window counts back from: clock (today) | data (the
+	// newest Gold partition).
+	HotWindowAnchor string   `yaml:"hot_window_anchor"`
+	PartitionBy     string   `yaml:"partition_by"` // day | month
+	TTL             Duration `yaml:"ttl"`
+	BatchRows       int      `yaml:"batch_rows"`
+	Parallelism     int      `yaml:"parallelism"`
+	Distinct        string   `yaml:"distinct"` // uniqExact | uniq
 }
 
 // IsEnabled reports whether the mart is pushed to ClickHouse (the default).

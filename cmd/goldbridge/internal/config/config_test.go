@@ -481,3 +481,34 @@ func TestCSVNullValues(t *testing.T) {
 		t.Fatalf("long null value: %v", err)
 	}
 }
+
+// TestHotWindowAnchor is issue 19's "Why" 6 (config part): hot_window_anchor is clock or
+// data; with data there is no TTL backstop by default and an explicit one is refused.
+func TestHotWindowAnchor(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(lines string) string {
+		return strings.Replace(string(base), "      hot_window: 90d\n", "      hot_window: 90d\n"+lines, 1)
+	}
+	const sp = "marts.daily_revenue_kpi.serving"
+	cfg, err := Parse([]byte(with("")), "/tmp/s", env(nil))
+	if sv := cfg.Marts["daily_revenue_kpi"].Serving; err != nil || sv.HotWindowAnchor != "clock" || sv.TTL.D() != 120*24*time.Hour {
+		t.Fatalf("default: %+v %v", sv, err)
+	}
+	cfg, err = Parse([]byte(with("      hot_window_anchor: data\n")), "/tmp/s", env(nil))
+	if sv := cfg.Marts["daily_revenue_kpi"].Serving; err != nil || sv.HotWindowAnchor != "data" || sv.TTL != 0 {
+		t.Fatalf("data: %+v %v", sv, err)
+	}
+	for lines, path := range map[string]string{
+		"      hot_window_anchor: newest\n":                sp + ".hot_window_anchor",
+		"      hot_window_anchor: data\n      ttl: 400d\n": sp + ".ttl",
+	} {
+		_, err := Parse([]byte(with(lines)), "/tmp/s", env(nil))
+		var ps Problems
+		if !errors.As(err, &ps) || !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == path }) {
+			t.Errorf("%q: %v, want a problem at %s", lines, err, path)
+		}
+	}
+}

@@ -158,7 +158,10 @@ func (c *Config) applyDefaults() {
 			setDefault(&sv.PartitionBy, "month")
 		}
 		setDefault(&sv.PartitionBy, "day")
-		if sv.TTL == 0 {
+		setDefault(&sv.HotWindowAnchor, "clock")
+		if sv.TTL == 0 && sv.HotWindowAnchor != "data" {
+			// No TTL with the data anchor: it counts from the server's clock and would
+			// delete a backfill the window serves.
 			sv.TTL = sv.HotWindow + Duration(30*24*time.Hour)
 		}
 		if sv.BatchRows == 0 {

@@ -806,7 +806,11 @@ func (c *Config) validateMart(v *validator, name string) {
 	if sv.HotWindow.D() < 24*time.Hour {
 		v.add(sp+".hot_window", "must be at least 1d")
 	}
-	if sv.TTL < sv.HotWindow {
+	v.oneOf(sp+".hot_window_anchor", sv.HotWindowAnchor, "clock", "data")
+	switch {
+	case sv.HotWindowAnchor == "data" && sv.TTL != 0:
+		v.add(sp+".ttl", "a TTL counts from the server's clock and would delete what hot_window_anchor: data serves of older data; leave ttl unset")
+	case sv.HotWindowAnchor != "data" && sv.TTL < sv.HotWindow:
 		v.add(sp+".ttl", "must be at least the hot window (%s)", sv.HotWindow)
 	}
 	if sv.BatchRows < 1 {
