@@ -23,9 +23,13 @@ clickhouse:
 prometheus:
 	@scripts/prometheus.sh >/dev/null
 
-## demo: the main job on the embedded stack (SQLite catalog + local warehouse + local ClickHouse)
+## demo: the main job on the embedded stack (SQLite catalog + local warehouse + local ClickHouse);
+##       DATASET=taxi runs examples/taxi.yaml instead (state in $(STATE_DIR)/taxi)
+DATASET ?= orders
 demo: build clickhouse
-	scripts/demo.sh $(BIN) $(STATE_DIR) $(DEMO_EVENTS)
+	@if [ "$(DATASET)" = taxi ]; then scripts/demo-taxi.sh $(BIN) $(STATE_DIR)/taxi; \
+	elif [ "$(DATASET)" = orders ]; then scripts/demo.sh $(BIN) $(STATE_DIR) $(DEMO_EVENTS); \
+	else echo "DATASET: orders or taxi"; exit 2; fi
 
 ## test: everything, including integration tests against a real local ClickHouse and iceberg-go
 test: clickhouse prometheus lint

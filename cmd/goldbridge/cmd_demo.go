@@ -16,20 +16,34 @@ func (a *app) demoCmd() *cobra.Command {
 		Short: "Demo data for trying goldbridge out",
 	}
 	var (
-		opt  demo.Options
-		out  string
-		end  string
-		seed uint64
+		opt     demo.Options
+		out     string
+		end     string
+		seed    uint64
+		dataset string
+		taxi    demo.TaxiOptions
 	)
 	gen := &cobra.Command{
 		Use:   "generate",
-		Short: "Write an orders CDC landing stream (JSON lines) with duplicates, late events and bad records",
-		Long: `Writes landing files of an orders CDC stream like the source documents describe:
-create/update/delete ops over time, ~5% exact duplicate deliveries, ~3% late-arriving
-events, ~1% bad records, skewed customers/countries/categories and a hot key.
-Deterministic for a seed and an end date; streams in constant memory.`,
+		Short: "Write demo landing files: orders (CDC, examples/orders.yaml), taxi (TLC trips, examples/taxi.yaml)",
+		Long: `--dataset orders (the default) writes landing files of an orders CDC stream like the source
+documents describe: create/update/delete ops over time, ~5% exact duplicate deliveries, ~3%
+late-arriving events, ~1% bad records, skewed customers/countries/categories and a hot key.
+Deterministic for a seed and an end date; streams in constant memory.
+
+--dataset taxi writes one landing (--landing N) of NYC yellow-taxi trips for
+examples/taxi.yaml, as Parquet or CSV (--format), into <state-dir>/landing/taxi, and the
+zone lookup into <state-dir>/reference/taxi_zone_lookup.csv. Landing N+1 repeats the second
+half of landing N (an overlapping delivery); trips are a function of the seed and their index.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch dataset {
+			case "orders":
+			case "taxi":
+				return a.demoTaxi(cmd, taxi, out, seed)
+			default:
+				return &exitError{exitUsage, fmt.Errorf("--dataset: want orders or taxi, not %q", dataset)}
+			}
 			if out == "" {
 				out = filepath.Join(a.stateDir, "landing", "orders")
 			}
@@ -59,6 +73,10 @@ Deterministic for a seed and an end date; streams in constant memory.`,
 		},
 	}
 	f := gen.Flags()
+	f.StringVar(&dataset, "dataset", "orders", "orders | taxi")
+	f.StringVar(&taxi.Format, "format", "parquet", "taxi: parquet | csv")
+	f.IntVar(&taxi.Landing, "landing", 1, "taxi: which landing (each overlaps the one before by half)")
+	f.IntVar(&taxi.Trips, "trips", 2000, "taxi: trips per landing")
 	f.StringVar(&out, "out", "", "output directory (default <state-dir>/landing/orders)")
 	f.Int64Var(&opt.Events, "events", 100_000, "number of lines to write")
 	f.Uint64Var(&seed, "seed", 1, "random seed")
@@ -69,4 +87,20 @@ Deterministic for a seed and an end date; streams in constant memory.`,
 	f.Int64Var(&opt.Keys, "keys", 0, "distinct orders (default events/3.3)")
 	cmd.AddCommand(gen)
 	return cmd
+}
+
+// demoTaxi writes one landing of the taxi dataset (examples/taxi.yaml's paths by default).
+func (a *app) demoTaxi(cmd *cobra.Command, opt demo.TaxiOptions, out string, seed uint64) error {
+	if out == "" {
+		out = filepath.Join(a.stateDir, "landing", "taxi")
+	}
+	opt.OutDir, opt.Seed = out, seed
+	opt.ZonesPath = filepath.Join(a.stateDir, "reference", "taxi_zone_lookup.csv")
+	path, err := demo.GenerateTaxi(cmd.Context(), opt)
+	if err != nil {
+		return &exitError{exitUsage, fmt.Errorf("demo generate: %w", err)}
+	}
+	from, to := demo.TaxiRange(opt.Landing, opt.Trips)
+	fmt.Fprintf(a.stdout, "wrote trips %d..%d to %s and the zones to %s\n", from, to-1, path, opt.ZonesPath)
+	return nil
 }
