@@ -70,7 +70,8 @@ var auditArrow = arrow.NewSchema([]arrow.Field{
 
 // appendRecord appends rec to AuditTable (created on first use).
 func appendRecord(ctx context.Context, lh *catalog.Lakehouse, rec Record) error {
-	if _, _, err := lh.LoadOrCreateTable(ctx, AuditTable, auditSchema(), *iceberg.UnpartitionedSpec, iceberg.Properties{}); err != nil {
+	tbl, _, err := lh.LoadOrCreateTable(ctx, AuditTable, auditSchema(), *iceberg.UnpartitionedSpec, iceberg.Properties{})
+	if err != nil {
 		return fmt.Errorf("audit table: %w", err)
 	}
 	rows, _ := json.Marshal(rec.Rows)
@@ -91,14 +92,18 @@ func appendRecord(ctx context.Context, lh *catalog.Lakehouse, rec Record) error 
 	f[9].(*array.StringBuilder).Append(rec.Host)
 	batch := b.NewRecordBatch()
 	defer batch.Release()
-	_, err := lh.Commit(ctx, AuditTable, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
-		rdr, err := array.NewRecordReader(auditArrow, []arrow.RecordBatch{batch})
+	// Written once; a conflict retries only the commit of the file.
+	var files []iceberg.DataFile
+	one := func(yield func(arrow.RecordBatch, error) bool) { yield(batch, nil) }
+	for df, err := range table.WriteRecords(ctx, tbl, auditArrow, one) {
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("write %s: %w", AuditTable, err)
 		}
-		defer rdr.Release()
+		files = append(files, df)
+	}
+	_, err = lh.Commit(ctx, AuditTable, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		tx := tbl.NewTransaction()
-		if err := tx.Append(ctx, rdr, iceberg.Properties{"goldbridge.forget.audit": "true"}); err != nil {
+		if err := tx.AddDataFiles(ctx, files, iceberg.Properties{"goldbridge.forget.audit": "true"}); err != nil {
 			return nil, err
 		}
 		return tx.Commit(ctx)

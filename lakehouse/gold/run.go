@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
@@ -33,8 +32,9 @@ type Options struct {
 	Rebuild bool
 	Log     *slog.Logger
 
-	afterCompute func()           // test hook: after the checks, before the commit
-	now          func() time.Time // test hook: the run's clock (snapshot grain, _calculated_at)
+	afterCompute func()            // test hook: after the checks, before the commit
+	beforeCommit func(attempt int) // test hook: in each commit attempt, on the fresh table
+	now          func() time.Time  // test hook: the run's clock (snapshot grain, _calculated_at)
 }
 
 // Result summarises one Gold run.
@@ -238,18 +238,32 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if !res.Full || m.snapshot() {
 		overwrite = m.grainIn(parts)
 	}
-	sch := m.arrowSchema()
+	// The rows are written once; a conflict retries only the commit of these files
+	// (catalog.Commit's rule), so a lost race leaves no file behind.
+	files, err := writeFiles(ctx, gt, m.arrowSchema(), rec)
+	if err != nil {
+		return fail(err)
+	}
+	attempt := 0
 	committed, err := lh.Commit(ctx, m.Table, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		if w := Watermark(tbl); w != res.SilverFrom {
 			return nil, fmt.Errorf("gold %s moved to silver snapshot %d during this run; run again", m.Table, w)
 		}
-		tx := tbl.NewTransaction()
-		rdr, err := array.NewRecordReader(sch, []arrow.RecordBatch{rec})
+		old, err := m.filesWhere(ctx, tbl, overwrite)
 		if err != nil {
 			return nil, err
 		}
-		defer rdr.Release()
-		if err := tx.Overwrite(ctx, rdr, props, table.WithOverwriteFilter(overwrite)); err != nil {
+		if opt.beforeCommit != nil {
+			attempt++
+			opt.beforeCommit(attempt)
+		}
+		tx := tbl.NewTransaction()
+		if len(old) == 0 && len(files) == 0 {
+			err = tx.AddFiles(ctx, nil, props, false) // nothing to replace: the watermark moves
+		} else {
+			err = tx.ReplaceDataFilesWithDataFiles(ctx, old, files, props)
+		}
+		if err != nil {
 			return nil, err
 		}
 		if tbl.Properties()[PropCircuit] == "open" {
@@ -271,6 +285,48 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	res.SnapshotID = committed.CurrentSnapshot().SnapshotID
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// writeFiles writes rec as data files of tbl without committing them.
+func writeFiles(ctx context.Context, tbl *table.Table, sch *arrow.Schema, rec arrow.RecordBatch) ([]iceberg.DataFile, error) {
+	if rec.NumRows() == 0 {
+		return nil, nil
+	}
+	one := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+	var files []iceberg.DataFile
+	for df, err := range table.WriteRecords(ctx, tbl, sch, one) {
+		if err != nil {
+			return nil, fmt.Errorf("write gold data files: %w", err)
+		}
+		files = append(files, df)
+	}
+	return files, nil
+}
+
+// filesWhere returns the data files of tbl's current snapshot in the partitions filter
+// selects. Gold is partitioned by the grain itself (identity) and filter is on the grain
+// only, so a file is in or out whole; a file of another partition spec is refused rather
+// than replaced in part.
+func (m MartSpec) filesWhere(ctx context.Context, tbl *table.Table, filter iceberg.BooleanExpression) ([]iceberg.DataFile, error) {
+	if tbl.CurrentSnapshot() == nil {
+		return nil, nil
+	}
+	spec := tbl.Spec()
+	if spec.NumFields() != 1 || spec.Field(0).SourceIDs[0] != 1 || spec.Field(0).Transform.String() != (iceberg.IdentityTransform{}).String() {
+		return nil, fmt.Errorf("gold %s is not partitioned by its grain (spec %s): rebuild it (gold --rebuild %s)", m.Table, spec, m.Name)
+	}
+	tasks, err := tbl.Scan(table.WithRowFilter(filter)).PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan gold files: %w", err)
+	}
+	out := make([]iceberg.DataFile, 0, len(tasks))
+	for _, t := range tasks {
+		if int(t.File.SpecID()) != spec.ID() {
+			return nil, fmt.Errorf("gold %s: file %s was written with partition spec %d, not %d: rebuild it (gold --rebuild %s)", m.Table, t.File.FilePath(), t.File.SpecID(), spec.ID(), m.Name)
+		}
+		out = append(out, t.File)
+	}
+	return out, nil
 }
 
 // grainIn selects the Gold rows of the given partitions.

@@ -104,7 +104,7 @@ func (m MartSpec) columns() []outCol {
 		case mart.CountDistinct:
 			cols = append(cols, outCol{name: mart.KeysCol(ms.Name),
 				ice:   &iceberg.ListType{Element: iceberg.PrimitiveTypes.String, ElementRequired: true},
-				arrow: arrow.ListOf(arrow.BinaryTypes.String)})
+				arrow: arrow.ListOfNonNullable(arrow.BinaryTypes.String)})
 		case mart.Avg:
 			cols = append(cols, col(mart.SumCol(ms.Name), sumType(ms.InputType), false), col(mart.CountCol(ms.Name), longT, true))
 		case mart.Quantiles:
@@ -119,7 +119,7 @@ func (m MartSpec) columns() []outCol {
 func doubleList(name string) outCol {
 	return outCol{name: name,
 		ice:   &iceberg.ListType{Element: iceberg.PrimitiveTypes.Float64, ElementRequired: true},
-		arrow: arrow.ListOf(arrow.PrimitiveTypes.Float64)}
+		arrow: arrow.ListOfNonNullable(arrow.PrimitiveTypes.Float64)}
 }
 
 func (m MartSpec) icebergSchema() *iceberg.Schema {

@@ -764,6 +764,15 @@ func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident 
 		keyFields[i] = arrow.Field{Name: e.cols[k].Name, Type: arrowType(e.cols[k].Type)}
 	}
 	keySchema := arrow.NewSchema(keyFields, nil)
+	rowDelta := !res.Replay && !e.append && (len(dataFiles) > 0 || e.counts.Updated > 0)
+	var dels []iceberg.DataFile
+	if rowDelta && e.counts.Updated > 0 {
+		// Written once, like the data files: a conflict retries only the commit. The
+		// transaction only lends the writer its table; it is never committed.
+		if dels, err = tbl.NewTransaction().WriteEqualityDeletes(ctx, eqIDs, e.deleteBatches(keySchema)); err != nil {
+			return 0, fmt.Errorf("write equality deletes: %w", err)
+		}
+	}
 	committed, err := lh.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		if w := Watermark(tbl); w != e.startWatermark {
 			// Another run merged meanwhile: the versions resolved here may be stale.
@@ -776,7 +785,7 @@ func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident 
 			}
 			return tx.Commit(ctx)
 		}
-		if len(dataFiles) == 0 && e.counts.Updated == 0 || e.append {
+		if !rowDelta {
 			// Appends only (or nothing changed, but the watermark must still move forward).
 			if err := addOrMark(ctx, tx, dataFiles, props); err != nil {
 				return nil, err
@@ -785,13 +794,7 @@ func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident 
 		}
 		rd := tx.NewRowDelta(props)
 		rd.AddRows(dataFiles...)
-		if e.counts.Updated > 0 {
-			dels, err := tx.WriteEqualityDeletes(ctx, eqIDs, e.deleteBatches(keySchema))
-			if err != nil {
-				return nil, fmt.Errorf("write equality deletes: %w", err)
-			}
-			rd.AddDeletes(dels...)
-		}
+		rd.AddDeletes(dels...)
 		if err := rd.Commit(ctx); err != nil {
 			return nil, err
 		}
