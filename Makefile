@@ -7,7 +7,7 @@ DEMO_EVENTS ?= 200000
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build clickhouse prometheus bench-deps demo test test-short lint fuzz bench bench-go clean
+.PHONY: all build clickhouse prometheus seaweedfs postgres bench-deps demo test test-short lint fuzz bench bench-go clean
 
 all: build
 
@@ -23,6 +23,16 @@ clickhouse:
 prometheus:
 	@scripts/prometheus.sh >/dev/null
 
+## seaweedfs: build SeaweedFS (S3 store + Iceberg REST catalog, for the object-store and
+##            shared-catalog integration tests) into the user cache, once per version
+##            (about 17 minutes cold on 2 cores; scripts/seaweedfs.sh)
+seaweedfs:
+	@scripts/seaweedfs.sh install >/dev/null
+
+## postgres: install Debian's postgresql (the shared SQL catalog of the integration tests)
+postgres:
+	@scripts/postgres.sh install >/dev/null
+
 ## demo: the main job on the embedded stack (SQLite catalog + local warehouse + local ClickHouse);
 ##       DATASET=taxi runs examples/taxi.yaml instead (state in $(STATE_DIR)/taxi)
 DATASET ?= orders
@@ -31,8 +41,9 @@ demo: build clickhouse
 	elif [ "$(DATASET)" = orders ]; then scripts/demo.sh $(BIN) $(STATE_DIR) $(DEMO_EVENTS); \
 	else echo "DATASET: orders or taxi"; exit 2; fi
 
-## test: everything, including integration tests against a real local ClickHouse and iceberg-go
-test: clickhouse prometheus lint
+## test: everything, including integration tests against a real local ClickHouse, PostgreSQL
+##       and iceberg-go
+test: clickhouse prometheus postgres lint
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -20,7 +21,7 @@ func (a *app) validateCmd() *cobra.Command {
 			}
 			w := a.stdout
 			fmt.Fprintf(w, "%s: ok\n", a.configPath)
-			fmt.Fprintf(w, "  catalog:    %s %s\n", cfg.Lakehouse.Catalog.Type, cfg.Lakehouse.Catalog.URI)
+			fmt.Fprintf(w, "  catalog:    %s %s\n", cfg.Lakehouse.Catalog.Type, redactedURI(cfg.Lakehouse.Catalog.URI))
 			fmt.Fprintf(w, "  warehouse:  %s\n", cfg.Lakehouse.Warehouse)
 			if ch := cfg.ClickHouse; ch.IsEmbedded() {
 				fmt.Fprintf(w, "  clickhouse: embedded at %s (tcp %d, http %d), database %s\n",
@@ -45,4 +46,13 @@ func sortedNames[V any](m map[string]V) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, ", ")
+}
+
+// redactedURI is uri with the password of a URL (a postgres:// catalog's) replaced by
+// "xxxxx"; a plain path is returned as is.
+func redactedURI(uri string) string {
+	if u, err := url.Parse(uri); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return uri
 }

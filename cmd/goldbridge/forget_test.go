@@ -39,6 +39,7 @@ type forgetEnv struct {
 	bin   string
 	state string
 	cfg   string
+	env   []string // added to the commands' environment (credentials of shared servers)
 }
 
 func newForgetEnv(t *testing.T) *forgetEnv {
@@ -93,6 +94,9 @@ func (e *forgetEnv) exec(args ...string) (string, error) {
 	defer f.Close()
 	cmd := exec.Command(e.bin, append([]string{"-c", e.cfg, "--state-dir", e.state}, args...)...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if e.env != nil {
+		cmd.Env = append(os.Environ(), e.env...)
+	}
 	err = cmd.Run()
 	out, rerr := os.ReadFile(f.Name())
 	return string(out), errors.Join(err, rerr)

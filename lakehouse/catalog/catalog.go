@@ -3,10 +3,13 @@
 //
 // Two catalog types are supported:
 //
-//   - "sql" (default): an embedded SQLite database (pure Go, modernc.org/sqlite)
-//     holding the catalog rows, with table data and metadata under a file:// or
-//     s3:// warehouse.
-//   - "rest": any Iceberg REST catalog (Polaris, Lakekeeper, Nessie, Gravitino, ...).
+//   - "sql" (default): the catalog rows in a database, chosen by the URI: a plain
+//     path is an embedded SQLite file (pure Go, modernc.org/sqlite); a
+//     postgres:// (or postgresql://) URI is a PostgreSQL database shared by
+//     several workers (pure Go, pgx). Table data and metadata live under a
+//     file:// or s3:// warehouse.
+//   - "rest": any Iceberg REST catalog (Polaris, Lakekeeper, Nessie, Gravitino,
+//     SeaweedFS, ...).
 //
 // Every write to an Iceberg table is an optimistic compare-and-swap of the
 // table's metadata pointer. The SQL catalog of iceberg-go v0.7.0 does not retry a
@@ -38,6 +41,8 @@ import (
 	// Registers the s3:// (and s3a://, s3n://) file IO. Only S3 is linked:
 	// io/gocloud would also pull in the GCS and Azure SDKs.
 	_ "github.com/apache/iceberg-go/io/gocloud/s3"
+	// Registers the "pgx" database/sql driver (PostgreSQL, pure Go).
+	_ "github.com/jackc/pgx/v5/stdlib"
 	// Registers the "sqlite" database/sql driver (pure Go, no cgo).
 	_ "modernc.org/sqlite"
 
@@ -67,14 +72,16 @@ type Config struct {
 	// Type is "sql" (embedded SQLite, the default when empty) or "rest".
 	Type string
 	// URI is, for sql, the path of the SQLite file (e.g. <state>/catalog.db;
-	// relative paths are made absolute, the parent directory is created);
-	// for rest, the base URL of the catalog (without the /v1 suffix).
+	// relative paths are made absolute, the parent directory is created) or a
+	// postgres:// URI (its password may also come from PGPASSWORD); for rest,
+	// the base URL of the catalog (without the /v1 suffix).
 	URI string
 	// Name is the catalog name; DefaultName when empty.
 	Name string
 	// Warehouse is where table data and metadata live: "file:///abs/path"
 	// (a plain or relative path is accepted too) or "s3://bucket/prefix".
-	// For sql it defaults to a "warehouse" directory next to the SQLite file.
+	// For SQLite it defaults to a "warehouse" directory next to the SQLite file;
+	// for Postgres it is required.
 	// For rest it is passed through as is: some servers expect a warehouse
 	// name rather than a URL, and it may be empty.
 	Warehouse string
@@ -119,10 +126,12 @@ func (c S3Config) props() map[string]string {
 
 // Lakehouse is an open Iceberg catalog. It is safe for concurrent use.
 type Lakehouse struct {
-	cat  icecat.Catalog
-	db   *sql.DB // owned SQLite handle; nil for rest
-	typ  string
-	name string
+	cat icecat.Catalog
+	db  *sql.DB // owned SQLite or Postgres handle; nil for rest
+	// embedded is true for the SQLite catalog (a file of this machine).
+	embedded bool
+	typ      string
+	name     string
 	// warehouseDir is the local warehouse directory for file:// warehouses,
 	// checked by Ping; empty otherwise.
 	warehouseDir string
@@ -167,9 +176,18 @@ func Open(ctx context.Context, cfg Config) (*Lakehouse, error) {
 	return l, nil
 }
 
+// IsPostgresURI reports whether a sql catalog URI names a PostgreSQL database
+// (postgres:// or postgresql://) rather than a SQLite file.
+func IsPostgresURI(uri string) bool {
+	return strings.HasPrefix(uri, "postgres://") || strings.HasPrefix(uri, "postgresql://")
+}
+
 func openSQL(ctx context.Context, cfg Config) (*Lakehouse, error) {
 	if cfg.URI == "" {
-		return nil, errors.New("uri (path of the SQLite file) is required")
+		return nil, errors.New("uri (path of the SQLite file, or a postgres:// URI) is required")
+	}
+	if IsPostgresURI(cfg.URI) {
+		return openPostgres(ctx, cfg)
 	}
 	if strings.HasPrefix(cfg.URI, "file:") || cfg.URI == ":memory:" {
 		return nil, fmt.Errorf("sqlite uri %q must be a plain file path", cfg.URI)
@@ -244,6 +262,49 @@ func openSQL(ctx context.Context, cfg Config) (*Lakehouse, error) {
 		_ = db.Close()
 
 		return nil, err
+	}
+
+	return &Lakehouse{cat: cat, db: db, embedded: true, warehouseDir: localDir}, nil
+}
+
+// openPostgres opens a SQL catalog whose rows live in PostgreSQL (through pgx's
+// database/sql driver). The warehouse must be given: there is no local directory
+// the rows belong next to.
+func openPostgres(ctx context.Context, cfg Config) (*Lakehouse, error) {
+	u, err := url.Parse(cfg.URI)
+	if err != nil || u.Host == "" {
+		return nil, errors.New("postgres uri must be postgres://user@host:port/database")
+	}
+	if cfg.Warehouse == "" {
+		return nil, errors.New("a postgres catalog needs a warehouse (s3://bucket/prefix, or file:// on a shared filesystem)")
+	}
+	warehouse, localDir, err := normalizeWarehouse(cfg.Warehouse)
+	if err != nil {
+		return nil, err
+	}
+	if localDir != "" {
+		if err := os.MkdirAll(localDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create warehouse directory: %w", err)
+		}
+	}
+	db, err := sql.Open("pgx", cfg.URI)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres %s: %w", u.Redacted(), err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+
+		return nil, fmt.Errorf("open postgres %s: %w", u.Redacted(), err)
+	}
+	props := iceberg.Properties{}
+	maps.Copy(props, cfg.Properties)
+	maps.Copy(props, cfg.S3.props())
+	props["warehouse"] = warehouse
+	cat, err := sqlcat.NewCatalog(cfg.Name, db, sqlcat.Postgres, props)
+	if err != nil {
+		_ = db.Close()
+
+		return nil, fmt.Errorf("init sql catalog in postgres %s: %w", u.Redacted(), err)
 	}
 
 	return &Lakehouse{cat: cat, db: db, warehouseDir: localDir}, nil
@@ -412,8 +473,18 @@ func (l *Lakehouse) Catalog() icecat.Catalog { return l.cat }
 // Type returns the catalog type, "sql" or "rest".
 func (l *Lakehouse) Type() string { return l.typ }
 
-// DB is the embedded catalog's database (the SQLite file), or nil for a REST catalog.
-func (l *Lakehouse) DB() *sql.DB { return l.db }
+// DB is the embedded catalog's database (the SQLite file), or nil for a REST or
+// Postgres catalog (its SQL dialect is not the one DB's callers speak).
+func (l *Lakehouse) DB() *sql.DB {
+	if !l.embedded {
+		return nil
+	}
+	return l.db
+}
+
+// Embedded reports whether the catalog is the embedded SQLite file, which only
+// this machine's processes can share.
+func (l *Lakehouse) Embedded() bool { return l.embedded }
 
 // Name returns the catalog name.
 func (l *Lakehouse) Name() string { return l.name }

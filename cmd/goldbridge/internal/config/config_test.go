@@ -208,6 +208,9 @@ func TestValidationRules(t *testing.T) {
 		{"bad table", "table: gold.daily_revenue_kpi", "table: Gold-KPI", "marts.daily_revenue_kpi.table"},
 		{"external without addresses", "embedded: true ", "embedded: false", "clickhouse.addresses"},
 		{"bad warehouse", "warehouse: file://${STATE_DIR}/warehouse", "warehouse: /plain/path", "lakehouse.warehouse"},
+		{"sql uri scheme", "    type: sql ", "    type: sql\n    uri: mysql://db/iceberg\n ", "lakehouse.catalog.uri"},
+		{"postgres uri without database", "    type: sql ", "    type: sql\n    uri: postgres://gb@db:5432\n ", "lakehouse.catalog.uri"},
+		{"postgres on the local warehouse", "    type: sql ", "    type: sql\n    uri: postgres://gb@db:5432/iceberg\n ", "lakehouse.warehouse"},
 		{"bad listen", "listen: 127.0.0.1:9464", "listen: nowhere", "server.listen"},
 		{"not-null unknown", "columns: [report_date]", "columns: [nope]", "marts.daily_revenue_kpi.checks[1].columns"},
 		{"snapshot with grain column", "    filter: not is_deleted", "    mode: snapshot\n    filter: not is_deleted", "marts.daily_revenue_kpi.grain.column"},
@@ -240,6 +243,32 @@ func TestValidationRules(t *testing.T) {
 			}
 			t.Fatalf("no problem at %s; got %v", tt.wantPath, ps)
 		})
+	}
+}
+
+// TestSharedCatalogConfig: a postgres:// sql catalog over an s3:// warehouse, and a REST
+// catalog whose warehouse is a name, are valid; the PII key store needs the embedded
+// SQLite catalog, so pii on a postgres catalog is refused with its path.
+func TestSharedCatalogConfig(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := strings.Replace(string(base), "  warehouse: file://${STATE_DIR}/warehouse", "  warehouse: s3://bucket/wh", 1)
+	pg := strings.Replace(shared, "    type: sql ", "    type: sql\n    uri: postgres://gb@db:5432/iceberg\n ", 1)
+	if _, err := Parse([]byte(pg), "/tmp/s", env(nil)); err != nil {
+		t.Errorf("postgres + s3: %v", err)
+	}
+	rest := strings.Replace(strings.Replace(string(base), "  warehouse: file://${STATE_DIR}/warehouse", "  warehouse: lakehouse", 1),
+		"    type: sql ", "    type: rest\n    uri: http://127.0.0.1:8181\n ", 1)
+	if _, err := Parse([]byte(rest), "/tmp/s", env(nil)); err != nil {
+		t.Errorf("rest with a warehouse name: %v", err)
+	}
+	withPII := strings.Replace(pg, "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {subject: $.user_id, fields: [$.email]}\n", 1)
+	_, err = Parse([]byte(withPII), "/tmp/s", env(nil))
+	var ps Problems
+	if !errors.As(err, &ps) || !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == "entities.orders.pii" }) {
+		t.Errorf("pii on a postgres catalog: want a problem at entities.orders.pii, got %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/robfig/cron/v3"
 
+	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/mart"
 )
 
@@ -150,7 +152,13 @@ func (c *Config) validateLakehouse(v *validator) {
 			v.url("lakehouse.catalog.uri", lh.Catalog.URI)
 		}
 	}
+	if lh.Catalog.Type == "sql" {
+		c.validateSQLCatalog(v)
+	}
 	switch {
+	case lh.Catalog.Type == "rest" && !strings.Contains(lh.Warehouse, "://"):
+		// A REST catalog's warehouse may be a name the server resolves (SeaweedFS: the
+		// table bucket); the server decides where the tables live.
 	case strings.HasPrefix(lh.Warehouse, "file://"):
 		if !strings.HasPrefix(strings.TrimPrefix(lh.Warehouse, "file://"), "/") {
 			v.add("lakehouse.warehouse", "file:// warehouse must be an absolute path (use ${STATE_DIR}/warehouse)")
@@ -176,6 +184,29 @@ func (c *Config) validateLakehouse(v *validator) {
 		if !identRe.MatchString(ns) {
 			v.add(path, "invalid namespace %q", ns)
 		}
+	}
+}
+
+// validateSQLCatalog checks a sql catalog's URI: a SQLite file path, or a postgres://
+// URI (the driver is chosen by the scheme; any other scheme is refused, not read as a
+// file name). A Postgres catalog is shared by workers on other machines, so its
+// warehouse must be named, not the default directory in this machine's state dir.
+func (c *Config) validateSQLCatalog(v *validator) {
+	lh := c.Lakehouse
+	uri := lh.Catalog.URI
+	if !catalog.IsPostgresURI(uri) {
+		if scheme, _, ok := strings.Cut(uri, "://"); ok {
+			v.add("lakehouse.catalog.uri", "unsupported scheme %q: a sql catalog is a SQLite file path or a postgres:// URI", scheme)
+		}
+		return
+	}
+	u, err := url.Parse(uri)
+	if err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		v.add("lakehouse.catalog.uri", "want postgres://user@host:port/database (the password from PGPASSWORD or ${VAR})")
+		return
+	}
+	if lh.Warehouse == "file://"+filepath.Join(c.StateDir, "warehouse") {
+		v.add("lakehouse.warehouse", "a postgres catalog is shared by workers on other machines: name the warehouse (s3://bucket/prefix), not the default in this state dir")
 	}
 }
 
@@ -863,8 +894,8 @@ var columnPathRe = regexp.MustCompile(`^\$(\.[^.\[\]*]+)+$`)
 func PIIKey(path string) string { return strings.TrimPrefix(path, "$.") }
 
 func (c *Config) validatePII(v *validator, p string, pii *PII) {
-	if c.Lakehouse.Catalog.Type == "rest" {
-		v.add(p, "needs lakehouse.catalog.type sql: the keys are kept in the embedded catalog database")
+	if c.Lakehouse.Catalog.Type == "rest" || catalog.IsPostgresURI(c.Lakehouse.Catalog.URI) {
+		v.add(p, "needs the embedded catalog (lakehouse.catalog.type sql with a SQLite file): the keys are kept in its database")
 	}
 	if v.required(p+".subject", pii.Subject) && !piiKeyRe.MatchString(pii.Subject) {
 		v.add(p+".subject", "want a top-level payload key ($.user_id); nested paths are not supported")

@@ -1,0 +1,239 @@
+package lakehousetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"goldbridge/lakehouse/catalog"
+)
+
+// The real servers below are started by the project's scripts (scripts/seaweedfs.sh,
+// scripts/postgres.sh) on free loopback ports with fresh random credentials, one per
+// test, and stopped when the test ends. Under -short the test is skipped; without the
+// server installed it fails and names the make target (`make test` installs both).
+
+// SeaweedFS is a running SeaweedFS `weed mini`: an S3 store with the bucket Bucket and
+// the Iceberg REST catalog whose warehouse is TableBucket.
+type SeaweedFS struct {
+	Endpoint    string // http://127.0.0.1:port (S3)
+	CatalogURI  string // http://127.0.0.1:port (Iceberg REST, without /v1)
+	AccessKey   string
+	SecretKey   string
+	Bucket      string
+	TableBucket string
+	dir         string
+}
+
+// S3 is the catalog S3 configuration for this store (path-style, the admin keys).
+func (s *SeaweedFS) S3() catalog.S3Config {
+	return catalog.S3Config{Endpoint: s.Endpoint, Region: "us-east-1", AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey, PathStyle: true}
+}
+
+// Stop stops the server (data stays in its directory); Start brings it back on the same
+// ports. The test's cleanup stops it too.
+func (s *SeaweedFS) Stop(t testing.TB) {
+	t.Helper()
+	if out, err := script("seaweedfs.sh", nil, "stop", s.dir); err != nil {
+		t.Fatalf("stop seaweedfs: %v\n%s", err, out)
+	}
+}
+
+// Postgres is a running PostgreSQL cluster with the database Database, reached as the
+// superuser goldbridge with Password (password authentication only).
+type Postgres struct {
+	Port     int
+	Password string
+	Database string
+	dir      string
+}
+
+// URI is the postgres:// URI of the database, with the password when withPassword.
+func (p *Postgres) URI(withPassword bool) string {
+	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)), Path: "/" + p.Database,
+		RawQuery: "sslmode=disable"}
+	if withPassword {
+		u.User = url.UserPassword("goldbridge", p.Password)
+	} else {
+		u.User = url.User("goldbridge")
+	}
+	return u.String()
+}
+
+// StartSeaweedFS starts SeaweedFS (S3 + Iceberg REST catalog) for the test.
+func StartSeaweedFS(t testing.TB) *SeaweedFS {
+	t.Helper()
+	skipShort(t, "SeaweedFS")
+	if out, err := script("seaweedfs.sh", nil, "installed"); err != nil {
+		t.Fatalf("seaweedfs is not installed (run `make seaweedfs`): %v\n%s", err, out)
+	}
+	ports := freePorts(t, 11)
+	s := &SeaweedFS{
+		Endpoint:   "http://127.0.0.1:" + strconv.Itoa(ports[0]),
+		CatalogURI: "http://127.0.0.1:" + strconv.Itoa(ports[1]),
+		AccessKey:  "gb" + secret(t)[:10], SecretKey: secret(t),
+		Bucket: "warehouse", TableBucket: "lakehouse",
+		dir: privateDir(t, "gb-weed-"),
+	}
+	var rest []string
+	for _, p := range ports[2:] {
+		rest = append(rest, strconv.Itoa(p))
+	}
+	env := []string{
+		"GB_S3_PORT=" + strconv.Itoa(ports[0]), "GB_ICEBERG_PORT=" + strconv.Itoa(ports[1]),
+		"GB_WEED_PORTS=" + strings.Join(rest, " "),
+		"GB_S3_ACCESS_KEY=" + s.AccessKey, "GB_S3_SECRET_KEY=" + s.SecretKey,
+		"GB_S3_BUCKET=" + s.Bucket, "GB_TABLE_BUCKET=" + s.TableBucket,
+	}
+	t.Cleanup(func() {
+		if out, err := script("seaweedfs.sh", nil, "stop", s.dir); err != nil {
+			t.Errorf("stop seaweedfs: %v\n%s", err, out)
+		}
+		_ = os.RemoveAll(s.dir)
+	})
+	start := time.Now()
+	if out, err := script("seaweedfs.sh", env, "start", s.dir); err != nil {
+		t.Fatalf("start seaweedfs: %v\n%s\n%s", err, out, tailFile(filepath.Join(s.dir, "stdout")))
+	}
+	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
+	return s
+}
+
+// StartPostgres starts a PostgreSQL cluster with the database "iceberg" for the test.
+func StartPostgres(t testing.TB) *Postgres {
+	t.Helper()
+	skipShort(t, "PostgreSQL")
+	if out, err := script("postgres.sh", nil, "installed"); err != nil {
+		t.Fatalf("postgresql is not installed (run `make postgres`): %v\n%s", err, out)
+	}
+	p := &Postgres{Port: freePorts(t, 1)[0], Password: secret(t), Database: "iceberg", dir: privateDir(t, "gb-pg-")}
+	// The cluster runs as the postgres user when the test runs as root: it must be able
+	// to reach its data directory (the directory itself stays closed to everyone else).
+	if err := os.Chmod(p.dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if out, err := script("postgres.sh", nil, "stop", p.dir); err != nil {
+			t.Errorf("stop postgres: %v\n%s", err, out)
+		}
+		_ = os.RemoveAll(p.dir)
+	})
+	env := []string{"GB_PG_PORT=" + strconv.Itoa(p.Port), "GB_PG_PASSWORD=" + p.Password, "GB_PG_DATABASE=" + p.Database}
+	start := time.Now()
+	if out, err := script("postgres.sh", env, "start", p.dir); err != nil {
+		t.Fatalf("start postgres: %v\n%s\n%s", err, out, tailFile(filepath.Join(p.dir, "data", "server.log")))
+	}
+	t.Logf("postgres up in %v on port %d", time.Since(start).Round(time.Millisecond), p.Port)
+	return p
+}
+
+func skipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("integration test: needs a real %s (skipped with -short)", what)
+	}
+}
+
+// script runs scripts/<name> from the repository root with env added to a minimal
+// environment (the credentials go to the script and its server, nowhere else).
+func script(name string, env []string, args ...string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", name), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	for _, k := range []string{"GOLDBRIDGE_CACHE", "XDG_CACHE_HOME", "GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOFLAGS"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	// The scripts point the servers' output at their own logs, so the servers hold no
+	// end of this pipe and the call returns when the script does.
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// repoRoot is the directory holding go.mod, found from the working directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("lakehousetest: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// secret is a fresh random password.
+func secret(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// privateDir is a fresh 0700 directory outside t.TempDir (whose parents a server user
+// other than the test's cannot traverse), removed by the caller's cleanup.
+func privateDir(t testing.TB, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func tailFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
