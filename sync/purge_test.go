@@ -106,7 +106,7 @@ func TestSyncPurge(t *testing.T) {
 	if n := dropped(); n != 0 {
 		t.Errorf("%d dropped tables left", n)
 	}
-	want := goldStrings(goldRows(kept), m, gbsync.Cutoff(m, now))
+	want := goldStrings(goldRows(kept), m, gbsync.Cutoff(m, now, nil))
 	if got := finalRows(t, c, m); !slices.Equal(got, want) {
 		t.Errorf("_final differs from Gold after the purge: %d vs %d rows", len(got), len(want))
 	}

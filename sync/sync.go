@@ -140,6 +140,10 @@ type Result struct {
 	Unchanged  int
 	Purged     push.Purged // Options.Purge
 	Elapsed    time.Duration
+	Cutoff     time.Time // the hot-window cutoff planned with (Records.Write)
+	// Recorded: nothing was planned or pushed because the push record says ClickHouse
+	// already holds this Gold table state (Records.Unchanged).
+	Recorded bool
 }
 
 // Cutoff is the first grain instant inside the hot window: the anchor's day minus the
@@ -396,6 +400,7 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	}
 	opt.Log.Debug("planned", "partitions", len(plan.Push), "ensure_s", ensured.Sub(start).Seconds(), "plan_s", time.Since(ensured).Seconds())
 	res.Unchanged = len(plan.Hot) - len(plan.Push)
+	res.Cutoff = plan.Cutoff
 	res.Unservable = plan.Unservable
 	for _, u := range plan.Unservable {
 		opt.Log.Warn("gold partition not served: its grain is outside what ClickHouse's grain type holds",
@@ -523,6 +528,9 @@ func (r Result) Summary(mart string) string {
 		s += fmt.Sprintf("; purged %d dropped tables and %d outdated parts from disk", p.DroppedTables, p.OutdatedParts)
 	} else if p.Skipped != "" {
 		s += "; not purged (" + p.Skipped + ")"
+	}
+	if r.Recorded {
+		s += "; Gold unchanged since the recorded push, ClickHouse not reached"
 	}
 	if len(r.Rebuilt) > 0 {
 		s += fmt.Sprintf("; rebuilt the served table (%d differences from the mart definition)", len(r.Rebuilt))

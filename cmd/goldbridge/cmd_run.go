@@ -77,8 +77,14 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 		if contains(stages, "sync") {
 			ensure = served
 		}
-		if len(served) > 0 {
+		switch {
+		case len(served) == 0:
+		case contains(stages, "check") || !recordedAll(ctx, p.lh, cfg, served):
 			p.openClickHouseAhead(ctx, ensure) // connected while the lakehouse stages run
+		default:
+			// ClickHouse already holds every mart's Gold: it is reached only if the
+			// run lands something new (after ingest) or Gold changes anyway (sync).
+			p.aheadOnLanding = ensure
 		}
 	}
 	start := time.Now()
@@ -92,6 +98,9 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 		switch st {
 		case "ingest":
 			err = p.ingest(ctx, entities)
+			if p.landed && p.aheadOnLanding != nil {
+				p.openClickHouseAhead(ctx, p.aheadOnLanding)
+			}
 		case "silver":
 			err = p.silver(ctx, entities)
 		case "gold":

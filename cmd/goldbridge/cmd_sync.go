@@ -31,7 +31,7 @@ with an atomic REPLACE PARTITION, and drops partitions that left the hot window.
 circuit is open is skipped. Safe to interrupt and re-run: each partition is old or new.
 --rebuild MART drops the mart's ClickHouse tables and pushes the window again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withServing(cmd.Context(), args, func(ctx context.Context, c *chconn.Client, lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
+			return a.withServing(cmd.Context(), args, func(ctx context.Context, conn func() (*chconn.Client, error), lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
 				if !cfg.Marts[m.Name].Serving.IsEnabled() {
 					fmt.Fprintf(a.stdout, "sync %s: serving disabled\n", m.Name)
 					return nil
@@ -43,8 +43,17 @@ circuit is open is skipped. Safe to interrupt and re-run: each partition is old 
 				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
 					return err
 				}
+				recs, target := pushRecords(cfg), syncTarget(cfg)
+				if rec, ok := recs.Unchanged(m, tbl, target, time.Now()); ok && !force && !rebuild {
+					fmt.Fprintln(a.stdout, rec.Result().Summary(m.Name))
+					return nil
+				}
+				c, err := conn()
+				if err != nil {
+					return err
+				}
 				sv := cfg.Marts[m.Name].Serving
-				res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{
+				res, err := a.recordedSync(ctx, c, lh, m, tbl, cfg, gbsync.Options{
 					Parallelism: sv.Parallelism, BatchRows: sv.BatchRows, Force: force, Rebuild: rebuild,
 					Log: a.log.With("stage", "sync", "mart", m.Name),
 				})
@@ -70,9 +79,13 @@ columns with the mart's DDL; prints the partitions that differ and exits with st
 any do. --repair re-pushes them (rebuilding a drifted table) and checks again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			found := false
-			err := a.withServing(cmd.Context(), args, func(ctx context.Context, c *chconn.Client, lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
+			err := a.withServing(cmd.Context(), args, func(ctx context.Context, conn func() (*chconn.Client, error), lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
 				if !cfg.Marts[m.Name].Serving.IsEnabled() {
 					return nil
+				}
+				c, err := conn()
+				if err != nil {
+					return err
 				}
 				tbl, err := lh.LoadTable(ctx, cfg.Marts[m.Name].Table)
 				if err != nil {
@@ -89,7 +102,7 @@ any do. --repair re-pushes them (rebuilding a drifted table) and checks again.`,
 				if len(drifts) > 0 && repair {
 					gbsync.PrintDrift(a.stdout, m.Name, drifts)
 					sv := cfg.Marts[m.Name].Serving
-					res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Parallelism: sv.Parallelism, BatchRows: sv.BatchRows,
+					res, err := a.recordedSync(ctx, c, lh, m, tbl, cfg, gbsync.Options{Parallelism: sv.Parallelism, BatchRows: sv.BatchRows,
 						Only: gbsync.DriftPartitions(drifts), Log: a.log.With("stage", "check", "mart", m.Name)})
 					fmt.Fprintln(a.stdout, "repair: "+res.Summary(m.Name))
 					if err != nil {
@@ -136,9 +149,9 @@ func (a *app) printUnservable(ctx context.Context, m *serving.Mart, tbl *table.T
 	}
 }
 
-// withServing loads the config, opens the lakehouse and ClickHouse, and calls fn per
-// selected mart.
-func (a *app) withServing(ctx context.Context, args []string, fn func(context.Context, *chconn.Client, *catalog.Lakehouse, *serving.Mart, *config.Config) error) error {
+// withServing loads the config, takes the state lock, opens the lakehouse and calls fn
+// per selected mart with conn, which opens ClickHouse on first use.
+func (a *app) withServing(ctx context.Context, args []string, fn func(context.Context, func() (*chconn.Client, error), *catalog.Lakehouse, *serving.Mart, *config.Config) error) error {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return err
@@ -157,15 +170,25 @@ func (a *app) withServing(ctx context.Context, args []string, fn func(context.Co
 		return err
 	}
 	defer lh.Close()
-	c, stop, err := a.openClickHouse(ctx, cfg)
-	if err != nil {
-		return err
+	// ClickHouse is opened (the embedded server started) by the first mart that needs
+	// it: a sync that its push records answer never reaches it.
+	var c *chconn.Client
+	stop := func() {}
+	defer func() { stop() }()
+	conn := func() (*chconn.Client, error) {
+		if c != nil {
+			return c, nil
+		}
+		cc, stopSrv, err := a.openClickHouse(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		c, stop = cc, func() { cc.Close(); stopSrv() }
+		return c, nil
 	}
-	defer stop()
-	defer c.Close()
 	for _, name := range marts {
 		m := servingMart(cfg, name)
-		if err := fn(ctx, c, lh, m, cfg); err != nil {
+		if err := fn(ctx, conn, lh, m, cfg); err != nil {
 			return err
 		}
 	}

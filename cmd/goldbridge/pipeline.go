@@ -30,6 +30,8 @@ type pipeline struct {
 	full             bool
 	rebuild          bool           // gold --rebuild
 	ch               *chOpening     // ClickHouse connection opened ahead (run), or nil
+	aheadOnLanding   []string       // open ClickHouse ahead (ensuring these marts) once ingest lands rows
+	landed           bool           // ingest committed something to Bronze
 	bg               sync.WaitGroup // metric reads left to run beside the next stages; close waits
 }
 
@@ -186,6 +188,7 @@ func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 				a.log.Error("source failed; the other sources go on", "stage", "ingest", "entity", name, "source", ks.Name, "err", err)
 				continue
 			}
+			p.landed = p.landed || res.SnapshotID != 0
 			p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
 			fmt.Fprintf(a.stdout, "ingest %s: kafka %s: %d records, %.0f rows/s, batch %s, snapshot %d\n",
 				name, ks.Topic, res.Rows, float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
@@ -227,6 +230,7 @@ func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.F
 	if err != nil {
 		return err
 	}
+	p.landed = p.landed || res.SnapshotID != 0
 	p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
 	p.m.Rows.WithLabelValues("ingest", name, "", "blank").Add(float64(res.Blank))
 	p.m.FilesQuarantined.WithLabelValues(name).Set(float64(len(res.Quarantined)))

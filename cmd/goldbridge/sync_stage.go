@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
+
 	"goldbridge/lakehouse/gold"
+	"goldbridge/serving"
 	gbsync "goldbridge/sync"
 )
 
@@ -29,18 +32,20 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 	if len(served) == 0 {
 		return nil
 	}
-	c, stop, err := p.clickhouse(ctx)
-	if err != nil {
-		return err
+	// A mart whose push record matches its Gold table has nothing to push or drop: it
+	// is answered from the record, and ClickHouse is reached (started, for the
+	// embedded server) only for the others.
+	recs, target := pushRecords(p.cfg), syncTarget(p.cfg)
+	type job struct {
+		name string
+		m    *serving.Mart
+		tbl  *table.Table
 	}
-	defer stop()
-	defer c.Close()
-	drifted := 0
+	var todo []job
 	failed := failures{stage: stage}
 	for _, name := range served {
-		mc := p.cfg.Marts[name]
 		m := servingMart(p.cfg, name)
-		tbl, err := p.lh.LoadTable(ctx, mc.Table)
+		tbl, err := p.lh.LoadTable(ctx, p.cfg.Marts[name].Table)
 		if err != nil {
 			failed.add(name, fmt.Errorf("%s %s: gold table: %w (run gold first)", stage, name, err))
 			continue
@@ -49,6 +54,29 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 			failed.add(name, err)
 			continue
 		}
+		if stage == "sync" {
+			if rec, ok := recs.Unchanged(m, tbl, target, time.Now()); ok {
+				res := rec.Result()
+				fmt.Fprintln(a.stdout, res.Summary(name))
+				p.syncedMetrics(name, res, rec.NewestGrain)
+				continue
+			}
+		}
+		todo = append(todo, job{name, m, tbl})
+	}
+	if len(todo) == 0 {
+		return failed.err()
+	}
+	c, stop, err := p.clickhouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	defer c.Close()
+	drifted := 0
+	for _, j := range todo {
+		name, m, tbl := j.name, j.m, j.tbl
+		mc := p.cfg.Marts[name]
 		if stage == "check" {
 			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
 			if err != nil {
@@ -72,6 +100,10 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 			f, _ := gold.ReadFreshness(ctx, p.lh, mc.Table)
 			freshc <- f
 		}()
+		if err := recs.Begin(name); err != nil {
+			failed.add(name, err)
+			continue
+		}
 		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{
 			Parallelism: mc.Serving.Parallelism, BatchRows: mc.Serving.BatchRows,
 			Log: a.log.With("stage", "sync", "mart", name), Ensured: p.ensuredAhead(name), Purge: purge,
@@ -92,12 +124,10 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 		if res.Skipped != "" {
 			continue // circuit open or serving disabled: ClickHouse keeps what it had
 		}
-		p.m.SyncLag.WithLabelValues(name).Set(0)
-		p.m.HotPartitions.WithLabelValues(name, "clickhouse").Set(float64(len(res.Pushed) + res.Unchanged))
-		if t, ok := grainTime(fresh.NewestGrain); ok {
-			p.m.DataNewest.WithLabelValues(name, "clickhouse").Set(float64(t.Unix()))
+		if err := recs.Write(m, tbl, target, res, fresh.NewestGrain); err != nil {
+			a.log.Warn("the next sync plans against ClickHouse again", "mart", name, "err", err)
 		}
-		p.m.LastSuccess.WithLabelValues("sync", "", name).SetToCurrentTime()
+		p.syncedMetrics(name, res, fresh.NewestGrain)
 	}
 	if err := failed.err(); err != nil {
 		return err
@@ -106,6 +136,16 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 		return &exitError{exitDrift, fmt.Errorf("drift found between Gold and ClickHouse in %d mart(s)", drifted)}
 	}
 	return nil
+}
+
+// syncedMetrics records a sync of mart that left ClickHouse equal to Gold.
+func (p *pipeline) syncedMetrics(mart string, res gbsync.Result, newestGrain string) {
+	p.m.SyncLag.WithLabelValues(mart).Set(0)
+	p.m.HotPartitions.WithLabelValues(mart, "clickhouse").Set(float64(len(res.Pushed) + res.Unchanged))
+	if t, ok := grainTime(newestGrain); ok {
+		p.m.DataNewest.WithLabelValues(mart, "clickhouse").Set(float64(t.Unix()))
+	}
+	p.m.LastSuccess.WithLabelValues("sync", "", mart).SetToCurrentTime()
 }
 
 // grainTime parses a grain value as Gold renders it (a date, or RFC 3339 for hours).

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go/table"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/gold"
+	"goldbridge/serving"
+	"goldbridge/serving/chconn"
+	gbsync "goldbridge/sync"
+)
+
+// pushRecords are the marts' push records (gbsync.Records), in the state directory
+// beside the embedded catalog.
+func pushRecords(cfg *config.Config) gbsync.Records {
+	return gbsync.Records{Dir: filepath.Join(cfg.StateDir, "pushed")}
+}
+
+// syncTarget names the ClickHouse a push went to: a record of one target never stands
+// for another.
+func syncTarget(cfg *config.Config) string {
+	ch := cfg.ClickHouse
+	if ch.IsEmbedded() {
+		return fmt.Sprintf("embedded %s %d %d db %s", ch.Local.Path, ch.Local.TCPPort, ch.Local.HTTPPort, ch.Database)
+	}
+	return fmt.Sprintf("%s db %s cluster %s", strings.Join(ch.Addresses, ","), ch.Database, ch.Cluster)
+}
+
+// recordedAll reports whether every mart's push record matches its Gold table as it is
+// now: a sync of them has nothing to do and need not reach ClickHouse.
+func recordedAll(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config, marts []string) bool {
+	recs, target, now := pushRecords(cfg), syncTarget(cfg), time.Now()
+	for _, name := range marts {
+		tbl, err := lh.LoadTable(ctx, cfg.Marts[name].Table)
+		if err != nil {
+			return false
+		}
+		m := servingMart(cfg, name)
+		if gbsync.FillTypes(m, tbl.Schema()) != nil {
+			return false
+		}
+		if _, ok := recs.Unchanged(m, tbl, target, now); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// recordedSync runs gbsync.Sync between the mart's push record's removal and the new
+// record (gbsync.Records), for the commands that sync outside a pipeline.
+func (a *app) recordedSync(ctx context.Context, c *chconn.Client, lh *catalog.Lakehouse, m *serving.Mart, tbl *table.Table, cfg *config.Config, opt gbsync.Options) (gbsync.Result, error) {
+	recs := pushRecords(cfg)
+	if err := recs.Begin(m.Name); err != nil {
+		return gbsync.Result{}, err
+	}
+	res, err := gbsync.Sync(ctx, c, m, tbl, opt)
+	if err != nil || res.Skipped != "" {
+		return res, err
+	}
+	fresh, _ := gold.ReadFreshness(ctx, lh, cfg.Marts[m.Name].Table)
+	if err := recs.Write(m, tbl, syncTarget(cfg), res, fresh.NewestGrain); err != nil {
+		a.log.Warn("the next sync plans against ClickHouse again", "mart", m.Name, "err", err)
+	}
+	return res, nil
+}
