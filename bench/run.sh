@@ -11,6 +11,8 @@
 #   BENCH_KEEP=1       keep the generated data and state dirs after the run
 #   BENCH_PROFILE=1    CPU + heap profile of the full goldbridge `run` (pprof overhead ~1%)
 #   BENCH_RESULTS=dir  where <date>.md goes (default bench/results)
+#   BENCH_SCALE=1     instead: the incremental and no-change runs at 1M/3M/10M stored events
+#                      (bench/scale.sh, its own knobs documented there)
 #   BENCH_SETTLE=s     pause after flushing dirty pages before each timed step
 #                      (default 2; 0 with BENCH_QUICK, whose timings are not judged)
 #   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
@@ -44,6 +46,9 @@ CONFIG="$root/bench/orders.yaml"
 SEED=42
 END=2026-06-30
 DUCKDB_VERSION=1.5.6-r.1
+if [[ "${BENCH_SCALE:-}" == 1 ]]; then
+	exec "$root/bench/scale.sh" "$BIN"
+fi
 
 if [[ -n "${BENCH_EVENTS:-}" ]]; then
 	N=$BENCH_EVENTS

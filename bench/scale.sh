@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# BENCH_SCALE=1 make bench (bench/run.sh hands over to this script): how goldbridge's
+# incremental run and its no-change run grow with what is already stored (issue 21).
+#
+#   bench/scale.sh [BIN]
+#
+# For each size N of BENCH_SCALE_SIZES (default "1000000 3000000 10000000"; add 30000000
+# on a machine with ~40 GB free and an hour), in a fresh state dir with the embedded
+# ClickHouse that goldbridge starts itself (the cron case):
+#   full       `run` over N demo events (seed 42, end 2026-06-30)
+#   no-change  BENCH_SCALE_REPEAT (default 5) `run`s and `sync`s with nothing new,
+#              interleaved; median and range
+#   increment  `run` after landing the held-back BENCH_SCALE_TAIL (default 10000) events,
+#              with its Silver stage from the metrics textfile
+# and the incremental run's ratio to the smallest size's: the goal is ≤ 1.15× at 30M.
+# The rows are appended to bench/results/<date>.md. Timings never fail the script;
+# a failing command does.
+set -euo pipefail
+trap 'echo "bench scale: failed at line $LINENO (exit $?)" >&2' ERR
+
+cd "$(dirname "$0")/.."
+root=$PWD
+BIN=${1:-${BENCH_BIN:-bin/goldbridge}}
+[[ "$BIN" == /* ]] || BIN="$root/$BIN"
+SIZES=${BENCH_SCALE_SIZES:-1000000 3000000 10000000}
+TAIL=${BENCH_SCALE_TAIL:-10000}
+REPEAT=${BENCH_SCALE_REPEAT:-5}
+W=${BENCH_DIR:-$root/bench/data}
+[[ "$W" == /* ]] || W="$root/$W"
+W=$W/scale
+RESULTS=${BENCH_RESULTS:-$root/bench/results}
+[[ -x "$BIN" ]] || { echo "bench scale: $BIN not found: run make build" >&2; exit 1; }
+
+rm -rf "$W"
+mkdir -p "$W"
+trap 'rm -rf "$W"' EXIT
+# bench/orders.yaml with the embedded server goldbridge starts and stops itself.
+sed -e '/password_file:/d' -e 's#path: \${GB_BENCH_CH_PATH}#path: ${STATE_DIR}/clickhouse#' \
+	-e 's#\${GB_BENCH_LANDING}#${STATE_DIR}/landing#' "$root/bench/orders.yaml" >"$W/orders.yaml"
+export GB_BENCH_DB=marts GB_BENCH_CH_TCP GB_BENCH_CH_HTTP
+free_port() {
+	local p
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % 20000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+	echo "bench scale: no free port found" >&2
+	exit 1
+}
+GB_BENCH_CH_TCP=$(free_port)
+GB_BENCH_CH_HTTP=$(free_port)
+[[ "$GB_BENCH_CH_TCP" != "$GB_BENCH_CH_HTTP" ]] || GB_BENCH_CH_HTTP=$(free_port)
+
+ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
+# timed NAME ARGS...: one goldbridge command on the current state dir; sets MS.
+timed() {
+	local name=$1 t0
+	shift
+	t0=$(date +%s%N)
+	if ! "$BIN" -c "$W/orders.yaml" --state-dir "$S" "$@" >"$S.logs/$name.out" 2>&1; then
+		echo "bench scale: $name failed" >&2
+		tail -n 20 "$S.logs/$name.out" >&2
+		exit 1
+	fi
+	MS=$(ms "$t0")
+}
+stats() { printf '%s\n' "$@" | sort -n | awk '{v[NR] = $1} END {printf "%.3f s (%.3f–%.3f)", v[int((NR + 1) / 2)] / 1000, v[1] / 1000, v[NR] / 1000}'; }
+silver_secs() {
+	awk '/^goldbridge_stage_duration_seconds_sum\{.*stage="silver"/ {s += $NF} END {printf "%.2f", s}' "$S/metrics.prom"
+}
+
+rows=() first=""
+for N in $SIZES; do
+	S=$W/state-$N
+	mkdir -p "$S.logs" "$S/landing" "$W/gen-$N"
+	echo "== scale $N: generate $((N + TAIL)) events" >&2
+	"$BIN" --state-dir "$S" demo generate --events $((N + TAIL)) --seed 42 --end 2026-06-30 \
+		--files $(((N + 249999) / 250000)) --out "$W/gen-$N" >/dev/null
+	gen=("$W/gen-$N"/orders-*.jsonl)
+	last=${gen[-1]}
+	lines=$(wc -l <"$last")
+	head -n $((lines - TAIL)) "$last" >"$last.base"
+	tail -n "$TAIL" "$last" >"$W/gen-$N/tail"
+	mv "$last.base" "$last"
+	mv "$W/gen-$N"/orders-*.jsonl "$S/landing/"
+	echo "== scale $N: full run" >&2
+	sync
+	timed full run
+	full=$MS
+	echo "== scale $N: $REPEAT no-change runs and syncs, interleaved" >&2
+	nrun=() nsync=()
+	for i in $(seq "$REPEAT"); do
+		timed "nochange-run-$i" run
+		nrun+=("$MS")
+		timed "nochange-sync-$i" sync
+		nsync+=("$MS")
+	done
+	echo "== scale $N: incremental run (+$TAIL events)" >&2
+	mv "$W/gen-$N/tail" "$S/landing/orders-99999.jsonl"
+	sync
+	timed incr run
+	incr=$MS
+	silver=$(silver_secs)
+	first=${first:-$incr}
+	rows+=("| $N | $(awk -v a="$full" 'BEGIN {printf "%.1f", a / 1000}') | $(awk -v a="$incr" 'BEGIN {printf "%.2f", a / 1000}') | $silver | $(awk -v a="$incr" -v b="$first" 'BEGIN {printf "%.2f×", a / b}') | $(stats "${nrun[@]}") | $(stats "${nsync[@]}") |")
+	rm -rf "$S" "$W/gen-$N" # the next size needs the disk
+done
+
+table=$(
+	echo "### $(date -u '+%Y-%m-%d %H:%M UTC') — scale curve (BENCH_SCALE=1): +$TAIL events on each stored size"
+	echo
+	echo "$(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg); binary: $("$BIN" version | sed -n 1p) (repository at $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown))."
+	echo
+	echo "| stored events | full \`run\` s | incremental \`run\` s | its Silver stage s | × the smallest size's incremental | no-change \`run\` (median, range of $REPEAT) | no-change \`sync\` |"
+	echo "|---:|---:|---:|---:|---:|---|---|"
+	printf '%s\n' "${rows[@]}"
+	echo
+	echo "Goals (issue 21): incremental at 30M ≤ 1.15× the 1M one; no-change \`run\` ≤ 0.3 s, \`sync\` ≤ 0.5 s."
+)
+mkdir -p "$RESULTS"
+out="$RESULTS/$(date -u +%Y-%m-%d).md"
+# shellcheck disable=SC2016 # the backquotes are Markdown
+[[ -s "$out" ]] || printf '# Benchmark results %s\n\nWritten by `make bench` (bench/run.sh); newest last.\n' "$(date -u +%Y-%m-%d)" >"$out"
+printf '\n%s\n' "$table" >>"$out"
+echo
+echo "$table"
+echo
+echo "appended to ${out#"$root"/}"
