@@ -170,8 +170,9 @@ func (m *Mart) Validate() error {
 	return nil
 }
 
-// Aggregating reports whether the mart needs AggregatingMergeTree: any measure other
-// than sum and count.
+// Aggregating reports whether the mart has a measure other than sum and count: its
+// states are built from the carrier rows (<t>__detail or goldbridge's own states)
+// rather than every level streamed as Gold has it.
 func (m *Mart) Aggregating() bool {
 	for _, ms := range m.Measures {
 		if !ms.Agg.Additive() {

@@ -332,10 +332,11 @@ func chStats(ctx context.Context, c *chconn.Client, m *serving.Mart, hot []push.
 	sums := summed(m)
 	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l", "count()", "sum(" + rowHashSQL(m) + ")"}
 	for _, ms := range sums {
+		// NULL values are skipped, as on Gold's side: a level of NULLs sums to 0.
 		if isFloat(m, ms) {
-			sel = append(sel, "toString(toDecimal128(sum("+serving.Q(ms.Name)+"), 9))")
+			sel = append(sel, "toString(toDecimal128(ifNull(sum("+serving.Q(ms.Name)+"), 0), 9))")
 		} else {
-			sel = append(sel, "toString(sum("+serving.Q(ms.Name)+"))")
+			sel = append(sel, "toString(ifNull(sum("+serving.Q(ms.Name)+"), 0))")
 		}
 	}
 	from, to := hotRange(hot)

@@ -23,8 +23,8 @@ import (
 // (so no separator is ambiguous), integers in decimal, floats as their IEEE-754 bits,
 // decimals as ClickHouse's toString (trailing zeros trimmed), dates as days since
 // 1970-01-01, timestamps as microseconds, quantile lists as their floats' bits joined
-// with ',', and NULL as N. Measures ClickHouse stores as non-nullable (sum, count, min,
-// max) are served as 0 for a Gold NULL, so a NULL is encoded as 0 there (docs/serving.md).
+// with ',', and NULL as N (a NULL sum, min or max is served as NULL). Counts and
+// distinct counts are never NULL in Gold; a NULL there reads as 0, as it is served.
 
 // canonField is one field of the canonical text: the Gold column it comes from, its
 // ClickHouse expression over the view, and how a NULL reads.
@@ -50,8 +50,10 @@ func canonFields(m *serving.Mart) []canonField {
 	for _, ms := range m.Measures {
 		f := canonField{gold: ms.Name}
 		switch ms.Agg {
-		case mart.Sum, mart.Count, mart.Min, mart.Max:
+		case mart.Count:
 			f.sql, f.nullAs0 = canonSQL(q(ms.Name), ms.Type, false), true
+		case mart.Sum, mart.Min, mart.Max:
+			f.sql = canonSQL(q(ms.Name), ms.Type, true)
 		case mart.CountDistinct:
 			f.sql, f.nullAs0 = canonSQL(q(ms.Name), "Int64", false), true
 		case mart.Avg:

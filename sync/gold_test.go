@@ -36,6 +36,7 @@ type goldRow struct {
 	gCountry, gCategory int32
 	level               string
 	revenue             int64 // cents (decimal(38,2))
+	revenueNull         bool  // revenue is NULL (every amount of the group was NULL)
 	orders              int64
 	customers           int64
 	keys                []string // detail only
@@ -181,7 +182,11 @@ func record(t testing.TB, sch *arrow.Schema, rows []goldRow) arrow.RecordBatch {
 		b.Field(3).(*array.Int32Builder).Append(r.gCountry)
 		b.Field(4).(*array.Int32Builder).Append(r.gCategory)
 		b.Field(5).(*array.StringBuilder).Append(r.level)
-		b.Field(6).(*array.Decimal128Builder).Append(decimal128.FromI64(r.revenue))
+		if r.revenueNull {
+			b.Field(6).AppendNull()
+		} else {
+			b.Field(6).(*array.Decimal128Builder).Append(decimal128.FromI64(r.revenue))
+		}
 		b.Field(7).(*array.Int64Builder).Append(r.orders)
 		b.Field(8).(*array.Int64Builder).Append(r.customers)
 		lb := b.Field(9).(*array.ListBuilder)

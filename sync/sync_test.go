@@ -45,7 +45,7 @@ func client(t testing.TB, db string) *chconn.Client {
 // finalRows reads <t>_final as canonical strings, one per row.
 func finalRows(t testing.TB, c *chconn.Client, m *serving.Mart) []string {
 	t.Helper()
-	q := fmt.Sprintf("SELECT toString(report_date), ifNull(country, '∅'), ifNull(category, '∅'), grouping_country, grouping_category, toString(grouping_level), toString(revenue), orders %s FROM `%s`.`%s_final`",
+	q := fmt.Sprintf("SELECT toString(report_date), ifNull(country, '∅'), ifNull(category, '∅'), grouping_country, grouping_category, toString(grouping_level), ifNull(toString(revenue), 'NULL'), orders %s FROM `%s`.`%s_final`",
 		map[bool]string{true: ", customers, toString(avg_order)", false: ""}[m.Aggregating()], m.Database, m.Table)
 	rows, err := c.Conn().Query(context.Background(), q)
 	if err != nil {
@@ -64,7 +64,10 @@ func finalRows(t testing.TB, c *chconn.Client, m *serving.Mart) []string {
 		if err := rows.Scan(dest...); err != nil {
 			t.Fatal(err)
 		}
-		s := fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d", d, co, ca, gc, gk, lv, decimal.RequireFromString(rev).StringFixed(2), orders)
+		if rev != "NULL" {
+			rev = decimal.RequireFromString(rev).StringFixed(2)
+		}
+		s := fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d", d, co, ca, gc, gk, lv, rev, orders)
 		if m.Aggregating() {
 			s += fmt.Sprintf("|%d|%s", cust, decimal.RequireFromString(avg).StringFixed(8))
 		}
@@ -86,8 +89,12 @@ func goldStrings(rows []goldRow, m *serving.Mart, from time.Time) []string {
 			}
 			return *p
 		}
+		rev := decimal.New(r.revenue, -2).StringFixed(2)
+		if r.revenueNull {
+			rev = "NULL"
+		}
 		s := fmt.Sprintf("%s|%s|%s|%d|%d|%s|%s|%d", r.day.Format("2006-01-02"), n(r.country), n(r.category), r.gCountry, r.gCategory, r.level,
-			decimal.New(r.revenue, -2).StringFixed(2), r.orders)
+			rev, r.orders)
 		if m.Aggregating() {
 			s += fmt.Sprintf("|%d|%s", r.customers, decimal.New(r.avgOrder, -8).StringFixed(8))
 		}

@@ -264,3 +264,47 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 		})
 	}
 }
+
+// A NULL sum (every amount of the group NULL) is served as NULL, as Gold and Iceberg
+// hold it, never as 0, on both engines' paths; check is clean, and a NULL changed to 0
+// in ClickHouse is drift.
+func TestNullMeasuresServedNull(t *testing.T) {
+	for _, agg := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aggregating=%v", agg), func(t *testing.T) {
+			ctx := context.Background()
+			db := chtest.Database(t)
+			c := client(t, db)
+			lh := lakehousetest.Open(t)
+			m := testMart(db, agg)
+			days := daysFrom(day0, 2)
+			rows := goldRows(genOrders(10, days, 40))
+			nulls := 0
+			for i := range rows {
+				if rows[i].category != nil && *rows[i].category == "games" {
+					rows[i].revenueNull = true
+					nulls++
+				}
+			}
+			tbl := writeGold(t, lh, rows, days)
+			clock := func() time.Time { return day0.AddDate(0, 0, 2) }
+			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+				t.Fatal(err)
+			}
+			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
+				t.Fatalf("_final differs from Gold (%d NULL revenues): first %v", nulls, head(got))
+			}
+			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				t.Fatalf("check: %v %v", drifts, err)
+			}
+			// NULL → 0 in one partition: drift.
+			q := fmt.Sprintf("ALTER TABLE `%s`.daily_revenue_kpi UPDATE revenue = 0 WHERE revenue IS NULL AND report_date = '2026-05-01' SETTINGS mutations_sync = 2", db)
+			if err := c.Conn().Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			if err != nil || !slices.Equal(gbsync.DriftPartitions(drifts), []string{"20260501"}) {
+				t.Fatalf("NULL served as 0 is not drift: %v %v", drifts, err)
+			}
+		})
+	}
+}

@@ -44,7 +44,7 @@ type AggDesc struct {
 	Input Input
 	List  List
 	// Additive: the rows of a level sum to the coarser level's value (the consistency
-	// check; a SummingMergeTree keeps it).
+	// check; the served rows are streamed as Gold has them).
 	Additive bool
 	// Simple is the ClickHouse SimpleAggregateFunction that merges the finished value
 	// ("sum", "min", "max"); empty when the served value is finished from hidden

@@ -3,7 +3,8 @@
 //
 // Layout of a mart <t> in database <db>:
 //
-//	<t>            SummingMergeTree (all measures sum/count) or AggregatingMergeTree
+//	<t>            AggregatingMergeTree (SimpleAggregateFunction columns for
+//	               sum/count/min/max/avg, AggregateFunction states for the others)
 //	<t>__staging   same structure: a partition is built here, then swapped in with
 //	               ALTER TABLE <t> REPLACE PARTITION ... FROM <t>__staging
 //	<t>__detail    (AggregatingMergeTree marts) the Gold detail rows with their
@@ -77,22 +78,22 @@ func quantileArgs(q []float64) string {
 	return strings.Join(s, ", ")
 }
 
-// TargetColumns returns the columns of <t> and <t>__staging, in order.
+// valueType is the served type of a sum, min or max: Nullable, because Gold's value
+// is NULL when every input of its group is (SQL's sum/min/max), and a NULL served as 0
+// would be a wrong number.
+func valueType(ms serving.Measure) string { return "Nullable(" + ms.Type + ")" }
+
+// TargetColumns returns the columns of <t> and <t>__staging, in order: every measure
+// a SimpleAggregateFunction or AggregateFunction column of an AggregatingMergeTree.
 func TargetColumns(m *serving.Mart) []Column {
 	cols := keyColumns(m)
-	agg := m.Aggregating()
-	simple := func(fn, t string) string {
-		if !agg {
-			return t
-		}
-		return "SimpleAggregateFunction(" + fn + ", " + t + ")"
-	}
+	simple := func(fn, t string) string { return "SimpleAggregateFunction(" + fn + ", " + t + ")" }
 	for _, ms := range m.Measures {
 		switch ms.Agg {
-		case mart.Sum, mart.Count:
+		case mart.Count:
 			cols = append(cols, Column{ms.Name, simple("sum", ms.Type)})
-		case mart.Min, mart.Max:
-			cols = append(cols, Column{ms.Name, simple(ms.Agg.Simple(), ms.Type)})
+		case mart.Sum, mart.Min, mart.Max:
+			cols = append(cols, Column{ms.Name, simple(ms.Agg.Simple(), valueType(ms))})
 		case mart.Avg:
 			cols = append(cols, Column{avgSumName(ms), simple("sum", ms.Type)}, Column{avgCountName(ms), simple("sum", "Int64")})
 		case mart.CountDistinct:
@@ -105,8 +106,8 @@ func TargetColumns(m *serving.Mart) []Column {
 }
 
 // WireColumns returns the columns goldbridge streams from Gold: into <t>__staging for
-// a SummingMergeTree mart (all levels, the target's structure), into <t>__detail for an
-// AggregatingMergeTree mart (the rows of the carrier levels, with the hidden lists).
+// an additive mart (all levels, the target's structure), into <t>__detail for a mart
+// with a non-additive measure (the rows of the carrier levels, with the hidden lists).
 // Names are Gold's.
 func WireColumns(m *serving.Mart) []Column {
 	if !m.Aggregating() {
@@ -115,8 +116,10 @@ func WireColumns(m *serving.Mart) []Column {
 	cols := keyColumns(m)
 	for _, ms := range m.Measures {
 		switch ms.Agg {
-		case mart.Sum, mart.Count, mart.Min, mart.Max:
+		case mart.Count:
 			cols = append(cols, Column{ms.Name, ms.Type})
+		case mart.Sum, mart.Min, mart.Max:
+			cols = append(cols, Column{ms.Name, valueType(ms)})
 		case mart.Avg:
 			cols = append(cols, Column{avgSumName(ms), ms.Type}, Column{avgCountName(ms), "Int64"})
 		case mart.CountDistinct:
@@ -147,19 +150,13 @@ func names(cols []Column) string {
 	return strings.Join(s, ", ")
 }
 
+// engine is always AggregatingMergeTree, additive marts included: a SummingMergeTree
+// deletes, when it merges parts, rows whose summed columns are all NULL (a served row
+// lost), whereas SimpleAggregateFunction(sum, Nullable(T)) keeps them
+// (TestNullMeasuresServedNull).
 func engine(m *serving.Mart, table string, replicated bool) string {
-	var base string
+	base := "AggregatingMergeTree"
 	var args []string
-	if m.Aggregating() {
-		base = "AggregatingMergeTree"
-	} else {
-		base = "SummingMergeTree"
-		var sums []string
-		for _, ms := range m.Measures {
-			sums = append(sums, serving.Q(ms.Name))
-		}
-		args = append(args, "("+strings.Join(sums, ", ")+")")
-	}
 	if replicated && m.Cluster != "" {
 		base = "Replicated" + base
 		args = append([]string{

@@ -148,7 +148,7 @@ func grainValue(v any) (int64, bool) {
 }
 
 // stageGroups streams the Gold rows of the sorted partitions parts into table (one
-// INSERT) grain by grain: SummingMergeTree marts as they are, ClientStates marts with
+// INSERT) grain by grain: additive marts as they are, ClientStates marts with
 // the states built here. It returns the row count per partition.
 func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, parts []Partition, into string, batchRows int) (map[string]int64, error) {
 	var (

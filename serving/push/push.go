@@ -226,8 +226,8 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := exec(StepClear, create); err != nil {
 		return Result{}, err
 	}
-	// The batch table is filled from Gold grain by grain (SummingMergeTree marts, and
-	// AggregatingMergeTree marts whose states goldbridge builds), or else the detail rows
+	// The batch table is filled from Gold grain by grain (additive marts, and
+	// marts whose states goldbridge builds), or else the detail rows
 	// go into a Memory table and the server builds the states.
 	grouped := (!m.Aggregating() || (ClientStates(m) && !opt.ServerStates)) && grainField(m, tbl) >= 0
 	serverStates := m.Aggregating() && !grouped
@@ -507,14 +507,8 @@ func splitStreams(parts []Partition, n int) [][]Partition {
 	return out
 }
 
-// GoldFilter selects the Gold rows of partition p that are streamed (all levels for a
-// SummingMergeTree mart, the carrier levels for an AggregatingMergeTree mart).
-func GoldFilter(m *serving.Mart, p Partition) (iceberg.BooleanExpression, error) {
-	return goldFilter(m, []Partition{p})
-}
-
 // goldFilter selects the Gold rows of the sorted partitions parts that the server-side
-// path streams: grainFilter, and for an AggregatingMergeTree mart the rows of the carrier
+// path streams: grainFilter, and for a mart with a non-additive measure the rows of the carrier
 // levels (mart.Level.Carries), which hold the lists every level is merged from.
 func goldFilter(m *serving.Mart, parts []Partition) (iceberg.BooleanExpression, error) {
 	f := grainFilter(m, parts)

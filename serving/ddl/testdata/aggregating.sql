@@ -21,12 +21,12 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi`
     `category` Nullable(String),
     `grouping_country` UInt8,
     `grouping_category` UInt8,
-    `revenue` SimpleAggregateFunction(sum, Decimal(38, 2)),
+    `revenue` SimpleAggregateFunction(sum, Nullable(Decimal(38, 2))),
     `orders` SimpleAggregateFunction(sum, Int64),
     `customers__state` AggregateFunction(uniqExact, String),
     `avg_order__sum` SimpleAggregateFunction(sum, Decimal(38, 2)),
     `avg_order__count` SimpleAggregateFunction(sum, Int64),
-    `max_order` SimpleAggregateFunction(max, Decimal(38, 2)),
+    `max_order` SimpleAggregateFunction(max, Nullable(Decimal(38, 2))),
     `p_order__state` AggregateFunction(groupArray, Float64)
 )
 ENGINE = AggregatingMergeTree()
@@ -43,12 +43,12 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi__staging`
     `category` Nullable(String),
     `grouping_country` UInt8,
     `grouping_category` UInt8,
-    `revenue` SimpleAggregateFunction(sum, Decimal(38, 2)),
+    `revenue` SimpleAggregateFunction(sum, Nullable(Decimal(38, 2))),
     `orders` SimpleAggregateFunction(sum, Int64),
     `customers__state` AggregateFunction(uniqExact, String),
     `avg_order__sum` SimpleAggregateFunction(sum, Decimal(38, 2)),
     `avg_order__count` SimpleAggregateFunction(sum, Int64),
-    `max_order` SimpleAggregateFunction(max, Decimal(38, 2)),
+    `max_order` SimpleAggregateFunction(max, Nullable(Decimal(38, 2))),
     `p_order__state` AggregateFunction(groupArray, Float64)
 )
 ENGINE = AggregatingMergeTree()
@@ -64,12 +64,12 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi__detail`
     `category` Nullable(String),
     `grouping_country` UInt8,
     `grouping_category` UInt8,
-    `revenue` Decimal(38, 2),
+    `revenue` Nullable(Decimal(38, 2)),
     `orders` Int64,
     `customers__keys` Array(String),
     `avg_order__sum` Decimal(38, 2),
     `avg_order__count` Int64,
-    `max_order` Decimal(38, 2),
+    `max_order` Nullable(Decimal(38, 2)),
     `p_order__values` Array(Float64)
 )
 ENGINE = MergeTree

@@ -21,10 +21,10 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi`
     `category` Nullable(String),
     `grouping_country` UInt8,
     `grouping_category` UInt8,
-    `revenue` Decimal(38, 2),
-    `orders` Int64
+    `revenue` SimpleAggregateFunction(sum, Nullable(Decimal(38, 2))),
+    `orders` SimpleAggregateFunction(sum, Int64)
 )
-ENGINE = SummingMergeTree((`revenue`, `orders`))
+ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMMDD(`report_date`)
 ORDER BY (`report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`)
 TTL toDate32(`report_date`) + toIntervalDay(120) DELETE
@@ -38,10 +38,10 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi__staging`
     `category` Nullable(String),
     `grouping_country` UInt8,
     `grouping_category` UInt8,
-    `revenue` Decimal(38, 2),
-    `orders` Int64
+    `revenue` SimpleAggregateFunction(sum, Nullable(Decimal(38, 2))),
+    `orders` SimpleAggregateFunction(sum, Int64)
 )
-ENGINE = SummingMergeTree((`revenue`, `orders`))
+ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMMDD(`report_date`)
 ORDER BY (`report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`)
 SETTINGS allow_nullable_key = 1;
