@@ -65,6 +65,31 @@ const (
 	AnchorData  = "data"  // the day of the newest servable Gold partition's start
 )
 
+// ClickHouse's name limits, measured on 26.7 (TestNameLimitsAreTheServers): a table
+// name in database db may have at most TableNameRoom - len(db) bytes (the metadata file
+// of a dropped table, <db>.<table>.<uuid>.sql, must fit in a file name); longer names
+// are refused at CREATE. Column names have no limit (long file names are hashed).
+const (
+	TableNameRoom = 213
+	// LongestSuffix is the longest suffix goldbridge adds to a served table's name
+	// (push.PushDetailSuffix, "__push_detail"); TestSuffixesFit keeps it so.
+	LongestSuffix = 13
+	// SyncTableLen is the length of the sync state table's name (ddl.SyncTable).
+	SyncTableLen = 16
+)
+
+// CheckNames reports whether ClickHouse accepts every table goldbridge creates for a
+// mart served as table in database db: <t> with its longest suffix, and the sync table.
+func CheckNames(db, table string) error {
+	if room := TableNameRoom - len(db); room < SyncTableLen {
+		return fmt.Errorf("database name of %d bytes is too long for ClickHouse (at most %d)", len(db), TableNameRoom-SyncTableLen)
+	} else if len(table)+LongestSuffix > room {
+		return fmt.Errorf("table name of %d bytes is too long for ClickHouse in database %s (at most %d, as goldbridge adds up to %d bytes of suffix)",
+			len(table), db, room-LongestSuffix, LongestSuffix)
+	}
+	return nil
+}
+
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,126}$`)
 
 // CheckIdent reports whether s is a plain identifier ([A-Za-z_][A-Za-z0-9_]*): the

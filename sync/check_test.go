@@ -112,6 +112,7 @@ func TestCheckRowExact(t *testing.T) {
 		{"swapped_dimension_value", rewrite(fmt.Sprintf("multiIf(country = %s, %s, country = %s, %s, country) AS country",
 			serving.QS(countries[0]), serving.QS(countries[1]), serving.QS(countries[1]), serving.QS(countries[0])), "1")},
 		{"uniqexact_state", rewrite(fmt.Sprintf("if(%s, arrayReduce('uniqExactState', arrayMap(i -> toString(i), range(1000))), customers__state) AS customers__state", detail(0)), "1")},
+		{"uniqexact_state_update", []string{fmt.Sprintf("ALTER TABLE %s UPDATE customers__state = arrayReduce('uniqExactState', arrayMap(i -> toString(i), range(1000))) WHERE _partition_id = '%s' AND %s SETTINGS mutations_sync = 2", target, p, byCountry(0))}},
 		{"quantile", rewrite(fmt.Sprintf("if(%s, arrayReduce('groupArrayState', [toFloat64(12345.67)]), p_amount__state) AS p_amount__state", detail(0)), "1")},
 		{"timestamp", rewrite(fmt.Sprintf("if(%s, last_order_at + toIntervalSecond(1), last_order_at) AS last_order_at", detail(0)), "1")},
 		{"missing_row", rewrite("", "NOT ("+detail(1)+")")},

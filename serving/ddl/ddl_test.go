@@ -203,3 +203,43 @@ func TestEnsureViewComparesFirst(t *testing.T) {
 		t.Fatal("changed view not replaced")
 	}
 }
+
+// TestNameLimitsAreTheServers: serving.CheckNames's limit is the server's: in databases
+// of two name lengths, a table name of exactly TableNameRoom-len(db) bytes is created and
+// one byte more is refused; CheckNames accepts a served table leaving room for the
+// longest suffix and refuses one byte more.
+func TestNameLimitsAreTheServers(t *testing.T) {
+	conn := chtest.Conn(t)
+	ctx := context.Background()
+	long := "gb_names_" + strings.Repeat("d", 91)
+	if err := conn.Exec(ctx, "CREATE DATABASE "+long); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+long+" SYNC") })
+	for _, db := range []string{chtest.Database(t), long} {
+		room := serving.TableNameRoom - len(db)
+		create := func(n int) error {
+			return conn.Exec(ctx, "CREATE TABLE "+db+"."+strings.Repeat("t", n)+" (k Int32) ENGINE = MergeTree ORDER BY k")
+		}
+		if err := create(room); err != nil {
+			t.Fatalf("database of %d bytes: a table name of %d bytes refused: %v", len(db), room, err)
+		}
+		if err := create(room + 1); err == nil {
+			t.Fatalf("database of %d bytes: a table name of %d bytes accepted", len(db), room+1)
+		}
+		if err := serving.CheckNames(db, strings.Repeat("t", room-serving.LongestSuffix)); err != nil {
+			t.Fatal(err)
+		}
+		if err := serving.CheckNames(db, strings.Repeat("t", room-serving.LongestSuffix+1)); err == nil {
+			t.Fatalf("database of %d bytes: CheckNames accepts a table the push cannot create", len(db))
+		}
+	}
+	if len(ddl.SyncTable) != serving.SyncTableLen {
+		t.Fatalf("serving.SyncTableLen %d, sync table %q", serving.SyncTableLen, ddl.SyncTable)
+	}
+	for _, s := range []string{ddl.StagingSuffix, ddl.DetailSuffix, ddl.ViewSuffix, "_dist"} {
+		if len(s) > serving.LongestSuffix {
+			t.Fatalf("suffix %s is longer than serving.LongestSuffix", s)
+		}
+	}
+}

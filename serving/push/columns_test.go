@@ -6,6 +6,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"goldbridge/serving"
 )
 
 // TestListRows checks the cut of a block at a number of list values: rows with 3, 0,
@@ -40,5 +42,12 @@ func TestListRows(t *testing.T) {
 	}
 	if got := listLen(a, 1, 4); got != 7 {
 		t.Errorf("listLen(1, 4) = %d, want 7", got)
+	}
+}
+
+// TestSuffixesFit: the push's table suffixes fit serving.LongestSuffix (CheckNames).
+func TestSuffixesFit(t *testing.T) {
+	if len(PushDetailSuffix) != serving.LongestSuffix || len(PushSuffix) > serving.LongestSuffix {
+		t.Fatalf("serving.LongestSuffix %d, suffixes %q %q", serving.LongestSuffix, PushSuffix, PushDetailSuffix)
 	}
 }

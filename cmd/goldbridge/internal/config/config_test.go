@@ -223,6 +223,8 @@ func TestValidationRules(t *testing.T) {
 		{"whole-payload path", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$"}`, "entities.orders.silver.columns[3].path"},
 		{"indexed path", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$.items[0]"}`, "entities.orders.silver.columns[3].path"},
 		{"empty segment", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$.a..b"}`, "entities.orders.silver.columns[3].path"},
+		{"table too long for ClickHouse", "      table: daily_revenue_kpi\n", "      table: " + strings.Repeat("t", 196) + "\n", "marts.daily_revenue_kpi.serving.table"},
+		{"database too long for ClickHouse", "  database: marts\n", "  database: " + strings.Repeat("d", 198) + "\n", "clickhouse.database"},
 		{"lookback with keys table", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n      lookback: 7d\n      keys_table: silver.order_keys\n", "entities.orders.silver.lookback"},
 	}
 	for _, tt := range tests {

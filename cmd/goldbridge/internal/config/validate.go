@@ -17,6 +17,7 @@ import (
 
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/mart"
+	"goldbridge/serving"
 )
 
 var (
@@ -244,6 +245,8 @@ func (c *Config) validateClickHouse(v *validator) {
 	v.oneOf("clickhouse.protocol", ch.Protocol, "native", "http")
 	if !chIdentRe.MatchString(ch.Database) {
 		v.add("clickhouse.database", "invalid identifier %q", ch.Database)
+	} else if err := serving.CheckNames(ch.Database, ""); err != nil {
+		v.add("clickhouse.database", "%v", err)
 	}
 	if ch.Cluster != "" && !chIdentRe.MatchString(ch.Cluster) {
 		v.add("clickhouse.cluster", "invalid identifier %q", ch.Cluster)
@@ -829,6 +832,8 @@ func (c *Config) validateMart(v *validator, name string) {
 	sp := p + ".serving"
 	if !chIdentRe.MatchString(sv.Table) {
 		v.add(sp+".table", "invalid ClickHouse identifier %q", sv.Table)
+	} else if err := serving.CheckNames(c.ClickHouse.Database, sv.Table); err != nil {
+		v.add(sp+".table", "%v", err)
 	}
 	v.oneOf(sp+".partition_by", sv.PartitionBy, "day", "month")
 	if m.Grain.Unit == "month" && sv.PartitionBy == "day" {
