@@ -121,6 +121,33 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 	return spec, nil
 }
 
+// checkRules compiles every entity's Silver rules against its typed columns as the
+// Silver stage does (silver.CheckRules), so that a rule a run would refuse (an unknown
+// name or function, a result of the wrong type) is a validate problem with its path.
+func checkRules(cfg *config.Config) config.Problems {
+	var ps config.Problems
+	for _, name := range slices.Sorted(maps.Keys(cfg.Entities)) {
+		es, err := entitySpec(cfg, name)
+		if err != nil {
+			continue // a column type Validate reports
+		}
+		for _, p := range silver.CheckRules(es.Rules, es.Columns) {
+			path := fmt.Sprintf("entities.%s.silver.rules[%d]", name, p.Index)
+			switch {
+			case p.Index < 0:
+				path = fmt.Sprintf("entities.%s.silver.columns", name)
+			case es.Rules[p.Index].Kind == "lookup":
+				path += ".lookup"
+			default:
+				path += ".expr"
+			}
+			msg, _, _ := strings.Cut(p.Err.Error(), "\n") // expr's error shows the source below
+			ps = append(ps, config.Problem{Path: path, Msg: msg})
+		}
+	}
+	return ps
+}
+
 // kafkaSources returns the Kafka sources of an entity with their client options.
 func kafkaSources(cfg *config.Config, entity string) ([]bronze.KafkaSource, error) {
 	var out []bronze.KafkaSource

@@ -113,3 +113,35 @@ func TestExplainCold(t *testing.T) {
 		t.Fatal("other errors changed")
 	}
 }
+
+// TestValidateCompilesRules: Silver rules are compiled against the typed columns by
+// validate, as the Silver stage compiles them: an unknown function, an unknown name and
+// a call on an argument of the wrong type are each a problem with the rule's path, all reported at
+// once (issue 15; before, validate checked the syntax only and `silver` failed).
+func TestValidateCompilesRules(t *testing.T) {
+	b, err := os.ReadFile("../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := `        - {id: E1, kind: derive, column: blob, type: string, expr: 'readFile(amount)'}
+        - {id: F2, kind: filter, expr: 'channel == "web"', reason: not_web}
+        - {id: E2, kind: derive, column: n, type: int64, expr: 'len(created_at)'}
+        - {id: F3, kind: filter, expr: 'blob != ""', reason: no_blob}
+
+marts:`
+	src := strings.Replace(string(b), "\nmarts:", "\n"+rules, 1)
+	cfg := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI(t, "-c", cfg, "--state-dir", t.TempDir(), "validate")
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d\n%s", code, exitUsage, errs)
+	}
+	for _, want := range []string{"3 problem(s)", "entities.orders.silver.rules[1].expr: rule E1:", "readFile",
+		"entities.orders.silver.rules[2].expr: rule F2:", "channel", "entities.orders.silver.rules[3].expr: rule E2:"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("missing %q in:\n%s", want, errs)
+		}
+	}
+}

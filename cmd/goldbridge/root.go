@@ -204,7 +204,7 @@ func (a *app) setup() error {
 
 // loadConfig reads and validates the pipeline file.
 func (a *app) loadConfig() (*config.Config, error) {
-	cfg, err := config.Load(a.configPath, a.stateDir)
+	cfg, err := config.Load(a.configPath, a.stateDir, checkRules)
 	if err != nil {
 		var ps config.Problems
 		if errors.As(err, &ps) {

@@ -263,12 +263,39 @@ func (r *ruleSet) clone() *ruleSet {
 // column as string), in rule order. Lookups from a file are read with LoadCSVLookup,
 // the others with load. Errors name the rule id.
 func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*ruleSet, []ColumnSpec, error) {
+	rs, added, problems := compileRuleList(specs, cols, load, lookupFiles{}, false)
+	if len(problems) > 0 {
+		return nil, nil, problems[0].Err
+	}
+	return rs, added, nil
+}
+
+// RuleProblem is a rule of a registry that does not compile: its index and the reason.
+type RuleProblem struct {
+	Index int
+	Err   error
+}
+
+// CheckRules compiles every rule against the typed columns exactly as a Silver run
+// does, without reading lookup sources (a lookup is checked against an empty table),
+// and returns every rule that does not compile. A failing derive or lookup still adds
+// its columns, so the later rules are checked against the columns a fixed config has.
+func CheckRules(specs []RuleSpec, cols []ColumnSpec) []RuleProblem {
+	empty := func(LookupSpec) (LookupTable, error) { return LookupTable{}, nil }
+	_, _, problems := compileRuleList(specs, cols, empty, nil, true)
+	return problems
+}
+
+// compileRuleList compiles the rules in order; files nil: lookup files are not read
+// (empty tables). With keepGoing it compiles past a failing rule, adding the columns
+// the rule would add, and returns every problem; otherwise it stops at the first.
+func compileRuleList(specs []RuleSpec, cols []ColumnSpec, load LookupLoader, files lookupFiles, keepGoing bool) (*ruleSet, []ColumnSpec, []RuleProblem) {
 	all := slices.Clone(cols)
 	index := make(map[string]int, len(cols))
 	example := make(map[string]any, len(cols))
 	for i, c := range cols {
 		if _, dup := index[c.Name]; dup {
-			return nil, nil, fmt.Errorf("rules: column %q declared twice", c.Name)
+			return nil, nil, []RuleProblem{{-1, fmt.Errorf("rules: column %q declared twice", c.Name)}}
 		}
 		index[c.Name] = i
 		example[c.Name] = ruleEnvValue(c.Type, Value{})
@@ -283,25 +310,36 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 		return len(all) - 1, nil
 	}
 	rs := &ruleSet{vm: vm.VM{MemoryBudget: MaxRuleMemory}}
-	files := lookupFiles{} // a file backing several lookups is read once
 	retyped := map[int]bool{}
 	ids := map[string]bool{}
+	var problems []RuleProblem
 	for n, sp := range specs {
 		if sp.ID == "" {
-			return nil, nil, fmt.Errorf("rules[%d]: missing id", n)
+			problems = append(problems, RuleProblem{n, fmt.Errorf("rules[%d]: missing id", n)})
+		} else if ids[sp.ID] {
+			problems = append(problems, RuleProblem{n, fmt.Errorf("rule %s: duplicate id", sp.ID)})
 		}
-		if ids[sp.ID] {
-			return nil, nil, fmt.Errorf("rule %s: duplicate id", sp.ID)
+		if len(problems) > 0 && !keepGoing {
+			return nil, nil, problems
 		}
 		ids[sp.ID] = true
 		cr, err := compileRule(sp, all, index, example, addColumn, load, files)
 		if err != nil {
-			return nil, nil, fmt.Errorf("rule %s: %w", sp.ID, err)
+			problems = append(problems, RuleProblem{n, fmt.Errorf("rule %s: %w", sp.ID, err)})
+			if !keepGoing {
+				return nil, nil, problems
+			}
+			addFailedRuleColumns(sp, addColumn)
+			continue
 		}
 		if cr.kind == ruleNormalize && sp.Type != "" {
 			// The column leaves the rule, and Silver, with the rule's type.
 			if retyped[cr.col] {
-				return nil, nil, fmt.Errorf("rule %s: column %s is retyped by an earlier rule", sp.ID, all[cr.col].Name)
+				problems = append(problems, RuleProblem{n, fmt.Errorf("rule %s: column %s is retyped by an earlier rule", sp.ID, all[cr.col].Name)})
+				if !keepGoing {
+					return nil, nil, problems
+				}
+				continue
 			}
 			retyped[cr.col] = true
 			all[cr.col].Type = cr.retype
@@ -337,7 +375,28 @@ func compileRules(specs []RuleSpec, cols []ColumnSpec, load LookupLoader) (*rule
 			}
 		}
 	}
+	if len(problems) > 0 {
+		return nil, nil, problems
+	}
 	return rs, slices.Clone(rs.cols[len(cols):]), nil
+}
+
+// addFailedRuleColumns adds the columns a rule that did not compile would have added
+// (a derive's column when its type parses, a lookup's columns), so that the rules after
+// it are checked against them rather than failing on their names (CheckRules).
+func addFailedRuleColumns(sp RuleSpec, addColumn func(ColumnSpec) (int, error)) {
+	switch sp.Kind {
+	case "derive":
+		if t, err := ParseType(sp.Type); err == nil && sp.Column != "" {
+			_, _ = addColumn(ColumnSpec{Name: sp.Column, Type: t})
+		}
+	case "lookup":
+		if sp.Lookup != nil {
+			for _, c := range sp.Lookup.SilverNames() {
+				_, _ = addColumn(ColumnSpec{Name: c, Type: Type{Kind: String}})
+			}
+		}
+	}
 }
 
 func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example map[string]any,
@@ -456,6 +515,8 @@ func compileLookup(cr *compiledRule, sp RuleSpec, index map[string]int, addColum
 		err error
 	)
 	switch {
+	case lk.File != "" && files == nil:
+		t = LookupTable{} // CheckRules: the file is not read
 	case lk.File != "":
 		t, err = files.load(*lk)
 	case load == nil:

@@ -12,18 +12,23 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Load reads, expands, decodes, defaults and validates a pipeline file. ${STATE_DIR} in
-// values is the absolute stateDir. The error, if any, is a Problems listing every mistake.
-func Load(path, stateDir string) (*Config, error) {
+// ExtraCheck is a validation that needs more than the config: the caller's, run on the
+// decoded config after Validate (for example compiling the Silver rules as a run does).
+type ExtraCheck func(*Config) Problems
+
+// Load reads, expands, decodes, defaults and validates a pipeline file, then runs
+// checks. ${STATE_DIR} in values is the absolute stateDir. The error, if any, is a
+// Problems listing every mistake.
+func Load(path, stateDir string, checks ...ExtraCheck) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(data, stateDir, nil)
+	return Parse(data, stateDir, nil, checks...)
 }
 
 // Parse is Load on bytes; env looks up ${VAR} (nil: the process environment).
-func Parse(data []byte, stateDir string, env func(string) (string, bool)) (*Config, error) {
+func Parse(data []byte, stateDir string, env func(string) (string, bool), checks ...ExtraCheck) (*Config, error) {
 	abs, err := filepath.Abs(stateDir)
 	if err != nil {
 		return nil, fmt.Errorf("state dir %q: %w", stateDir, err)
@@ -59,8 +64,13 @@ func Parse(data []byte, stateDir string, env func(string) (string, bool)) (*Conf
 	for _, p := range ps {
 		seen[p.Path] = true
 	}
-	for _, p := range cfg.Validate() {
+	more := cfg.Validate()
+	for _, check := range checks {
+		more = append(more, check(cfg)...)
+	}
+	for _, p := range more {
 		if !seen[p.Path] {
+			seen[p.Path] = true
 			ps = append(ps, p)
 		}
 	}
