@@ -44,7 +44,7 @@ circuit is open is skipped. Safe to interrupt and re-run: each partition is old 
 					return err
 				}
 				recs, target := pushRecords(cfg), syncTarget(cfg)
-				if rec, ok := recs.Unchanged(m, tbl, target, time.Now()); ok && !force && !rebuild {
+				if rec, ok := unchangedRecord(cfg, recs, m, tbl, target, time.Now()); ok && !force && !rebuild {
 					fmt.Fprintln(a.stdout, rec.Result().Summary(m.Name))
 					return nil
 				}

@@ -14,6 +14,7 @@ import (
 	"goldbridge/lakehouse/gold"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/chlocal"
 	gbsync "goldbridge/sync"
 )
 
@@ -46,11 +47,22 @@ func recordedAll(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config,
 		if gbsync.FillTypes(m, tbl.Schema()) != nil {
 			return false
 		}
-		if _, ok := recs.Unchanged(m, tbl, target, now); !ok {
+		if _, ok := unchangedRecord(cfg, recs, m, tbl, target, now); !ok {
 			return false
 		}
 	}
 	return true
+}
+
+// unchangedRecord is recs.Unchanged, unless the embedded server has a definition it
+// cannot load (a full disk's leftover): the record then no longer says what the server
+// holds, and the sync must reach it (its start moves the definition aside, the sync
+// recreates the object).
+func unchangedRecord(cfg *config.Config, recs gbsync.Records, m *serving.Mart, tbl *table.Table, target string, now time.Time) (gbsync.Record, bool) {
+	if ch := cfg.ClickHouse; ch.IsEmbedded() && chlocal.MetadataBroken(ch.Local.Path) {
+		return gbsync.Record{}, false
+	}
+	return recs.Unchanged(m, tbl, target, now)
 }
 
 // recordedSync runs gbsync.Sync between the mart's push record's removal and the new

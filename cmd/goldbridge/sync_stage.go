@@ -55,7 +55,7 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 			continue
 		}
 		if stage == "sync" {
-			if rec, ok := recs.Unchanged(m, tbl, target, time.Now()); ok {
+			if rec, ok := unchangedRecord(p.cfg, recs, m, tbl, target, time.Now()); ok {
 				res := rec.Result()
 				fmt.Fprintln(a.stdout, res.Summary(name))
 				p.syncedMetrics(name, res, rec.NewestGrain)

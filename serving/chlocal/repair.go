@@ -63,3 +63,21 @@ func definitionReadable(file string) (bool, error) {
 	}
 	return bytes.HasPrefix(bytes.TrimSpace(head[:n]), []byte("ATTACH ")), nil
 }
+
+// MetadataBroken reports whether the server at path has a table or view definition it
+// could not load (what repairMetadata moves aside at the next start): a push record
+// that says this server holds a mart is then no longer to be trusted.
+func MetadataBroken(path string) bool {
+	for _, pattern := range []string{
+		filepath.Join(path, "store", "*", "*", "*.sql"),
+		filepath.Join(path, "metadata", "*", "*.sql"),
+	} {
+		m, _ := filepath.Glob(pattern)
+		for _, f := range m {
+			if ok, err := definitionReadable(f); err == nil && !ok {
+				return true
+			}
+		}
+	}
+	return false
+}
