@@ -30,6 +30,14 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 (Landlock). Stop it with Ctrl-C or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The confined re-execution (chlocal.Confine below) gets its options from its
+			// parent image: it may read neither the config nor the password files.
+			if opt, ok, err := chlocal.ConfinedOptions(); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				return chlocal.RunServer(cmd.Context(), opt)
+			}
 			cfg, err := a.loadConfigOptional(cmd)
 			if err != nil {
 				return err

@@ -3,8 +3,10 @@
 package chlocal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -223,6 +225,60 @@ func Confine(opt Options) error {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("confine: %w", err)
 	}
-	env := append(os.Environ(), envConfined+"=1")
+	// The options (passwords included) reach the new image through a pipe it inherits,
+	// never its environment or a file: the confined image may read neither the
+	// password files nor the config outside its directories.
+	fd, err := optionsPipe(opt)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("confine: %w", err)
+	}
+	env := append(os.Environ(), envConfined+"=1", envOptionsFD+"="+strconv.Itoa(fd))
 	return fmt.Errorf("confine: re-exec %s: %w", exe, syscall.Exec(exe, os.Args, env))
+}
+
+// envOptionsFD names the inherited descriptor that holds the confined image's Options.
+const envOptionsFD = "GOLDBRIDGE_CHLOCAL_OPTIONS_FD"
+
+// optionsPipe writes opt as JSON into a new pipe and returns its read end, which an
+// exec keeps (no close-on-exec); options are far below a pipe's buffer.
+func optionsPipe(opt Options) (int, error) {
+	b, err := json.Marshal(opt)
+	if err != nil {
+		return 0, err
+	}
+	var p [2]int
+	if err := unix.Pipe(p[:]); err != nil {
+		return 0, fmt.Errorf("options pipe: %w", err)
+	}
+	defer unix.Close(p[1])
+	if n, err := unix.Write(p[1], b); err != nil || n != len(b) {
+		unix.Close(p[0])
+		return 0, fmt.Errorf("options pipe: wrote %d of %d bytes: %v", n, len(b), err)
+	}
+	return p[0], nil
+}
+
+// ConfinedOptions returns the Options that Confine handed to this re-executed image,
+// and ok = false in any other process: the caller then builds its options itself.
+func ConfinedOptions() (opt Options, ok bool, err error) {
+	v := os.Getenv(envOptionsFD)
+	if os.Getenv(envConfined) != "1" || v == "" {
+		return Options{}, false, nil
+	}
+	_ = os.Unsetenv(envOptionsFD)
+	fd, err := strconv.Atoi(v)
+	if err != nil {
+		return Options{}, true, fmt.Errorf("confined options: descriptor %q", v)
+	}
+	f := os.NewFile(uintptr(fd), "options")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return Options{}, true, fmt.Errorf("confined options: %w", err)
+	}
+	if err := json.Unmarshal(b, &opt); err != nil {
+		return Options{}, true, fmt.Errorf("confined options: %w", err)
+	}
+	return opt, true, nil
 }

@@ -15,3 +15,6 @@ func privateUmask() {}
 
 // Confine does nothing outside Linux: the server is not confined (see confine_linux.go).
 func Confine(Options) error { return nil }
+
+// ConfinedOptions: no process is confined outside Linux.
+func ConfinedOptions() (Options, bool, error) { return Options{}, false, nil }
