@@ -16,10 +16,11 @@ import (
 )
 
 // TestHotWindowAnchor is issue 19's "Why" 6: a backfill (Gold data a year older than the
-// clock) served nothing, quietly. With the clock anchor the sync now fails with a
-// ColdError (nothing pushed); with hot_window_anchor: data the window counts back from
-// the newest Gold day and _final equals Gold over those days; the TTL of the clock-anchored
-// table is drift, so the table is rebuilt without it.
+// clock) served nothing, quietly, and check said "no drift". With the clock anchor the
+// sync now fails with a ColdError (nothing pushed) and check reports the same ColdError;
+// with hot_window_anchor: data the window counts back from the newest Gold day and _final
+// equals Gold over those days; the TTL of the clock-anchored table is drift, so the table
+// is rebuilt without it.
 func TestHotWindowAnchor(t *testing.T) {
 	ctx := context.Background()
 	db := chtest.Database(t)
@@ -40,6 +41,10 @@ func TestHotWindowAnchor(t *testing.T) {
 	}
 	if got := finalRows(t, c, m); len(got) != 0 {
 		t.Fatalf("clock anchor served %d rows", len(got))
+	}
+	// check agrees that nothing is served, and says so: not "no drift".
+	if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); !errors.As(err, &cold) || cold.Partitions != 14 || len(drifts) != 0 {
+		t.Fatalf("check, clock anchor, a year later: %v %v", drifts, err)
 	}
 
 	m.HotAnchor, m.TTL = serving.AnchorData, 0

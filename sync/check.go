@@ -68,7 +68,9 @@ func isFloat(m *serving.Mart, ms serving.Measure) bool {
 // numeric measure, for a readable report (decimals and integers equal, floats within a
 // relative 1e-9). A served table whose columns differ from the DDL is drift in every
 // hot partition, and so is a served partition that is not hot. Partitions not served
-// (Plan.Unservable) are skipped. It returns the drifts, sorted.
+// (Plan.Unservable) are skipped. It returns the drifts, sorted; and, like Sync, a
+// ColdError when the window counts back from the clock and none of Gold's partitions is
+// in it: Gold and ClickHouse then agree only in serving nothing.
 func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) ([]Drift, error) {
 	opt.defaults()
 	gold, err := GoldPartitions(ctx, m, tbl)
@@ -83,13 +85,20 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 	var drifts []Drift
 	var hot []push.Partition
 	isHot := map[string]bool{}
+	plan := Plan{Gold: len(gold), Cutoff: cutoff}
 	for _, g := range gold {
-		if !g.End.After(cutoff) || !serving.Servable(g.Start, g.End) {
-			continue // not hot, or not served (Plan.Unservable)
+		plan.Newest = g.Start
+		if !g.End.After(cutoff) {
+			continue // not hot
+		}
+		if !serving.Servable(g.Start, g.End) {
+			plan.Unservable = append(plan.Unservable, g)
+			continue // not served
 		}
 		isHot[g.ID] = true
 		hot = append(hot, g)
 	}
+	plan.Hot = hot
 	for id := range live {
 		if !isHot[id] {
 			drifts = append(drifts, Drift{id, "", "partition", "not hot", "present"})
@@ -130,7 +139,7 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 		}
 		return a.Metric < b.Metric
 	})
-	return drifts, nil
+	return drifts, plan.cold(m)
 }
 
 // Unservable returns the hot Gold partitions that are not served (Plan.Unservable).

@@ -79,17 +79,21 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 		mc := p.cfg.Marts[name]
 		if stage == "check" {
 			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
-			if err != nil {
+			if coldOnly(err) != nil {
 				failed.add(name, err)
 				continue
 			}
 			a.printUnservable(ctx, m, tbl)
 			p.m.Drift.WithLabelValues(name).Set(float64(len(gbsync.DriftPartitions(drifts))))
-			if len(drifts) > 0 {
+			switch {
+			case len(drifts) > 0:
 				drifted++
 				gbsync.PrintDrift(a.stdout, name, drifts)
-			} else {
+			case err == nil:
 				fmt.Fprintf(a.stdout, "check %s: no drift\n", name)
+			}
+			if err != nil {
+				failed.add(name, explainCold(name, err)) // serves nothing: not "no drift"
 			}
 			continue
 		}
