@@ -113,6 +113,8 @@ func TestCheckRowExact(t *testing.T) {
 			serving.QS(countries[0]), serving.QS(countries[1]), serving.QS(countries[1]), serving.QS(countries[0])), "1")},
 		{"uniqexact_state", rewrite(fmt.Sprintf("if(%s, arrayReduce('uniqExactState', arrayMap(i -> toString(i), range(1000))), customers__state) AS customers__state", detail(0)), "1")},
 		{"uniqexact_state_update", []string{fmt.Sprintf("ALTER TABLE %s UPDATE customers__state = arrayReduce('uniqExactState', arrayMap(i -> toString(i), range(1000))) WHERE _partition_id = '%s' AND %s SETTINGS mutations_sync = 2", target, p, byCountry(0))}},
+		{"sum_if", rewrite(fmt.Sprintf("if(%s, big_paid_revenue + 0.01, big_paid_revenue) AS big_paid_revenue", detail(0)), "1")},
+		{"count_if_moved", rewrite(fmt.Sprintf("multiIf(%s, big_paid + 1, %s, big_paid - 1, big_paid) AS big_paid", detail(0), detail(1)), "1")},
 		{"quantile", rewrite(fmt.Sprintf("if(%s, arrayReduce('groupArrayState', [toFloat64(12345.67)]), p_amount__state) AS p_amount__state", detail(0)), "1")},
 		{"timestamp", rewrite(fmt.Sprintf("if(%s, last_order_at + toIntervalSecond(1), last_order_at) AS last_order_at", detail(0)), "1")},
 		{"missing_row", rewrite("", "NOT ("+detail(1)+")")},

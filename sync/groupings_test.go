@@ -48,13 +48,20 @@ func demoOrders() silver.EntitySpec {
 // demoSilver fills silver.orders from a generated demo stream.
 func demoSilver(t *testing.T, lh *catalog.Lakehouse, end time.Time) {
 	t.Helper()
+	demoBatch(t, lh, "landing", 7, end)
+}
+
+// demoBatch merges a demo stream (4 days up to end, from seed; the same order ids as
+// every other seed's) into silver.orders through Bronze source src.
+func demoBatch(t *testing.T, lh *catalog.Lakehouse, src string, seed uint64, end time.Time) {
+	t.Helper()
 	ctx := context.Background()
 	landing := t.TempDir()
-	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 3000, Seed: 7, End: end, Days: 4}); err != nil {
+	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 3000, Seed: seed, End: end, Days: 4}); err != nil {
 		t.Fatal(err)
 	}
-	src := bronze.FileSource{Name: "landing", System: "shop_file", Dir: landing}
-	if _, err := bronze.IngestFiles(ctx, lh, "bronze.orders", []bronze.FileSource{src}, bronze.Options{}); err != nil {
+	fs := bronze.FileSource{Name: src, System: "shop_file", Dir: landing}
+	if _, err := bronze.IngestFiles(ctx, lh, "bronze.orders", []bronze.FileSource{fs}, bronze.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := silver.Run(ctx, lh, demoOrders(), "bronze.orders", silver.Options{}); err != nil {
@@ -115,7 +122,8 @@ func oracleTable(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db strin
 	}
 }
 
-// groupingMart is a mart over the demo orders with every aggregate.
+// groupingMart is a mart over the demo orders with every aggregate (oracleRows has each
+// one's SQL).
 func groupingMart(name, grouping string, sets [][]string) gold.MartSpec {
 	cols := map[string]silver.Type{silver.ColIsDeleted: {Kind: silver.Bool}}
 	for _, c := range demoOrders().Columns {
@@ -135,6 +143,8 @@ func groupingMart(name, grouping string, sets [][]string) gold.MartSpec {
 			{Name: "avg_amount", Agg: "avg", Column: "amount", InputType: dec},
 			{Name: "max_amount", Agg: "max", Column: "amount", InputType: dec},
 			{Name: "p_amount", Agg: "quantiles", Column: "amount", InputType: dec, Quantiles: []float64{0.5, 0.9}},
+			{Name: "big_paid", Agg: "count_if", If: `status == "paid" && amount >= 100`},
+			{Name: "big_paid_revenue", Agg: "sum_if", Column: "amount", InputType: dec, If: `status == "paid" && amount >= 100`},
 		},
 		Checks: []gold.CheckSpec{
 			{Name: "unique", Type: "unique_grain", Severity: "critical"},
@@ -153,14 +163,16 @@ func servedMart(db string, g gold.MartSpec, distinct string) *serving.Mart {
 		m.Dimensions = append(m.Dimensions, serving.Dim{Name: d.Name})
 	}
 	for _, ms := range g.Measures {
-		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: ms.Agg, Quantiles: ms.Quantiles})
+		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: ms.Agg.Served(), Quantiles: ms.Quantiles})
 	}
 	return m
 }
 
 // oracleRows computes the mart over <db>.s with ClickHouse GROUPING SETS: the level
 // name from the grouping flags, the average as the exact quotient rounded half away
-// from zero at 8 digits, nearest-rank quantiles. grain is the SQL of the grain value.
+// from zero at 8 digits, nearest-rank quantiles, sum_if 0 where no row matches (as
+// sumIf over a non-Nullable column; over Nullable(amount) ClickHouse says NULL). grain
+// is the SQL of the grain value.
 func oracleRows(t *testing.T, c *chconn.Client, db, distinct, grain string, dims []string, levels [][]string) []string {
 	t.Helper()
 	var sets []string
@@ -178,7 +190,8 @@ func oracleRows(t *testing.T, c *chconn.Client, db, distinct, grain string, dims
 	}
 	q := fmt.Sprintf(`SELECT formatDateTime(%s AS g, '%%F %%T'), [%s], [%s],
 		toString(sum(amount)), count(), %s(user_id), count(amount), toString(max(amount)),
-		arrayMap(p -> arraySort(groupArray(toFloat64(amount)))[greatest(1, toUInt64(ceil(p * count(amount))))], [0.5, 0.9])
+		arrayMap(p -> arraySort(groupArray(toFloat64(amount)))[greatest(1, toUInt64(ceil(p * count(amount))))], [0.5, 0.9]),
+		countIf(status = 'paid' AND amount >= 100), toString(ifNull(sumIf(amount, status = 'paid' AND amount >= 100), 0))
 		FROM %s.s GROUP BY GROUPING SETS (%s) SETTINGS group_by_use_nulls = 1`,
 		grain, strings.Join(oddEven(sel, 0), ", "), strings.Join(oddEven(sel, 1), ", "), distinct, serving.Q(db), strings.Join(sets, ", "))
 	rows, err := c.Conn().Query(context.Background(), q)
@@ -188,12 +201,12 @@ func oracleRows(t *testing.T, c *chconn.Client, db, distinct, grain string, dims
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var d, sum, maxA string
+		var d, sum, maxA, bigRev string
 		var vals []string
 		var flags []uint64
-		var n, uniq, nAmount uint64
+		var n, uniq, nAmount, big uint64
 		var qs []float64
-		if err := rows.Scan(&d, &vals, &flags, &sum, &n, &uniq, &nAmount, &maxA, &qs); err != nil {
+		if err := rows.Scan(&d, &vals, &flags, &sum, &n, &uniq, &nAmount, &maxA, &qs, &big, &bigRev); err != nil {
 			t.Fatal(err)
 		}
 		var kept []string
@@ -213,8 +226,9 @@ func oracleRows(t *testing.T, c *chconn.Client, db, distinct, grain string, dims
 		if nAmount > 0 {
 			avg = decimal.RequireFromString(sum).DivRound(decimal.NewFromInt(int64(nAmount)), 8).StringFixed(8)
 		}
-		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v", d, vals, flags, level,
-			decimal.RequireFromString(sum).StringFixed(2), n, uniq, avg, decimal.RequireFromString(maxA).StringFixed(2), qs))
+		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", d, vals, flags, level,
+			decimal.RequireFromString(sum).StringFixed(2), n, uniq, avg, decimal.RequireFromString(maxA).StringFixed(2), qs,
+			big, decimal.RequireFromString(bigRev).StringFixed(2)))
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -241,7 +255,8 @@ func servedRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 		flags = append(flags, "toUInt64("+serving.Q("grouping_"+d.Name)+")")
 	}
 	q := fmt.Sprintf(`SELECT formatDateTime(%s, '%%F %%T'), [%s], [%s],
-		toString(grouping_level), toString(revenue), orders, customers, ifNull(toString(avg_amount), 'NULL'), toString(max_amount), p_amount
+		toString(grouping_level), toString(revenue), orders, customers, ifNull(toString(avg_amount), 'NULL'), toString(max_amount), p_amount,
+		big_paid, toString(big_paid_revenue)
 		FROM %s.%s`, serving.Q(m.Grain.As), strings.Join(vals, ", "), strings.Join(flags, ", "), serving.Q(m.Database), serving.Q(m.Table+"_final"))
 	rows, err := c.Conn().Query(context.Background(), q)
 	if err != nil {
@@ -250,19 +265,20 @@ func servedRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var d, lv, rev, avg, maxA string
+		var d, lv, rev, avg, maxA, bigRev string
 		var vs []string
 		var fs []uint64
-		var orders, cust int64
+		var orders, cust, big int64
 		var qs []float64
-		if err := rows.Scan(&d, &vs, &fs, &lv, &rev, &orders, &cust, &avg, &maxA, &qs); err != nil {
+		if err := rows.Scan(&d, &vs, &fs, &lv, &rev, &orders, &cust, &avg, &maxA, &qs, &big, &bigRev); err != nil {
 			t.Fatal(err)
 		}
 		if avg != "NULL" {
 			avg = decimal.RequireFromString(avg).StringFixed(8)
 		}
-		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v", d, vs, fs, lv,
-			decimal.RequireFromString(rev).StringFixed(2), orders, cust, avg, decimal.RequireFromString(maxA).StringFixed(2), qs))
+		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", d, vs, fs, lv,
+			decimal.RequireFromString(rev).StringFixed(2), orders, cust, avg, decimal.RequireFromString(maxA).StringFixed(2), qs,
+			big, decimal.RequireFromString(bigRev).StringFixed(2)))
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)

@@ -216,7 +216,8 @@ func (a *app) withServing(ctx context.Context, args []string, fn func(context.Co
 }
 
 // servingMart converts a mart's config into the serving model; types are filled from
-// the Gold table (gbsync.FillTypes).
+// the Gold table (gbsync.FillTypes). A measure is served as its aggregate's
+// mart.Agg.Served (count_if as count, sum_if as sum).
 func servingMart(cfg *config.Config, name string) *serving.Mart {
 	mc := cfg.Marts[name]
 	m := &serving.Mart{
@@ -230,7 +231,7 @@ func servingMart(cfg *config.Config, name string) *serving.Mart {
 		m.Dimensions = append(m.Dimensions, serving.Dim{Name: d})
 	}
 	for _, ms := range mc.Measures {
-		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: mart.Agg(ms.Agg), Quantiles: ms.Quantiles})
+		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: mart.Agg(ms.Agg).Served(), Quantiles: ms.Quantiles})
 	}
 	return m
 }

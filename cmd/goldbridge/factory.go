@@ -245,7 +245,7 @@ func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	}
 	for _, ms := range m.Measures {
 		spec.Measures = append(spec.Measures, gold.MeasureSpec{
-			Name: ms.Name, Agg: mart.Agg(ms.Agg), Column: ms.Column, InputType: rowCols[ms.Column], Quantiles: ms.Quantiles,
+			Name: ms.Name, Agg: mart.Agg(ms.Agg), Column: ms.Column, InputType: rowCols[ms.Column], Quantiles: ms.Quantiles, If: ms.If,
 		})
 	}
 	for _, c := range m.Checks {

@@ -134,6 +134,41 @@ func (rf *rowFilter) memoKey(at func(int) silver.Value, slots []int, types []sil
 	return b
 }
 
+// test evaluates the expression on a row (at: the value of a slot; slots and types: of
+// rf.names). An operator that cannot take a NULL input (segment != "x" with no segment,
+// e.g. after a LEFT JOIN without a match) makes it unknown, as in SQL: false. Any other
+// error is returned.
+func (rf *rowFilter) test(at func(int) silver.Value, slots []int, types []silver.Type) (bool, error) {
+	var key []byte
+	if rf.memoOK {
+		key = rf.memoKey(at, slots, types)
+		if keep, ok := rf.memo[string(key)]; ok {
+			return keep, nil
+		}
+	}
+	for i, n := range rf.names {
+		rf.env[n] = exprValue(at(slots[i]), types[i])
+	}
+	out, err := rf.vm.Run(rf.prog, rf.env)
+	keep := false
+	if err != nil {
+		for i := range rf.names {
+			if at(slots[i]).Null {
+				err = nil
+			}
+		}
+		if err != nil {
+			return false, err
+		}
+	} else {
+		keep, _ = out.(bool)
+	}
+	if rf.memoOK && len(rf.memo) < memoLimit {
+		rf.memo[string(key)] = keep
+	}
+	return keep, nil
+}
+
 func exprValue(v silver.Value, t silver.Type) any {
 	if v.Null {
 		return nil
@@ -169,13 +204,20 @@ func exampleValue(t silver.Type) any {
 	return 0
 }
 
+// compileFilter compiles the mart filter (nil when there is none).
 func compileFilter(src string, cols map[string]silver.Type) (*rowFilter, error) {
+	return compileExpr("filter", src, cols)
+}
+
+// compileExpr compiles a boolean expression over the mart's row columns, named what in
+// errors (nil when src is empty).
+func compileExpr(what, src string, cols map[string]silver.Type) (*rowFilter, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, nil
 	}
 	tree, err := parser.Parse(src)
 	if err != nil {
-		return nil, fmt.Errorf("filter: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	var names []string
 	ast.Find(tree.Node, func(n ast.Node) bool {
@@ -192,7 +234,7 @@ func compileFilter(src string, cols map[string]silver.Type) (*rowFilter, error) 
 	}
 	prog, err := expr.Compile(src, expr.Env(env), expr.AsBool())
 	if err != nil {
-		return nil, fmt.Errorf("filter %q: %w", src, err)
+		return nil, fmt.Errorf("%s %q: %w", what, src, err)
 	}
 	pure := true
 	ast.Find(tree.Node, func(n ast.Node) bool {
@@ -239,9 +281,11 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	for _, ms := range m.Measures {
 		need(ms.Column)
 	}
-	if rf != nil {
-		for _, n := range rf.names {
-			need(n)
+	for _, c := range append([]*rowFilter{rf}, p.conds...) {
+		if c != nil {
+			for _, n := range c.names {
+				need(n)
+			}
 		}
 	}
 	for _, j := range p.joins {
@@ -282,13 +326,20 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	for i, ms := range m.Measures {
 		valSlot[i] = slotOf(ms.Column)
 	}
-	var filterSlot []int
-	var filterTypes []silver.Type
-	if rf != nil {
-		for _, n := range rf.names {
-			filterSlot = append(filterSlot, slotOf(n))
-			filterTypes = append(filterTypes, types[n])
+	exprSlots := func(rf *rowFilter) (slots []int, ts []silver.Type) {
+		if rf != nil {
+			for _, n := range rf.names {
+				slots = append(slots, slotOf(n))
+				ts = append(ts, types[n])
+			}
 		}
+		return slots, ts
+	}
+	filterSlot, filterTypes := exprSlots(rf)
+	condSlot := make([][]int, len(m.Measures))
+	condTypes := make([][]silver.Type, len(m.Measures))
+	for i, c := range p.conds {
+		condSlot[i], condTypes[i] = exprSlots(c)
 	}
 	onSlot := make([][]int, len(p.joins))
 	for ji, j := range p.joins {
@@ -335,45 +386,15 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	// emit filters and aggregates the enriched row.
 	emit := func() {
 		if rf != nil {
-			var key []byte
-			if rf.memoOK {
-				key = rf.memoKey(at, filterSlot, filterTypes)
-				if keep, ok := rf.memo[string(key)]; ok {
-					if !keep {
-						return
-					}
-					goto pass
-				}
-			}
-			for i, n := range rf.names {
-				rf.env[n] = exprValue(at(filterSlot[i]), types[n])
-			}
-			out, err := rf.vm.Run(rf.prog, rf.env)
-			keep := false
+			keep, err := rf.test(at, filterSlot, filterTypes)
 			if err != nil {
-				// An operator that cannot take a NULL input (segment != "x" with no
-				// segment, e.g. after a LEFT JOIN without a match): unknown, as in SQL,
-				// so the row is left out. Any other error stops the run.
-				for i := range rf.names {
-					if at(filterSlot[i]).Null {
-						err = nil
-					}
-				}
-				if err != nil {
-					errFilter = err
-					return
-				}
-			} else {
-				keep, _ = out.(bool)
-			}
-			if rf.memoOK && len(rf.memo) < memoLimit {
-				rf.memo[string(key)] = keep
+				errFilter = err
+				return
 			}
 			if !keep {
 				return
 			}
 		}
-	pass:
 		grain := p.fixedGrain
 		if !m.snapshot() {
 			gv := at(grainSlot)
@@ -390,6 +411,21 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		}
 		for i := range m.Measures {
 			vals[i] = at(valSlot[i])
+			if c := p.conds[i]; c != nil {
+				// count_if and sum_if take the rows their expression is true for: count_if
+				// counts a non-NULL mark, sum_if sums the input as sum does.
+				keep, err := c.test(at, condSlot[i], condTypes[i])
+				if err != nil {
+					errFilter = fmt.Errorf("measure %s: if: %w", m.Measures[i].Name, err)
+					return
+				}
+				switch {
+				case !keep:
+					vals[i] = null
+				case m.Measures[i].Agg == mart.CountIf:
+					vals[i] = silver.Value{I: 1}
+				}
+			}
 		}
 		p.add(grain, dims, vals)
 		rows++
@@ -506,7 +542,12 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 			switch ms.Agg {
 			case mart.Sum:
 				appendSum(next(), a, ms.InputType)
-			case mart.Count:
+			case mart.SumIf:
+				// No row matched (or every matched input was NULL): the sums are 0, and
+				// so is the value (not NULL as for sum), as ClickHouse's sumIf.
+				a.n = max(a.n, 1)
+				appendSum(next(), a, ms.InputType)
+			case mart.Count, mart.CountIf:
 				next().(*array.Int64Builder).Append(a.n)
 			case mart.CountDistinct:
 				next().(*array.Int64Builder).Append(a.distinct)

@@ -39,6 +39,7 @@ func (m MartSpec) specJSON() string {
 		Column    string    `json:",omitempty"`
 		Input     string    `json:",omitempty"`
 		Quantiles []float64 `json:",omitempty"`
+		If        string    `json:",omitempty"`
 	}
 	type join struct {
 		Entity, Table, Type string
@@ -65,7 +66,7 @@ func (m MartSpec) specJSON() string {
 		if ms.Column != "" {
 			in = ms.InputType.String()
 		}
-		v.Measures = append(v.Measures, measure{ms.Name, ms.Agg, ms.Column, in, ms.Quantiles})
+		v.Measures = append(v.Measures, measure{ms.Name, ms.Agg, ms.Column, in, ms.Quantiles, ms.If})
 	}
 	for _, j := range m.Joins {
 		v.Joins = append(v.Joins, join{j.Entity, j.Table, j.Type, j.On, j.Columns})

@@ -3,6 +3,7 @@ package gold
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
 	"slices"
 	"strings"
@@ -31,9 +32,10 @@ type partial struct {
 	keyBuf   []byte
 	finished bool // rank-ordered ids, sorted and unique (finish)
 
-	joins      []*joined // loaded joins, in MartSpec.Joins order
-	fixedGrain int64     // snapshot mode: the grain of every row
-	nullGrain  int64     // rows read that passed the filter with a NULL grain (not aggregated)
+	conds      []*rowFilter // per measure: its compiled if expression (nil without one)
+	joins      []*joined    // loaded joins, in MartSpec.Joins order
+	fixedGrain int64        // snapshot mode: the grain of every row
+	nullGrain  int64        // rows read that passed the filter with a NULL grain (not aggregated)
 }
 
 // baseGroup is one group of the base level.
@@ -60,9 +62,13 @@ func newPartial(m MartSpec) (*partial, error) {
 	for i, d := range m.Dims {
 		p.dims[i].init(d.Type)
 	}
+	p.conds = make([]*rowFilter, len(m.Measures))
 	for i, ms := range m.Measures {
 		if ms.Agg == mart.CountDistinct {
 			p.distinct[i] = &keySets{typ: ms.InputType, byGrain: map[int64]*keySet{}}
+		}
+		if p.conds[i], err = compileExpr("if", ms.If, m.rowColumns()); err != nil {
+			return nil, fmt.Errorf("measure %s: %w", ms.Name, err)
 		}
 	}
 	return p, nil
@@ -103,7 +109,7 @@ func (g *baseGroup) add(ms []MeasureSpec, vals []silver.Value, distinct []*keySe
 		}
 		a.n++
 		switch m.Agg {
-		case mart.Sum, mart.Avg:
+		case mart.Sum, mart.SumIf, mart.Avg:
 			switch m.InputType.Kind {
 			case silver.Decimal:
 				a.dsum = a.dsum.Add(v.D)
@@ -281,7 +287,7 @@ func (p *partial) outGroup(si int, set []int, bg *baseGroup) *group {
 func (a *acc) merge(b *acc, ms MeasureSpec) {
 	a.n += b.n
 	switch ms.Agg {
-	case mart.Sum, mart.Avg:
+	case mart.Sum, mart.SumIf, mart.Avg:
 		a.dsum = a.dsum.Add(b.dsum)
 		a.isum += b.isum
 		a.fsum += b.fsum

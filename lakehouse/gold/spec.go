@@ -26,6 +26,9 @@ type MeasureSpec struct {
 	Column    string
 	InputType silver.Type
 	Quantiles []float64 // levels in (0, 1] for quantiles (mart.CheckQuantile), in output order
+	// If is the boolean expression over the mart's row columns selecting the rows a
+	// count_if or sum_if takes (mart.Agg.Cond); empty for the other aggregates.
+	If string
 }
 
 // JoinSpec joins another Silver entity's current rows into the mart's source rows
@@ -173,6 +176,9 @@ func (m MartSpec) validate() error {
 		return err
 	}
 	for _, ms := range m.Measures {
+		if ms.Agg.Cond() != (ms.If != "") {
+			return fmt.Errorf("measure %s: an if expression is taken by count_if and sum_if only, and required by them", ms.Name)
+		}
 		if ms.Agg != mart.Quantiles {
 			continue
 		}

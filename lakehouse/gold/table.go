@@ -87,9 +87,9 @@ func (m MartSpec) columns() []outCol {
 	cols = append(cols, col(mart.ColGroupingLevel, silver.Type{Kind: silver.String}, true))
 	for _, ms := range m.Measures {
 		switch ms.Agg {
-		case mart.Sum:
+		case mart.Sum, mart.SumIf:
 			cols = append(cols, col(ms.Name, sumType(ms.InputType), false))
-		case mart.Count, mart.CountDistinct:
+		case mart.Count, mart.CountIf, mart.CountDistinct:
 			cols = append(cols, col(ms.Name, longT, true))
 		case mart.Avg:
 			cols = append(cols, col(ms.Name, avgType(ms.InputType), false))

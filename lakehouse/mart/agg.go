@@ -17,6 +17,8 @@ const (
 	Min           Agg = "min"
 	Max           Agg = "max"
 	Quantiles     Agg = "quantiles"
+	CountIf       Agg = "count_if"
+	SumIf         Agg = "sum_if"
 )
 
 // Input is what an aggregate takes from a row.
@@ -52,6 +54,14 @@ type AggDesc struct {
 	Simple string
 	// Checked: check compares the sum of the value over a level's rows.
 	Checked bool
+	// Cond: the aggregate takes only the rows for which the measure's boolean if
+	// expression is true, and gives 0 (not NULL) when none is (ClickHouse's countIf
+	// and sumIf).
+	Cond bool
+	// As is the aggregate the finished value is served and checked as (count_if as
+	// count, sum_if as sum): Gold's columns have its layout; empty for the aggregate
+	// itself.
+	As Agg
 }
 
 var aggs = []AggDesc{
@@ -62,6 +72,8 @@ var aggs = []AggDesc{
 	{Agg: Min, Input: InputAny, Simple: "min", Checked: true},
 	{Agg: Max, Input: InputAny, Simple: "max", Checked: true},
 	{Agg: Quantiles, Input: InputNumeric, List: ListValues},
+	{Agg: CountIf, Input: InputNone, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Count},
+	{Agg: SumIf, Input: InputNumeric, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Sum},
 }
 
 // Aggs lists the aggregates in documentation order.
@@ -87,6 +99,18 @@ func (a Agg) Valid() bool { _, ok := a.Desc(); return ok }
 
 // Additive reports whether the rows of a level sum to the coarser level's value.
 func (a Agg) Additive() bool { d, _ := a.Desc(); return d.Additive }
+
+// Cond reports whether the aggregate takes an if expression (AggDesc.Cond).
+func (a Agg) Cond() bool { d, _ := a.Desc(); return d.Cond }
+
+// Served is the aggregate serving and check treat a's finished value as (AggDesc.As):
+// a itself for every aggregate without a condition.
+func (a Agg) Served() Agg {
+	if d, _ := a.Desc(); d.As != "" {
+		return d.As
+	}
+	return a
+}
 
 // List is the hidden list the aggregate keeps on carrier rows (ListNone: none).
 func (a Agg) List() List { d, _ := a.Desc(); return d.List }

@@ -65,6 +65,26 @@ func TestAggDescriptors(t *testing.T) {
 			t.Errorf("%s: additive but merged with %q", a, d.Simple)
 		}
 	}
+	for _, c := range []struct {
+		a, as Agg
+		input Input
+	}{{CountIf, Count, InputNone}, {SumIf, Sum, InputNumeric}} {
+		d, _ := c.a.Desc()
+		as, _ := c.as.Desc()
+		// Served as its plain aggregate: merged, checked and laid out as it is.
+		if !c.a.Cond() || c.a.Served() != c.as || d.Input != c.input || d.Simple != as.Simple ||
+			d.Additive != as.Additive || d.Checked != as.Checked || d.List != ListNone {
+			t.Errorf("%s: descriptor %+v, served as %s", c.a, d, c.a.Served())
+		}
+	}
+	for _, a := range Aggs() {
+		if d, _ := a.Desc(); !d.Cond && (a.Cond() || a.Served() != a) {
+			t.Errorf("%s: served as %s without a condition", a, a.Served())
+		}
+		if a.Served().Cond() {
+			t.Errorf("%s: served as a conditional aggregate", a)
+		}
+	}
 	if Agg("median").Valid() {
 		t.Error("median is no aggregate")
 	}

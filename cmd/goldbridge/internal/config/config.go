@@ -297,9 +297,10 @@ type Grain struct {
 // Measure is one aggregate of a mart.
 type Measure struct {
 	Name      string    `yaml:"name"`
-	Agg       string    `yaml:"agg"` // sum | count | count_distinct | avg | min | max | quantiles
+	Agg       string    `yaml:"agg"` // sum | count | count_distinct | avg | min | max | quantiles | count_if | sum_if
 	Column    string    `yaml:"column"`
 	Quantiles []float64 `yaml:"quantiles"`
+	If        string    `yaml:"if"` // count_if, sum_if: the rows taken (a boolean expression over the mart's row columns)
 }
 
 // Check is one data-quality gateway check of a mart.

@@ -392,6 +392,52 @@ func TestQuantileLevels(t *testing.T) {
 	}
 }
 
+// TestConditionalMeasures: count_if and sum_if take an if expression compiled against
+// the mart's row columns; a bad one, a missing one, one on another aggregate and sum_if
+// of a text column are each reported at their measure's path.
+func TestConditionalMeasures(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := "      - {name: avg_order_value,  agg: avg,            column: amount}"
+	const m = "marts.daily_revenue_kpi.measures[4]"
+	for _, c := range []struct {
+		measure string
+		path    string // "" when valid
+		msg     string
+	}{
+		{`{name: paid_revenue, agg: sum_if, column: amount, if: 'status == "paid"'}`, "", ""},
+		{`{name: paid_orders, agg: count_if, if: 'status in ["paid", "shipped"] && amount >= 100'}`, "", ""},
+		{`{name: paid_orders, agg: count_if, if: 'not is_deleted'}`, "", ""},
+		{`{name: paid_orders, agg: count_if}`, m + ".if", "required for count_if"},
+		{`{name: paid_revenue, agg: sum_if, column: amount, if: '  '}`, m + ".if", "required for sum_if"},
+		{`{name: paid_revenue, agg: sum_if, column: amount, if: 'stat == "paid"'}`, m + ".if", "invalid expression"},
+		{`{name: paid_revenue, agg: sum_if, column: amount, if: 'amount + 1'}`, m + ".if", "invalid expression"},
+		{`{name: paid_revenue, agg: sum_if, column: amount, if: 'status == '}`, m + ".if", "invalid expression"},
+		{`{name: paid_revenue, agg: sum_if, column: status, if: 'status == "paid"'}`, m + ".column", "needs a numeric column"},
+		{`{name: paid_revenue, agg: sum_if, if: 'status == "paid"'}`, m + ".column", "required for sum_if"},
+		{`{name: revenue2, agg: sum, column: amount, if: 'status == "paid"'}`, m + ".if", "only used with agg: count_if or sum_if"},
+	} {
+		src := strings.Replace(string(base), from, from+"\n      - "+c.measure, 1)
+		_, err := Parse([]byte(src), "/tmp/s", env(nil))
+		if c.path == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.measure, err)
+			}
+			continue
+		}
+		var ps Problems
+		if !errors.As(err, &ps) {
+			t.Errorf("%s: want problems, got %v", c.measure, err)
+			continue
+		}
+		if !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == c.path && strings.Contains(p.Msg, c.msg) }) {
+			t.Errorf("%s: no %q at %s; got %v", c.measure, c.msg, c.path, ps)
+		}
+	}
+}
+
 // TestPIIAccepted: a valid pii section passes validate.
 func TestPIIAccepted(t *testing.T) {
 	base, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "examples", "orders.yaml"))

@@ -644,6 +644,17 @@ func aggNames() string {
 	return strings.Join(out, ", ")
 }
 
+// condAggNames lists the aggregates that take an if expression.
+func condAggNames() string {
+	var out []string
+	for _, a := range mart.Aggs() {
+		if a.Cond() {
+			out = append(out, string(a))
+		}
+	}
+	return strings.Join(out, " or ")
+}
+
 func (c *Config) validateMart(v *validator, name string) {
 	p := "marts." + name
 	m := c.Marts[name]
@@ -796,6 +807,15 @@ func (c *Config) validateMart(v *validator, name string) {
 			}
 		} else if len(ms.Quantiles) > 0 {
 			v.add(mp+".quantiles", "only used with agg: quantiles")
+		}
+		if mart.Agg(ms.Agg).Cond() {
+			if strings.TrimSpace(ms.If) == "" {
+				v.add(mp+".if", "required for %s (a boolean expression over the mart's row columns, e.g. status == \"paid\")", ms.Agg)
+			} else {
+				v.exprTyped(mp+".if", ms.If, cols)
+			}
+		} else if ms.If != "" {
+			v.add(mp+".if", "only used with agg: %s", condAggNames())
 		}
 	}
 	checkTypes := []string{"expr", "not_null", "unique_grain", "row_count_anomaly", "consistency", "null_grain"}
