@@ -323,8 +323,11 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		dimSlot[i] = slotOf(d.Name)
 	}
 	valSlot := make([]int, len(m.Measures))
+	counts := make([]bool, len(m.Measures)) // the aggregate takes no input: it counts a mark per row
 	for i, ms := range m.Measures {
 		valSlot[i] = slotOf(ms.Column)
+		d, _ := ms.Agg.Desc()
+		counts[i] = d.Input == mart.InputNone
 	}
 	exprSlots := func(rf *rowFilter) (slots []int, ts []silver.Type) {
 		if rf != nil {
@@ -374,7 +377,7 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	row := make([]silver.Value, nslots)
 	dims := make([]silver.Value, len(m.Dims))
 	vals := make([]silver.Value, len(m.Measures))
-	null := silver.Value{Null: true}
+	null, mark := silver.Value{Null: true}, silver.Value{I: 1}
 	at := func(i int) silver.Value {
 		if i < 0 {
 			return null
@@ -411,19 +414,19 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		}
 		for i := range m.Measures {
 			vals[i] = at(valSlot[i])
+			if counts[i] {
+				vals[i] = mark
+			}
 			if c := p.conds[i]; c != nil {
-				// count_if and sum_if take the rows their expression is true for: count_if
-				// counts a non-NULL mark, sum_if sums the input as sum does.
+				// A conditional aggregate (count_if, sum_if) takes the rows its expression
+				// is true for: the others' input is NULL, which every aggregate skips.
 				keep, err := c.test(at, condSlot[i], condTypes[i])
 				if err != nil {
 					errFilter = fmt.Errorf("measure %s: if: %w", m.Measures[i].Name, err)
 					return
 				}
-				switch {
-				case !keep:
+				if !keep {
 					vals[i] = null
-				case m.Measures[i].Agg == mart.CountIf:
-					vals[i] = silver.Value{I: 1}
 				}
 			}
 		}
@@ -539,15 +542,15 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 		next().(*array.StringBuilder).Append(lv.Name)
 		for i, ms := range m.Measures {
 			a := g.accs[i]
-			switch ms.Agg {
+			switch ms.Agg.Served() { // count_if as count, sum_if as sum
 			case mart.Sum:
+				if ms.Agg.Cond() {
+					// No row matched (or every matched input was NULL): the sums are 0,
+					// and so is a conditional sum (not NULL as a sum), as ClickHouse's sumIf.
+					a.n = max(a.n, 1)
+				}
 				appendSum(next(), a, ms.InputType)
-			case mart.SumIf:
-				// No row matched (or every matched input was NULL): the sums are 0, and
-				// so is the value (not NULL as for sum), as ClickHouse's sumIf.
-				a.n = max(a.n, 1)
-				appendSum(next(), a, ms.InputType)
-			case mart.Count, mart.CountIf:
+			case mart.Count:
 				next().(*array.Int64Builder).Append(a.n)
 			case mart.CountDistinct:
 				next().(*array.Int64Builder).Append(a.distinct)
@@ -565,7 +568,7 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 				}
 			case mart.Min, mart.Max:
 				v := a.min
-				if ms.Agg == mart.Max {
+				if ms.Agg.Served() == mart.Max {
 					v = a.max
 				}
 				if !a.hasMM {
@@ -590,7 +593,7 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 		carries := lv.Carries(g.set)
 		for i, ms := range m.Measures {
 			a := g.accs[i]
-			switch ms.Agg {
+			switch ms.Agg.Served() {
 			case mart.CountDistinct:
 				lb := next().(*array.ListBuilder)
 				if !carries {

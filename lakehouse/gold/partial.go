@@ -64,7 +64,7 @@ func newPartial(m MartSpec) (*partial, error) {
 	}
 	p.conds = make([]*rowFilter, len(m.Measures))
 	for i, ms := range m.Measures {
-		if ms.Agg == mart.CountDistinct {
+		if ms.Agg.Served() == mart.CountDistinct {
 			p.distinct[i] = &keySets{typ: ms.InputType, byGrain: map[int64]*keySet{}}
 		}
 		if p.conds[i], err = compileExpr("if", ms.If, m.rowColumns()); err != nil {
@@ -95,21 +95,19 @@ func (p *partial) add(grain int64, dims, vals []silver.Value) {
 	p.base[gi].add(p.m.Measures, vals, p.distinct)
 }
 
-// add folds one row's measure inputs into the group.
+// add folds one row's measure inputs into the group: each measure is computed as the
+// aggregate it is served as (mart.Agg.Served) over its non-NULL inputs (a count's input
+// is a mark on every row; a condition's false rows are NULL: scanSilver).
 func (g *baseGroup) add(ms []MeasureSpec, vals []silver.Value, distinct []*keySets) {
 	for i, m := range ms {
-		a := &g.accs[i]
-		if m.Agg == mart.Count {
-			a.n++
-			continue
-		}
 		v := vals[i]
 		if v.Null {
 			continue
 		}
+		a := &g.accs[i]
 		a.n++
-		switch m.Agg {
-		case mart.Sum, mart.SumIf, mart.Avg:
+		switch m.Agg.Served() {
+		case mart.Sum, mart.Avg:
 			switch m.InputType.Kind {
 			case silver.Decimal:
 				a.dsum = a.dsum.Add(v.D)
@@ -223,7 +221,7 @@ func (p *partial) rows() []*group {
 			for oi, g := range groups {
 				for i, ms := range p.m.Measures {
 					a := &g.accs[i]
-					if ms.Agg == mart.CountDistinct {
+					if ms.Agg.Served() == mart.CountDistinct {
 						gen++
 						if gen == 0 { // wrapped: start the stamps over
 							clear(stamps[i])
@@ -286,8 +284,8 @@ func (p *partial) outGroup(si int, set []int, bg *baseGroup) *group {
 // not merged here (rows counts them over the union of the ids).
 func (a *acc) merge(b *acc, ms MeasureSpec) {
 	a.n += b.n
-	switch ms.Agg {
-	case mart.Sum, mart.SumIf, mart.Avg:
+	switch ms.Agg.Served() {
+	case mart.Sum, mart.Avg:
 		a.dsum = a.dsum.Add(b.dsum)
 		a.isum += b.isum
 		a.fsum += b.fsum

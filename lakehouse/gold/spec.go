@@ -179,7 +179,7 @@ func (m MartSpec) validate() error {
 		if ms.Agg.Cond() != (ms.If != "") {
 			return fmt.Errorf("measure %s: an if expression is taken by count_if and sum_if only, and required by them", ms.Name)
 		}
-		if ms.Agg != mart.Quantiles {
+		if ms.Agg.Served() != mart.Quantiles {
 			continue
 		}
 		if len(ms.Quantiles) == 0 {

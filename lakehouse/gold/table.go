@@ -86,10 +86,10 @@ func (m MartSpec) columns() []outCol {
 	}
 	cols = append(cols, col(mart.ColGroupingLevel, silver.Type{Kind: silver.String}, true))
 	for _, ms := range m.Measures {
-		switch ms.Agg {
-		case mart.Sum, mart.SumIf:
+		switch ms.Agg.Served() { // count_if as count, sum_if as sum
+		case mart.Sum:
 			cols = append(cols, col(ms.Name, sumType(ms.InputType), false))
-		case mart.Count, mart.CountIf, mart.CountDistinct:
+		case mart.Count, mart.CountDistinct:
 			cols = append(cols, col(ms.Name, longT, true))
 		case mart.Avg:
 			cols = append(cols, col(ms.Name, avgType(ms.InputType), false))
@@ -100,7 +100,7 @@ func (m MartSpec) columns() []outCol {
 		}
 	}
 	for _, ms := range m.Measures {
-		switch ms.Agg {
+		switch ms.Agg.Served() {
 		case mart.CountDistinct:
 			cols = append(cols, outCol{name: mart.KeysCol(ms.Name),
 				ice:   &iceberg.ListType{Element: iceberg.PrimitiveTypes.String, ElementRequired: true},

@@ -55,12 +55,12 @@ type AggDesc struct {
 	// Checked: check compares the sum of the value over a level's rows.
 	Checked bool
 	// Cond: the aggregate takes only the rows for which the measure's boolean if
-	// expression is true, and gives 0 (not NULL) when none is (ClickHouse's countIf
-	// and sumIf).
+	// expression is true. A conditional sum is 0, not NULL, when no input matched
+	// (ClickHouse's sumIf over a non-Nullable column).
 	Cond bool
-	// As is the aggregate the finished value is served and checked as (count_if as
-	// count, sum_if as sum): Gold's columns have its layout; empty for the aggregate
-	// itself.
+	// As is the aggregate Gold computes (over the rows Cond keeps) and serving and
+	// check treat the value as: count_if as count, sum_if as sum, with its Gold
+	// columns; empty for the aggregate itself.
 	As Agg
 }
 

@@ -796,7 +796,7 @@ func (c *Config) validateMart(v *validator, name string) {
 		} else if d, _ := mart.Agg(ms.Agg).Desc(); ok && d.Input == mart.InputNumeric && k != "int" && k != "float" && k != "decimal" {
 			v.add(mp+".column", "%s needs a numeric column, %q is %s", ms.Agg, ms.Column, k)
 		}
-		if mart.Agg(ms.Agg) == mart.Quantiles {
+		if mart.Agg(ms.Agg).Served() == mart.Quantiles {
 			if len(ms.Quantiles) == 0 {
 				v.add(mp+".quantiles", "required for quantiles (e.g. [0.5, 0.9, 0.99])")
 			}
