@@ -62,6 +62,11 @@ func TestMartEvolutionServed(t *testing.T) {
 		{"rename_measure", func(m *gold.MartSpec) { m.Measures[0].Name = "total_revenue" }},
 		{"grain_unit", func(m *gold.MartSpec) { m.GrainUnit = "month" }},
 		{"grouping", func(m *gold.MartSpec) { m.Grouping, m.GroupingSets = "sets", [][]string{{"country"}, {}} }},
+		// Same Gold and ClickHouse columns, other values: Gold is rebuilt, every partition pushed.
+		{"condition", func(m *gold.MartSpec) {
+			i := slices.IndexFunc(m.Measures, func(ms gold.MeasureSpec) bool { return ms.Agg == mart.SumIf })
+			m.Measures[i].If = `status == "shipped"`
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := groupingMart("evo_"+tc.name, "rollup", nil)

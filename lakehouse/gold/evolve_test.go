@@ -28,22 +28,31 @@ func TestMartEvolution(t *testing.T) {
 		m.Checks = nil
 		return m
 	}
+	paid := MeasureSpec{Name: "paid", Agg: mart.SumIf, Column: "amount", InputType: typ("decimal(18,2)"), If: `status == "paid"`}
 	for _, tc := range []struct {
 		name   string
 		change func(*MartSpec)
+		prep   func(*MartSpec) // the old definition's difference from base (nil: none)
 	}{
-		{"add_dimension", func(m *MartSpec) { m.Dims = append(m.Dims, Dim{Name: "status", Type: typ("string")}) }},
-		{"remove_dimension", func(m *MartSpec) { m.Dims = m.Dims[:1] }},
+		{"add_dimension", func(m *MartSpec) { m.Dims = append(m.Dims, Dim{Name: "status", Type: typ("string")}) }, nil},
+		{"remove_dimension", func(m *MartSpec) { m.Dims = m.Dims[:1] }, nil},
 		{"add_measure", func(m *MartSpec) {
 			m.Measures = append(m.Measures, MeasureSpec{Name: "max_amount", Agg: mart.Max, Column: "amount", InputType: typ("decimal(18,2)")})
-		}},
-		{"rename_measure", func(m *MartSpec) { m.Measures[0].Name = "revenue" }},
-		{"grain_unit", func(m *MartSpec) { m.GrainUnit = "month" }},
-		{"grouping", func(m *MartSpec) { m.Grouping, m.GroupingSets = "sets", [][]string{{"country"}, {}} }},
-		{"filter", func(m *MartSpec) { m.Filter = `not is_deleted and status == "paid"` }},
+		}, nil},
+		{"rename_measure", func(m *MartSpec) { m.Measures[0].Name = "revenue" }, nil},
+		{"grain_unit", func(m *MartSpec) { m.GrainUnit = "month" }, nil},
+		{"grouping", func(m *MartSpec) { m.Grouping, m.GroupingSets = "sets", [][]string{{"country"}, {}} }, nil},
+		{"filter", func(m *MartSpec) { m.Filter = `not is_deleted and status == "paid"` }, nil},
+		// sum and sum_if have the same Gold columns: only the recorded definition differs.
+		{"sum_to_sum_if", func(m *MartSpec) { m.Measures[0].Agg, m.Measures[0].If = mart.SumIf, `status == "paid"` }, nil},
+		{"condition", func(m *MartSpec) { m.Measures[len(m.Measures)-1].If = `status == "shipped"` },
+			func(m *MartSpec) { m.Measures = append(m.Measures, paid) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := base("gold.evolve_" + tc.name)
+			if tc.prep != nil {
+				tc.prep(&old)
+			}
 			if _, err := Run(ctx, lh, old, Options{}); err != nil {
 				t.Fatal(err)
 			}
