@@ -8,6 +8,7 @@ package serving
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,10 +91,14 @@ func CheckNames(db, table string) error {
 	return nil
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,126}$`)
+// MaxIdentLen bounds every name goldbridge puts into ClickHouse SQL, hidden columns'
+// suffixes included (ClickHouse itself has no limit on column names).
+const MaxIdentLen = 127
 
-// CheckIdent reports whether s is a plain identifier ([A-Za-z_][A-Za-z0-9_]*): the
-// only names goldbridge puts into ClickHouse SQL.
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,` + strconv.Itoa(MaxIdentLen-1) + `}$`)
+
+// CheckIdent reports whether s is a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most
+// MaxIdentLen bytes, case kept): the only names goldbridge puts into ClickHouse SQL.
 func CheckIdent(kind, s string) error {
 	if !identRE.MatchString(s) {
 		return fmt.Errorf("invalid %s name %q: want [A-Za-z_][A-Za-z0-9_]*", kind, s)

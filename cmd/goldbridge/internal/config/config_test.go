@@ -589,3 +589,76 @@ func TestHotWindowAnchor(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesAsTheSourceHasThem is issue 19's "Why" 2: a column keeps its case (VendorID,
+// read at $.VendorID), in Silver and as a Gold dimension or measure; two names of one
+// table that differ only by case, a reserved name in another case and a name too long
+// for ClickHouse are problems with their path.
+func TestNamesAsTheSourceHasThem(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(pairs ...string) string {
+		src := string(base)
+		for i := 0; i < len(pairs); i += 2 {
+			if !strings.Contains(src, pairs[i]) {
+				t.Fatalf("example lacks %q", pairs[i])
+			}
+			src = strings.Replace(src, pairs[i], pairs[i+1], 1)
+		}
+		return src
+	}
+	const col = "        - {name: currency,   type: string,        default: USD}\n"
+	mixed := edit(col, col+"        - {name: VendorID, type: int64}\n",
+		"dimensions: [country, category]", "dimensions: [country, category, VendorID]",
+		"    measures:\n", "    measures:\n      - {name: VendorSum, agg: sum, column: VendorID}\n")
+	cfg, err := Parse([]byte(mixed), "/tmp/s", env(nil))
+	if err != nil {
+		t.Fatalf("VendorID: %v", err)
+	}
+	cols := cfg.Entities["orders"].Silver.Columns
+	if c := cols[4]; c.Name != "VendorID" || c.Path != "$.VendorID" {
+		t.Fatalf("column %+v, want VendorID at $.VendorID", c)
+	}
+	for _, tc := range []struct{ name, src, path, msg string }{
+		{"case twins", edit(col, col+"        - {name: VendorID, type: int64}\n        - {name: vendorid, type: int64}\n"),
+			"entities.orders.silver.columns[5].name", `column "vendorid" differs from column "VendorID" only by case`},
+		{"derive twin", edit(col, col+"        - {name: VendorID, type: int64}\n", "      rules:\n", "      rules:\n        - {id: E9, kind: derive, column: VENDORID, type: int64, expr: 'VendorID'}\n"),
+			"entities.orders.silver.rules[0].column", `column "VENDORID" differs from column "VendorID" only by case`},
+		{"lookup twin", edit("      rules:\n", "      rules:\n        - {id: E9, kind: lookup, lookup: {file: z.csv, on: {country: code}, columns: {Country: name}}}\n"),
+			"entities.orders.silver.rules[0].lookup.columns.Country", `column "Country" differs from column "country" only by case`},
+		{"reserved in another case", edit(col, col+"        - {name: _Event_ID, type: string}\n"),
+			"entities.orders.silver.columns[4].name", `"_Event_ID" is a column goldbridge adds itself (_event_id`},
+		{"reserved silver column", edit(col, col+"        - {name: _version_hash, type: string}\n"),
+			"entities.orders.silver.columns[4].name", `"_version_hash" is a column goldbridge adds itself`},
+		{"too long", edit(col, col+"        - {name: "+strings.Repeat("V", 128)+", type: string}\n"),
+			"entities.orders.silver.columns[4].name", "longer than ClickHouse accepts (127 bytes)"},
+		{"not an identifier", edit(col, col+"        - {name: Vendor-ID, type: string}\n"),
+			"entities.orders.silver.columns[4].name", `invalid column name "Vendor-ID"`},
+		{"key in another case", edit("key: [order_id]", "key: [Order_ID]"),
+			"entities.orders.silver.key[0]", `unknown column "Order_ID" (names are case-sensitive: did you mean "order_id"?)`},
+		{"gold case twins", edit("    measures:\n", "    measures:\n      - {name: Country, agg: count}\n"),
+			"marts.daily_revenue_kpi.measures[0].name", `column "Country" differs from column "country" only by case`},
+		{"grouping flag clash", edit("    measures:\n", "    measures:\n      - {name: Grouping_Country, agg: count}\n"),
+			"marts.daily_revenue_kpi.measures[0].name", `column "Grouping_Country" differs from column "grouping_country" only by case`},
+		{"gold reserved", edit("    measures:\n", "    measures:\n      - {name: Grouping_Level, agg: count}\n"),
+			"marts.daily_revenue_kpi.measures[0].name", `"Grouping_Level" is a column goldbridge adds itself`},
+		{"hidden column too long", edit("    measures:\n", "    measures:\n      - {name: "+strings.Repeat("m", 121)+", agg: avg, column: amount}\n"),
+			"marts.daily_revenue_kpi.measures[0].name", "goldbridge adds the column"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), "/tmp/s", env(nil))
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("want Problems, got %v", err)
+			}
+			for _, p := range ps {
+				if p.Path == tc.path && strings.Contains(p.Msg, tc.msg) {
+					return
+				}
+			}
+			t.Fatalf("no problem at %s saying %q; got %v", tc.path, tc.msg, ps)
+		})
+	}
+}

@@ -17,7 +17,9 @@ import (
 
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/mart"
+	"goldbridge/lakehouse/silver"
 	"goldbridge/serving"
+	"goldbridge/serving/ddl"
 )
 
 var (
@@ -29,8 +31,57 @@ var (
 	validStages = []string{"ingest", "silver", "gold", "sync", "check"}
 )
 
-// Reserved column names that goldbridge adds to Silver and Gold tables itself.
-var reservedColumns = []string{"is_deleted", "_silver_updated_ts", "_run_id", "_event_id", "_calculated_at", "grouping_level"}
+// Reserved column names that goldbridge adds to Silver and Gold tables itself; a
+// declared name may not equal one of them in any case (see columnName).
+var reservedColumns = []string{silver.ColIsDeleted, silver.ColUpdatedTS, silver.ColRunID, silver.ColEventID, silver.ColCDCOp,
+	silver.ColVersion, silver.ColKeyHashHi, silver.ColKeyHashLo, mart.ColCalculatedAt, mart.ColGroupingLevel}
+
+// colNameRe is a column name: as the source spells it, case kept (docs/config.md, "Names").
+var colNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// tableColumns are the column names of one table seen so far, by their case-folded
+// form: names are case-sensitive, but two names of one table that differ only by case
+// are refused, since Iceberg readers and BI tools that fold case would see one column.
+type tableColumns map[string]string // folded name -> the name as written
+
+// columnName checks a column name of a table and records it in seen: a name
+// (colNameRe) that ClickHouse accepts, not a column goldbridge adds (in any case), and
+// not the same as another column of the table up to case. It reports whether the name
+// is new in seen.
+func (v *validator) columnName(path, name string, seen tableColumns, reserved []string) bool {
+	switch {
+	case !colNameRe.MatchString(name):
+		v.add(path, "invalid column name %q (letters, digits and _, not starting with a digit)", name)
+	case serving.CheckIdent("column", name) != nil:
+		v.add(path, "column name %q is longer than ClickHouse accepts (%d bytes)", name, serving.MaxIdentLen)
+	}
+	folded := strings.ToLower(name)
+	if i := slices.IndexFunc(reserved, func(r string) bool { return r == folded }); i >= 0 {
+		v.add(path, "%q is a column goldbridge adds itself (%s; reserved in any case)", name, reserved[i])
+	}
+	prev, dup := seen[folded]
+	switch {
+	case dup && prev == name:
+		v.add(path, "duplicate column %q", name)
+	case dup:
+		v.add(path, "column %q differs from column %q only by case (Iceberg readers and BI tools that fold case would see one column)", name, prev)
+	default:
+		seen[folded] = name
+	}
+	return !dup
+}
+
+// unknownColumn is the problem of a name that is no column of cols, with the column it
+// matches up to case when there is one (names are case-sensitive).
+func (v *validator) unknownColumn(path, name string, cols map[string]string) {
+	for c := range cols {
+		if strings.EqualFold(c, name) {
+			v.add(path, "unknown column %q (names are case-sensitive: did you mean %q?)", name, c)
+			return
+		}
+	}
+	v.add(path, "unknown column %q", name)
+}
 
 type validator struct{ ps Problems }
 
@@ -408,7 +459,7 @@ func (c *Config) validateEntity(v *validator, name string) {
 	if sv.Table == sv.QuarantineTable {
 		v.add(sp+".quarantine_table", "must differ from table")
 	}
-	cols := map[string]string{}
+	cols, names := map[string]string{}, tableColumns{}
 	if len(sv.Columns) == 0 {
 		v.add(sp+".columns", "required (at least one typed column)")
 	}
@@ -417,15 +468,7 @@ func (c *Config) validateEntity(v *validator, name string) {
 		if !v.required(cp+".name", col.Name) {
 			continue
 		}
-		if !identRe.MatchString(col.Name) {
-			v.add(cp+".name", "invalid column name %q", col.Name)
-		}
-		if slices.Contains(reservedColumns, col.Name) {
-			v.add(cp+".name", "%q is a column goldbridge adds itself", col.Name)
-		}
-		if _, dup := cols[col.Name]; dup {
-			v.add(cp+".name", "duplicate column %q", col.Name)
-		}
+		v.columnName(cp+".name", col.Name, names, reservedColumns)
 		kind := ColumnKind(col.Type)
 		cols[col.Name] = kind
 		if col.Type == "" {
@@ -451,13 +494,13 @@ func (c *Config) validateEntity(v *validator, name string) {
 		if sv.UpdatedAt == "" {
 			v.add(sp+".updated_at", "required in upsert mode (the column that orders versions)")
 		} else if k, ok := cols[sv.UpdatedAt]; !ok {
-			v.add(sp+".updated_at", "unknown column %q", sv.UpdatedAt)
+			v.unknownColumn(sp+".updated_at", sv.UpdatedAt, cols)
 		} else if k != "timestamp" && k != "date" && k != "int" {
 			v.add(sp+".updated_at", "column %q must be a timestamp, date or integer", sv.UpdatedAt)
 		}
 		if sv.Op != "" {
 			if k, ok := cols[sv.Op]; !ok {
-				v.add(sp+".op", "unknown column %q", sv.Op)
+				v.unknownColumn(sp+".op", sv.Op, cols)
 			} else if k != "string" {
 				v.add(sp+".op", "column %q must be a string", sv.Op)
 			}
@@ -476,7 +519,7 @@ func (c *Config) validateEntity(v *validator, name string) {
 		}
 		if sv.EventTime != "" {
 			if k, ok := cols[sv.EventTime]; !ok {
-				v.add(sp+".event_time", "unknown column %q", sv.EventTime)
+				v.unknownColumn(sp+".event_time", sv.EventTime, cols)
 			} else if k != "timestamp" && k != "date" {
 				v.add(sp+".event_time", "column %q must be a timestamp or date", sv.EventTime)
 			}
@@ -500,7 +543,7 @@ func (c *Config) validateEntity(v *validator, name string) {
 	}
 	for i, c := range sv.SortBy {
 		if _, ok := cols[c]; !ok {
-			v.add(fmt.Sprintf("%s.sort_by[%d]", sp, i), "unknown column %q", c)
+			v.unknownColumn(fmt.Sprintf("%s.sort_by[%d]", sp, i), c, cols)
 		}
 	}
 	for path, pct := range map[string]*float64{sp + ".quality.warn_quarantine_pct": sv.Quality.WarnQuarantinePct, sp + ".quality.warn_duplicate_pct": sv.Quality.WarnDuplicatePct,
@@ -509,21 +552,21 @@ func (c *Config) validateEntity(v *validator, name string) {
 			v.add(path, "must be a percentage between 0 and 100")
 		}
 	}
-	c.validateRules(v, sp, sv, cols)
+	c.validateRules(v, sp, sv, cols, names)
 	// The key may name a column a derive rule adds (cols now holds the rules' columns).
 	if len(sv.Key) == 0 {
 		v.add(sp+".key", "required")
 	}
 	for i, k := range sv.Key {
 		if kind, ok := cols[k]; !ok {
-			v.add(fmt.Sprintf("%s.key[%d]", sp, i), "unknown column %q", k)
+			v.unknownColumn(fmt.Sprintf("%s.key[%d]", sp, i), k, cols)
 		} else if kind == "float" {
 			v.add(fmt.Sprintf("%s.key[%d]", sp, i), "a float column cannot be a key (float text is not an identity: derive one, e.g. with hash(), docs/expressions.md)")
 		}
 	}
 }
 
-func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[string]string) {
+func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[string]string, names tableColumns) {
 	ids := map[string]bool{}
 	for i, r := range sv.Rules {
 		rp := fmt.Sprintf("%s.rules[%d]", sp, i)
@@ -565,6 +608,8 @@ func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[stri
 			if v.required(rp+".column", r.Column) {
 				if _, ok := cols[r.Column]; ok {
 					v.add(rp+".column", "column %q already exists (use a normalize rule to rewrite it)", r.Column)
+				} else {
+					v.columnName(rp+".column", r.Column, names, reservedColumns)
 				}
 				cols[r.Column] = ColumnKind(r.Type)
 			}
@@ -593,7 +638,7 @@ func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[stri
 			}
 			for _, local := range sortedKeys(lk.On) {
 				if _, ok := cols[local]; !ok {
-					v.add(rp+".lookup.on."+local, "unknown column %q", local)
+					v.unknownColumn(rp+".lookup.on."+local, local, cols)
 				}
 			}
 			if len(lk.Columns) == 0 {
@@ -606,6 +651,8 @@ func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[stri
 				}
 				if _, dup := cols[lc.As]; dup {
 					v.add(name, "column %q already exists (name it: columns: {new_name: %s})", lc.As, lc.From)
+				} else {
+					v.columnName(name, lc.As, names, reservedColumns)
 				}
 				cols[lc.As] = "string"
 			}
@@ -633,6 +680,42 @@ func checkLiteral(kind, s string) error {
 		return fmt.Errorf("default %q is not a valid %s", s, kind)
 	}
 	return nil
+}
+
+// goldReserved are the columns every Gold mart has (lakehouse/mart).
+var goldReserved = []string{mart.ColGroupingLevel, mart.ColCalculatedAt, mart.ColRunID}
+
+// goldColumn checks an output column of a mart (columnName) and the hidden columns
+// goldbridge adds for it in Gold and ClickHouse: each must fit MaxIdentLen and clash
+// with no other column of the mart, up to case.
+func (v *validator) goldColumn(path, name string, hidden []string, seen tableColumns) {
+	if !v.columnName(path, name, seen, goldReserved) {
+		return
+	}
+	for _, h := range hidden {
+		prev, dup := seen[strings.ToLower(h)]
+		switch {
+		case len(h) > serving.MaxIdentLen:
+			v.add(path, "name %q is too long: goldbridge adds the column %q for it, longer than ClickHouse accepts (%d bytes)", name, h, serving.MaxIdentLen)
+		case dup:
+			v.add(path, "goldbridge adds the column %q for %q, which clashes with the column %q (names that differ only by case are one column)", h, name, prev)
+		default:
+			seen[strings.ToLower(h)] = h
+		}
+	}
+}
+
+// hiddenColumns are the columns goldbridge adds for a measure (lakehouse/mart, serving/ddl).
+func hiddenColumns(ms Measure) []string {
+	var out []string
+	a := mart.Agg(ms.Agg)
+	if a == mart.Avg {
+		out = append(out, mart.SumCol(ms.Name), mart.CountCol(ms.Name))
+	}
+	if l := a.ListCol(ms.Name); l != "" {
+		out = append(out, l, ddl.StateColumn(serving.Measure{Name: ms.Name}))
+	}
+	return out
 }
 
 // aggNames are the aggregates' names (lakehouse/mart).
@@ -705,7 +788,7 @@ func (c *Config) validateMart(v *validator, name string) {
 		}
 		for _, local := range sortedKeys(j.On) {
 			if _, ok := cols[local]; !ok {
-				v.add(jp+".on."+local, "unknown column %q", local)
+				v.unknownColumn(jp+".on."+local, local, cols)
 			}
 			if _, ok := jcols[j.On[local]]; !ok {
 				v.add(jp+".on."+local, "entity %s has no column %q", j.Entity, j.On[local])
@@ -732,24 +815,22 @@ func (c *Config) validateMart(v *validator, name string) {
 		}
 	} else if v.required(p+".grain.column", m.Grain.Column) && len(cols) > 0 {
 		if k, ok := cols[m.Grain.Column]; !ok {
-			v.add(p+".grain.column", "unknown column %q", m.Grain.Column)
+			v.unknownColumn(p+".grain.column", m.Grain.Column, cols)
 		} else if k != "timestamp" && k != "date" {
 			v.add(p+".grain.column", "column %q must be a timestamp or date", m.Grain.Column)
 		}
 	}
 	v.oneOf(p+".grain.unit", m.Grain.Unit, "hour", "day", "month")
-	if !identRe.MatchString(m.Grain.As) {
-		v.add(p+".grain.as", "invalid column name %q", m.Grain.As)
-	}
+	// The mart's columns in Gold and ClickHouse, hidden ones included, by folded name.
+	gold := tableColumns{}
 	outNames := map[string]bool{m.Grain.As: true}
+	v.goldColumn(p+".grain.as", m.Grain.As, nil, gold)
 	for i, d := range m.Dimensions {
 		dp := fmt.Sprintf("%s.dimensions[%d]", p, i)
 		if _, ok := cols[d]; !ok && len(cols) > 0 {
-			v.add(dp, "unknown column %q", d)
+			v.unknownColumn(dp, d, cols)
 		}
-		if outNames[d] {
-			v.add(dp, "duplicate output column %q", d)
-		}
+		v.goldColumn(dp, d, []string{mart.GroupingCol(d)}, gold)
 		outNames[d] = true
 	}
 	v.oneOf(p+".grouping", m.Grouping, "none", "rollup", "cube", "sets")
@@ -775,12 +856,7 @@ func (c *Config) validateMart(v *validator, name string) {
 	for i, ms := range m.Measures {
 		mp := fmt.Sprintf("%s.measures[%d]", p, i)
 		if v.required(mp+".name", ms.Name) {
-			if !identRe.MatchString(ms.Name) || slices.Contains(reservedColumns, ms.Name) {
-				v.add(mp+".name", "invalid or reserved column name %q", ms.Name)
-			}
-			if outNames[ms.Name] {
-				v.add(mp+".name", "duplicate output column %q", ms.Name)
-			}
+			v.goldColumn(mp+".name", ms.Name, hiddenColumns(ms), gold)
 			outNames[ms.Name] = true
 		}
 		if !mart.Agg(ms.Agg).Valid() {
@@ -792,7 +868,7 @@ func (c *Config) validateMart(v *validator, name string) {
 				v.add(mp+".column", "required for %s", ms.Agg)
 			}
 		} else if k, ok := cols[ms.Column]; !ok && len(cols) > 0 {
-			v.add(mp+".column", "unknown column %q", ms.Column)
+			v.unknownColumn(mp+".column", ms.Column, cols)
 		} else if d, _ := mart.Agg(ms.Agg).Desc(); ok && d.Input == mart.InputNumeric && k != "int" && k != "float" && k != "decimal" {
 			v.add(mp+".column", "%s needs a numeric column, %q is %s", ms.Agg, ms.Column, k)
 		}
