@@ -143,10 +143,13 @@ func checkTaxi(t *testing.T, e *forgetEnv, raw []tlcTrip) {
 	}
 	g := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 	reasons := map[string]int{}
-	type gkey struct{ day, borough string }
+	type gkey struct {
+		day, borough string
+		vendor       int64
+	}
 	type gval struct {
 		trips, pax int64
-		max        float64
+		max, fees  float64
 	}
 	gold := map[gkey]*gval{}
 	seen := map[string]bool{}
@@ -189,13 +192,14 @@ func checkTaxi(t *testing.T, e *forgetEnv, raw []tlcTrip) {
 		silverRows = append(silverRows, strings.Join([]string{strconv.FormatInt(r.vendor, 10), r.pickup.Format("2006-01-02 15:04:05.000000"), drop,
 			strconv.FormatInt(pc, 10), strconv.FormatInt(int64(num(r.rate, 99)), 10), strconv.FormatInt(r.pu, 10), strconv.FormatInt(r.do, 10),
 			g(*r.fare), g(r.total), g(num(r.congestion, 0)), g(num(r.fee, 0)), dur, pb, pz, db, dz}, "\t"))
-		k := gkey{r.pickup.Format(time.DateOnly), pb}
+		k := gkey{r.pickup.Format(time.DateOnly), pb, r.vendor}
 		if gold[k] == nil {
 			gold[k] = &gval{max: r.total}
 		}
 		gold[k].trips++
 		gold[k].pax += pc
 		gold[k].max = max(gold[k].max, r.total)
+		gold[k].fees += num(r.fee, 0) // 0 or 1.75: exact in any order
 	}
 	slices.Sort(silverRows)
 	var wantReasons, wantGold, wantFinal []string
@@ -210,7 +214,7 @@ func checkTaxi(t *testing.T, e *forgetEnv, raw []tlcTrip) {
 	nd, _ := time.Parse(time.DateOnly, newest)
 	hotFrom := nd.AddDate(0, 0, -90).Format(time.DateOnly) // hot_window 90d, anchor data
 	for k, v := range gold {
-		row := fmt.Sprintf("%s\t%s\t%d\t%d\t%s", k.day, k.borough, v.trips, v.pax, g(v.max))
+		row := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%s\t%s", k.day, k.borough, k.vendor, v.trips, v.pax, g(v.max), g(v.fees))
 		wantGold = append(wantGold, row)
 		if k.day >= hotFrom {
 			wantFinal = append(wantFinal, row)
@@ -237,14 +241,18 @@ func checkTaxi(t *testing.T, e *forgetEnv, raw []tlcTrip) {
 			t.Errorf("%s: %d rows, oracle %d; first differences:\n%s", what, len(got), len(want), firstDiff(got, want))
 		}
 	}
-	compare("silver.yellow_trips", lines(e.stdout("query", `SELECT vendorid, toString(tpep_pickup_datetime), toString(tpep_dropoff_datetime),
-		passenger_count, ratecodeid, pulocationid, dolocationid, fare_amount, total_amount, congestion_surcharge, airport_fee,
+	// The TLC's names, as the source has them, in Silver, Gold and ClickHouse (issue 19).
+	compare("silver.yellow_trips", lines(e.stdout("query", `SELECT VendorID, toString(tpep_pickup_datetime), toString(tpep_dropoff_datetime),
+		passenger_count, RatecodeID, PULocationID, DOLocationID, fare_amount, total_amount, congestion_surcharge, Airport_fee,
 		toInt64(round(trip_duration_minutes * 60)), pickup_borough, pickup_zone, dropoff_borough, dropoff_zone
 		FROM silver.yellow_trips ORDER BY ALL FORMAT TSV`)), silverRows)
 	compare("quarantine by reason", lines(e.stdout("query", "SELECT error_reason, count() FROM silver.yellow_trips_quarantine GROUP BY 1 ORDER BY 1 FORMAT TSV")), wantReasons)
-	const cols = "toString(pickup_date), pickup_borough, trips, passengers, max_total"
+	const cols = "toString(pickup_date), pickup_borough, VendorID, trips, passengers, max_total, Airport_fee"
 	compare("gold.taxi_daily", lines(e.stdout("query", "SELECT "+cols+" FROM gold.taxi_daily ORDER BY ALL FORMAT TSV")), wantGold)
 	compare("taxi_daily_final", lines(e.stdout("clickhouse", "query", "SELECT "+cols+" FROM marts.taxi_daily_final ORDER BY ALL FORMAT TSV")), wantFinal)
+	if out := e.run("check"); !strings.Contains(out, "check taxi_daily: no drift") {
+		t.Errorf("check after sync:\n%s", out)
+	}
 }
 
 // readTLC reads a generated landing file with arrow's Parquet reader or encoding/csv.
