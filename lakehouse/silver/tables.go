@@ -103,6 +103,16 @@ var internalCols = []ColumnSpec{
 	{Name: ColKeyHashLo, Type: Type{Kind: Int64}},
 }
 
+// InternalNames are the names of the columns goldbridge adds to Silver tables (in
+// upsert mode; append mode adds a subset); config refuses them as column names.
+func InternalNames() []string {
+	out := make([]string, len(internalCols))
+	for i, c := range internalCols {
+		out[i] = c.Name
+	}
+	return out
+}
+
 // withoutKeyHash drops the key hash columns from a table's columns (an upsert table
 // created before they existed keeps its schema).
 func withoutKeyHash(cols []ColumnSpec) []ColumnSpec {

@@ -33,8 +33,7 @@ var (
 
 // Reserved column names that goldbridge adds to Silver and Gold tables itself; a
 // declared name may not equal one of them in any case (see columnName).
-var reservedColumns = []string{silver.ColIsDeleted, silver.ColUpdatedTS, silver.ColRunID, silver.ColEventID, silver.ColCDCOp,
-	silver.ColVersion, silver.ColKeyHashHi, silver.ColKeyHashLo, mart.ColCalculatedAt, mart.ColGroupingLevel}
+var reservedColumns = append(silver.InternalNames(), mart.ColCalculatedAt, mart.ColGroupingLevel)
 
 // colNameRe is a column name: as the source spells it, case kept (docs/config.md, "Names").
 var colNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
