@@ -16,7 +16,7 @@ import (
 // namesConfig is a pipeline whose every name is mixed case: payload keys and Silver
 // columns (default paths), a derive column, the mart's filter, grain, dimensions and
 // measures (an avg and a count_distinct, whose hidden columns carry the name too), and
-// the served table.
+// the served table; Gold's checks name measures and the grain as written.
 const namesConfig = `version: 1
 lakehouse:
   catalog: {type: sql}
@@ -56,6 +56,10 @@ marts:
       - {name: TotalAmount, agg: sum,            column: Amount}
       - {name: AvgX2,       agg: avg,            column: AmountX2}
       - {name: Riders,      agg: count_distinct, column: RiderID}
+    checks:
+      - {type: expr, expr: 'Trips >= 1 && TotalAmount >= 0', severity: critical}
+      - {type: not_null, columns: [PickupDate, Riders], severity: critical}
+      - {type: unique_grain, severity: critical}
     serving: {table: VendorDaily, hot_window: 30d, hot_window_anchor: data}
 `
 
