@@ -116,8 +116,8 @@ func TestExplainCold(t *testing.T) {
 
 // TestValidateCompilesRules: Silver rules are compiled against the typed columns by
 // validate, as the Silver stage compiles them: an unknown function, an unknown name and
-// a call on an argument of the wrong type are each a problem with the rule's path, all reported at
-// once (issue 15; before, validate checked the syntax only and `silver` failed).
+// a call on an argument of the wrong type are each a problem with the rule's path (a name
+// in another case with the column it may mean), all reported at once (issue 15; before, validate checked the syntax only and `silver` failed).
 func TestValidateCompilesRules(t *testing.T) {
 	b, err := os.ReadFile("../../examples/orders.yaml")
 	if err != nil {
@@ -127,6 +127,7 @@ func TestValidateCompilesRules(t *testing.T) {
         - {id: F2, kind: filter, expr: 'channel == "web"', reason: not_web}
         - {id: E2, kind: derive, column: n, type: int64, expr: 'len(created_at)'}
         - {id: F3, kind: filter, expr: 'blob != ""', reason: no_blob}
+        - {id: F4, kind: filter, expr: 'Country != ""', reason: no_country}
 
 marts:`
 	src := strings.Replace(string(b), "\nmarts:", "\n"+rules, 1)
@@ -138,8 +139,10 @@ marts:`
 	if code != exitUsage {
 		t.Fatalf("exit %d, want %d\n%s", code, exitUsage, errs)
 	}
-	for _, want := range []string{"3 problem(s)", "entities.orders.silver.rules[1].expr: rule E1:", "readFile",
-		"entities.orders.silver.rules[2].expr: rule F2:", "channel", "entities.orders.silver.rules[3].expr: rule E2:"} {
+	for _, want := range []string{"4 problem(s)", "entities.orders.silver.rules[1].expr: rule E1:", "readFile",
+		"entities.orders.silver.rules[2].expr: rule F2:", "channel", "entities.orders.silver.rules[3].expr: rule E2:",
+		// A name in another case says which column it may mean (issue 19).
+		"entities.orders.silver.rules[5].expr: rule F4: unknown name Country (1:1) (names are case-sensitive: did you mean country?)"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("missing %q in:\n%s", want, errs)
 		}

@@ -49,6 +49,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	exprparser "github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 )
 
@@ -456,7 +457,7 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 	}
 	prog, err := expr.Compile(sp.Expr, opts...)
 	if err != nil {
-		return cr, err
+		return cr, caseHint(err, sp.Expr, example)
 	}
 	if err := checkClosureNesting(prog.Node()); err != nil {
 		return cr, err
@@ -639,6 +640,45 @@ func (v *nullAwareVisitor) Visit(n *ast.Node) {
 		v.aware = v.aware || callsHash(x) // hash() tells NULL from ""
 	}
 }
+
+// caseHint adds to a compile error about an unknown name the column it matches up to
+// case, if any: names are case-sensitive (VendorID is not vendorid).
+func caseHint(err error, src string, env map[string]any) error {
+	tree, perr := exprparser.Parse(src)
+	if perr != nil {
+		return err
+	}
+	v := &ruleIdentVisitor{names: map[string]bool{}}
+	ast.Walk(&tree.Node, v)
+	for _, id := range slices.Sorted(maps.Keys(v.names)) {
+		if _, ok := env[id]; ok || !strings.Contains(err.Error(), "unknown name "+id) {
+			continue
+		}
+		for _, c := range slices.Sorted(maps.Keys(env)) {
+			if strings.EqualFold(c, id) {
+				return hinted{err, fmt.Sprintf("names are case-sensitive: did you mean %s?", c)}
+			}
+		}
+	}
+	return err
+}
+
+// hinted is an error with a hint at the end of its first line (expr's errors show the
+// source on the lines below).
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h hinted) Error() string {
+	first, rest, ok := strings.Cut(h.err.Error(), "\n")
+	if ok {
+		rest = "\n" + rest
+	}
+	return first + " (" + h.hint + ")" + rest
+}
+
+func (h hinted) Unwrap() error { return h.err }
 
 type ruleIdentVisitor struct {
 	names map[string]bool

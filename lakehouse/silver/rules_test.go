@@ -383,6 +383,7 @@ func TestRuleCompileErrors(t *testing.T) {
 		want  []string
 	}{
 		{"unknown column", []RuleSpec{ruleF1, {ID: "F2", Kind: "filter", Expr: "amout >= 0", Reason: "x"}}, []string{"rule F2", "unknown name amout"}},
+		{"name in another case", []RuleSpec{{ID: "F1", Kind: "filter", Expr: "Amount >= 0 && AMOUNT < 9", Reason: "x"}}, []string{"rule F1", "unknown name A", "(names are case-sensitive: did you mean amount?)"}},
 		{"non-bool filter", []RuleSpec{{ID: "F1", Kind: "filter", Expr: "amount + 1", Reason: "x"}}, []string{"rule F1", "expected bool"}},
 		{"syntax", []RuleSpec{{ID: "F1", Kind: "filter", Expr: "amount >=", Reason: "x"}}, []string{"rule F1", "unexpected token"}},
 		{"empty expr", []RuleSpec{{ID: "N1", Kind: "normalize", Column: "country"}}, []string{"rule N1", "missing expr"}},

@@ -73,7 +73,7 @@ func (v *validator) columnName(path, name string, seen tableColumns, reserved []
 // unknownColumn is the problem of a name that is no column of cols, with the column it
 // matches up to case when there is one (names are case-sensitive).
 func (v *validator) unknownColumn(path, name string, cols map[string]string) {
-	for c := range cols {
+	for _, c := range sortedKeys(cols) {
 		if strings.EqualFold(c, name) {
 			v.add(path, "unknown column %q (names are case-sensitive: did you mean %q?)", name, c)
 			return
