@@ -63,12 +63,12 @@ func TestSeedRulesAsDocumented(t *testing.T) {
 	}
 	ty := func(s string) Type { x, _ := ParseType(s); return x }
 	cols := []ColumnSpec{
-		{Name: "vendorid", Type: ty("int64")}, {Name: "tpep_pickup_datetime", Type: ty("timestamp")},
+		{Name: "VendorID", Type: ty("int64")}, {Name: "tpep_pickup_datetime", Type: ty("timestamp")},
 		{Name: "tpep_dropoff_datetime", Type: ty("timestamp")}, {Name: "passenger_count", Type: ty("float64")},
-		{Name: "ratecodeid", Type: ty("float64")}, {Name: "pulocationid", Type: ty("int64")},
-		{Name: "dolocationid", Type: ty("int64")}, {Name: "fare_amount", Type: ty("float64")},
+		{Name: "RatecodeID", Type: ty("float64")}, {Name: "PULocationID", Type: ty("int64")},
+		{Name: "DOLocationID", Type: ty("int64")}, {Name: "fare_amount", Type: ty("float64")},
 		{Name: "total_amount", Type: ty("float64")}, {Name: "congestion_surcharge", Type: ty("float64")},
-		{Name: "airport_fee", Type: ty("float64")},
+		{Name: "Airport_fee", Type: ty("float64")},
 	}
 	rs, _, err := compileRules(rules, cols, nil)
 	if err != nil {
@@ -82,7 +82,7 @@ func TestSeedRulesAsDocumented(t *testing.T) {
 		want   map[string]string // column -> value after the rules
 	}{
 		{[]string{"1", "2024-03-01T10:00:00Z", "2024-03-01T10:30:30Z", N, N, "1", "7", "10", "15", N, "1.25"}, "",
-			map[string]string{"passenger_count": "0", "ratecodeid": "99", "congestion_surcharge": "0", "airport_fee": "1.25",
+			map[string]string{"passenger_count": "0", "RatecodeID": "99", "congestion_surcharge": "0", "Airport_fee": "1.25",
 				"trip_duration_minutes": "30.5", "pickup_borough": "EWR", "pickup_zone": "Newark Airport",
 				"dropoff_borough": N, "dropoff_zone": N}},
 		{[]string{"1", "2023-12-31T10:00:00Z", N, "2", "1", "2", "1", "-3", "15", "2.5", N}, "F1:negative_fare", nil},
@@ -92,7 +92,7 @@ func TestSeedRulesAsDocumented(t *testing.T) {
 		{[]string{"1", "2024-03-01T10:00:00Z", N, "2.5", N, "1", "7", "10", "15", N, "1.25"}, "N1:normalize_failed", nil},
 		{[]string{"2", "2024-12-31T23:59:59Z", N, "2", "1", "2", "1", "0", "15", "2.5", N}, "",
 			map[string]string{"passenger_count": "2", "trip_duration_minutes": N, "pickup_borough": "Queens",
-				"dropoff_borough": "EWR", "dropoff_zone": "Newark Airport", "airport_fee": "0"}},
+				"dropoff_borough": "EWR", "dropoff_zone": "Newark Airport", "Airport_fee": "0"}},
 	} {
 		row := make([]Value, len(all))
 		for i := range row {
