@@ -14,9 +14,10 @@ import (
 )
 
 // namesConfig is a pipeline whose every name is mixed case: payload keys and Silver
-// columns (default paths), a derive column, the mart's filter, grain, dimensions and
-// measures (an avg and a count_distinct, whose hidden columns carry the name too), and
-// the served table; Gold's checks name measures and the grain as written.
+// columns (default paths), an upsert entity's key and updated_at, a derive column, the
+// mart's join, filter, grain, dimensions and measures (an avg and a count_distinct, whose
+// hidden columns carry the name too, and a max over the joined column), and the served
+// table; Gold's checks name measures and the grain as written.
 const namesConfig = `version: 1
 lakehouse:
   catalog: {type: sql}
@@ -26,8 +27,19 @@ clickhouse:
   database: marts
   local: {tcp_port: %d, http_port: %d}
 sources:
-  land: {type: file, system: fleet, path: "${STATE_DIR}/landing", pattern: "*.jsonl", settle: 0s}
+  land: {type: file, system: fleet, path: "${STATE_DIR}/landing", pattern: "rides*.jsonl", settle: 0s}
+  vend: {type: file, system: fleet, path: "${STATE_DIR}/landing", pattern: "vendors*.jsonl", settle: 0s}
 entities:
+  vendors:
+    sources: [vend]
+    silver:
+      mode: upsert
+      key: [VendorID]
+      updated_at: UpdatedAt
+      columns:
+        - {name: VendorID,  type: int64}
+        - {name: FleetSize, type: int64}
+        - {name: UpdatedAt, type: timestamp}
   rides:
     sources: [land]
     silver:
@@ -47,6 +59,7 @@ entities:
 marts:
   by_vendor:
     source: rides
+    joins: [{entity: vendors, on: {VendorID: VendorID}, columns: [FleetSize]}]
     filter: 'Zone != "skip"'
     grain: {column: PickupTS, unit: day, as: PickupDate}
     dimensions: [VendorID, Zone]
@@ -56,6 +69,7 @@ marts:
       - {name: TotalAmount, agg: sum,            column: Amount}
       - {name: AvgX2,       agg: avg,            column: AmountX2}
       - {name: Riders,      agg: count_distinct, column: RiderID}
+      - {name: MaxFleet,    agg: max,            column: FleetSize}
     checks:
       - {type: expr, expr: 'Trips >= 1 && TotalAmount >= 0', severity: critical}
       - {type: not_null, columns: [PickupDate, Riders], severity: critical}
@@ -103,14 +117,21 @@ func TestMixedCaseNamesServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(e.state, "landing", "rides.jsonl"), landing.String())
+	// Two versions of each vendor, the older of vendor 2 arriving last: UpdatedAt decides.
+	fleet := map[int64]int64{1: 12, 2: 7}
+	writeFile(t, filepath.Join(e.state, "landing", "vendors.jsonl"), `{"VendorID":1,"FleetSize":10,"UpdatedAt":"2024-01-01T00:00:00Z"}
+{"VendorID":2,"FleetSize":7,"UpdatedAt":"2024-02-01T00:00:00Z"}
+{"VendorID":1,"FleetSize":12,"UpdatedAt":"2024-02-01T00:00:00Z"}
+{"VendorID":2,"FleetSize":5,"UpdatedAt":"2024-01-01T00:00:00Z"}
+`)
 	e.run("run")
 
 	// The oracle: F1, then the mart filter, then a rollup over (VendorID, Zone).
 	g := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 	type acc struct {
-		n      int64
-		sum    float64
-		riders map[string]bool
+		n, fleet int64
+		sum      float64
+		riders   map[string]bool
 	}
 	levels := map[string]*acc{}
 	var silverRows []string
@@ -132,11 +153,12 @@ func TestMixedCaseNamesServed(t *testing.T) {
 			levels[k].n++
 			levels[k].sum += r.amount
 			levels[k].riders[r.rider] = true
+			levels[k].fleet = max(levels[k].fleet, fleet[r.vendor])
 		}
 	}
 	var want []string
 	for k, a := range levels {
-		want = append(want, fmt.Sprintf("%s\t%d\t%s\t%s\t%d", k, a.n, g(a.sum), g(2*a.sum/float64(a.n)), len(a.riders)))
+		want = append(want, fmt.Sprintf("%s\t%d\t%s\t%s\t%d\t%d", k, a.n, g(a.sum), g(2*a.sum/float64(a.n)), len(a.riders), a.fleet))
 	}
 	slices.Sort(want)
 	slices.Sort(silverRows)
@@ -159,15 +181,17 @@ func TestMixedCaseNamesServed(t *testing.T) {
 		}
 	}
 	// Unquoted, these names are case-sensitive in ClickHouse: a lower-cased column fails.
+	compare("silver.vendors", lines(e.stdout("query", "SELECT VendorID, FleetSize FROM silver.vendors WHERE NOT is_deleted ORDER BY VendorID FORMAT TSV")),
+		[]string{"1\t12", "2\t7"})
 	compare("silver.rides", lines(e.stdout("query", `SELECT RideID, VendorID, Zone, Amount, AmountX2, toString(toDateTime(PickupTS, 'UTC'))
 		FROM silver.rides ORDER BY RideID FORMAT TSV`)), silverRows)
-	const cols = "toString(PickupDate), VendorID, Zone, grouping_VendorID, grouping_Zone, Trips, TotalAmount, AvgX2, Riders"
+	const cols = "toString(PickupDate), VendorID, Zone, grouping_VendorID, grouping_Zone, Trips, TotalAmount, AvgX2, Riders, MaxFleet"
 	compare("gold.by_vendor", lines(e.stdout("query", "SELECT "+cols+" FROM gold.by_vendor ORDER BY ALL FORMAT TSV")), want)
 	compare("VendorDaily_final", lines(e.stdout("clickhouse", "query", "SELECT "+cols+" FROM marts.VendorDaily_final ORDER BY ALL FORMAT TSV")), want)
 
 	// The served table's columns carry the names as written, hidden ones included.
 	got := lines(e.stdout("clickhouse", "query", "SELECT name FROM system.columns WHERE database = 'marts' AND table = 'VendorDaily' ORDER BY name FORMAT TSV"))
-	for _, c := range []string{"PickupDate", "VendorID", "Zone", "grouping_VendorID", "grouping_Zone", "Trips", "TotalAmount", "AvgX2__sum", "AvgX2__count", "Riders__state"} {
+	for _, c := range []string{"PickupDate", "VendorID", "Zone", "grouping_VendorID", "grouping_Zone", "Trips", "TotalAmount", "AvgX2__sum", "AvgX2__count", "Riders__state", "MaxFleet"} {
 		if !slices.Contains(got, c) {
 			t.Errorf("VendorDaily has no column %s: %v", c, got)
 		}
