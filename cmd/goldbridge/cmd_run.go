@@ -67,6 +67,9 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 		return err
 	}
 	defer p.close()
+	if contains(stages, "ingest") || contains(stages, "silver") || contains(stages, "gold") {
+		p.sweepOrphans(ctx)
+	}
 	if contains(stages, "sync") || contains(stages, "check") {
 		var served, ensure []string
 		for _, name := range marts {

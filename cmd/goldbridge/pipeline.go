@@ -370,5 +370,20 @@ func (a *app) openWriter(ctx context.Context) (*pipeline, func(), error) {
 		unlock()
 		return nil, nil, err
 	}
+	p.sweepOrphans(ctx)
 	return p, func() { p.close(); unlock() }, nil
+}
+
+// sweepOrphans deletes the files that writes killed midway left in the lakehouse, once
+// they are older than catalog.SweepAge (docs/operations.md, "Failed writes and disk
+// space"). The caller holds the state lock. A failure is logged: the run goes on.
+func (p *pipeline) sweepOrphans(ctx context.Context) {
+	start := time.Now()
+	sw, err := p.lh.SweepOrphans(ctx, catalog.SweepAge)
+	if sw.Files > 0 {
+		p.a.log.Info("removed files of failed writes", "files", sw.Files, "bytes", sw.Bytes, "seconds", fmt.Sprintf("%.2f", time.Since(start).Seconds()))
+	}
+	if err != nil && ctx.Err() == nil {
+		p.a.log.Warn("sweeping files of failed writes", "err", err)
+	}
 }

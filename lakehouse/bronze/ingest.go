@@ -70,7 +70,15 @@ type Result struct {
 // table ident, exactly once: the data files are written first and then committed in one
 // snapshot whose summary lists the files, so a crash before the commit leaves only
 // unreferenced files behind and the next run reads the same files again.
+//
+// If it fails, the files it wrote are deleted (catalog.WriteAttempt).
 func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sources []FileSource, opt Options) (Result, error) {
+	w := lh.BeginWrite(ident)
+	res, err := ingestFiles(ctx, lh, ident, sources, opt)
+	return res, w.End(ctx, err)
+}
+
+func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sources []FileSource, opt Options) (Result, error) {
 	start := time.Now()
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)

@@ -113,7 +113,15 @@ func (s KafkaSource) validate() error {
 // logged, not returned. A run that reads nothing commits nothing, unless it had to pin
 // the start position of partitions the table did not know yet (then it commits a
 // snapshot without data files, so that "latest" keeps meaning the first run's end).
+//
+// If it fails, the files it wrote are deleted (catalog.WriteAttempt).
 func IngestKafka(ctx context.Context, lh *catalog.Lakehouse, ident string, src KafkaSource, opt Options) (KafkaResult, error) {
+	w := lh.BeginWrite(ident)
+	res, err := ingestKafka(ctx, lh, ident, src, opt)
+	return res, w.End(ctx, err)
+}
+
+func ingestKafka(ctx context.Context, lh *catalog.Lakehouse, ident string, src KafkaSource, opt Options) (KafkaResult, error) {
 	start := time.Now()
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)

@@ -137,6 +137,9 @@ type Lakehouse struct {
 	warehouseDir string
 	retry        retryPolicy
 
+	writesMu sync.Mutex
+	writes   map[string]map[*WriteAttempt]bool // writes in progress (BeginWrite), by table
+
 	closeOnce sync.Once
 	closeErr  error
 }

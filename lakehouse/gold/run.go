@@ -67,7 +67,15 @@ var ErrCircuitOpen = errors.New("critical data-quality check failed: nothing pub
 // In snapshot mode it computes the state of all Silver rows as the partition of the
 // run's grain period (the UTC day for a day grain) and replaces only that partition.
 // With joins, a change of any joined table since the last run makes it a full rebuild.
+//
+// If it fails, the files it wrote are deleted (catalog.WriteAttempt).
 func Run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (Result, error) {
+	w := lh.BeginWrite(m.Table)
+	res, err := run(ctx, lh, m, opt)
+	return res, w.End(ctx, err)
+}
+
+func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (Result, error) {
 	start := time.Now()
 	res := Result{Mart: m.Name, RunID: uuid.NewString()}
 	if opt.Log == nil {

@@ -46,7 +46,15 @@ type CompactResult struct {
 // files. The rewrite is validated against concurrent commits: if a Silver run commits
 // new deletes meanwhile, the commit conflicts and is retried from a fresh plan (the
 // files written by the failed attempt stay unreferenced).
+//
+// If it fails, the files it wrote are deleted (catalog.WriteAttempt).
 func Compact(ctx context.Context, lh *catalog.Lakehouse, ident string) (CompactResult, error) {
+	w := lh.BeginWrite(ident)
+	res, err := compact(ctx, lh, ident)
+	return res, w.End(ctx, err)
+}
+
+func compact(ctx context.Context, lh *catalog.Lakehouse, ident string) (CompactResult, error) {
 	start := time.Now()
 	res := CompactResult{Table: ident, CompactionID: uuid.NewString()}
 	fail := func(err error) (CompactResult, error) { return res, fmt.Errorf("compact %s: %w", ident, err) }

@@ -112,7 +112,14 @@ const (
 	sinkKeys
 )
 
+// run does Run and Replay; the files of a failed run are deleted (catalog.WriteAttempt).
 func run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIdent string, opt Options, replay bool) (Result, error) {
+	w := lh.BeginWrite(spec.Table, spec.QuarantineTable, spec.KeysTable)
+	res, err := runWrite(ctx, lh, spec, bronzeIdent, opt, replay)
+	return res, w.End(ctx, err)
+}
+
+func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIdent string, opt Options, replay bool) (Result, error) {
 	start := time.Now()
 	res := Result{Entity: spec.Name, RunID: uuid.NewString(), Replay: replay}
 	if opt.Log == nil {
