@@ -32,10 +32,14 @@ const discardSlack = 2 * time.Second
 
 // WriteAttempt is one write to a table in progress; see BeginWrite.
 type WriteAttempt struct {
-	l          *Lakehouse
-	idents     []string
-	start      time.Time
-	overlapped bool // another write to the same table ran meanwhile; guarded by l.writesMu
+	l      *Lakehouse
+	idents []string
+	start  time.Time
+	// Guarded by l.writesMu: after is set if another write to one of the tables was in
+	// progress when this one began; until is when the first write to one of the tables
+	// that began after this one did.
+	after bool
+	until time.Time
 }
 
 // BeginWrite starts a write to the tables idents (files written, then committed) and
@@ -52,7 +56,10 @@ func (l *Lakehouse) BeginWrite(idents ...string) *WriteAttempt {
 			l.writes[ident] = map[*WriteAttempt]bool{}
 		}
 		for other := range l.writes[ident] {
-			other.overlapped, w.overlapped = true, true
+			w.after = true
+			if other.until.IsZero() {
+				other.until = w.start
+			}
 		}
 		l.writes[ident][w] = true
 	}
@@ -62,34 +69,44 @@ func (l *Lakehouse) BeginWrite(idents ...string) *WriteAttempt {
 // End ends the write with its outcome err and returns err. If err is not nil, End
 // deletes the files created under each table's location since BeginWrite that the
 // table's metadata does not reference (the failed attempt's data files, manifests and
-// metadata file). It leaves them to SweepOrphans if another write to the same table ran
-// at the same time in this process (its files could not be told apart) or if the
+// metadata file), except those created after another write to the same table in this
+// process began. It leaves them all to SweepOrphans if another write to the same table
+// was in progress when this one began (its files could not be told apart) or if the
 // commit's outcome is unknown (a REST 5xx). The deletion runs even if ctx is cancelled
 // (SIGTERM), for at most a minute; if it fails, the returned error says so and wraps err.
 func (w *WriteAttempt) End(ctx context.Context, err error) error {
 	l := w.l
-	l.writesMu.Lock()
-	for _, ident := range w.idents {
-		delete(l.writes[ident], w)
-		if len(l.writes[ident]) == 0 {
-			delete(l.writes, ident)
+	defer func() { // registered until the deletion is over: a write beginning meanwhile sets until
+		l.writesMu.Lock()
+		defer l.writesMu.Unlock()
+		for _, ident := range w.idents {
+			delete(l.writes[ident], w)
+			if len(l.writes[ident]) == 0 {
+				delete(l.writes, ident)
+			}
 		}
-	}
-	overlapped := w.overlapped
+	}()
+	l.writesMu.Lock()
+	after := w.after
 	l.writesMu.Unlock()
-
-	if err == nil || overlapped || errors.Is(err, rest.ErrCommitStateUnknown) {
+	if err == nil || after || errors.Is(err, rest.ErrCommitStateUnknown) {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	since := w.start.Add(-discardSlack)
+	ours := func(mod time.Time) bool {
+		l.writesMu.Lock()
+		until := w.until
+		l.writesMu.Unlock()
+		return !mod.Before(since) && (until.IsZero() || mod.Before(until.Add(-discardSlack)))
+	}
 	var derrs []error
 	for _, ident := range w.idents {
 		if ident == "" {
 			continue
 		}
-		if _, _, derr := l.removeUnreferenced(cctx, ident, func(_ string, mod time.Time) bool { return !mod.Before(since) }); derr != nil {
+		if _, _, derr := l.removeUnreferenced(cctx, ident, 0, ours); derr != nil {
 			derrs = append(derrs, derr)
 		}
 	}
@@ -123,13 +140,12 @@ func (l *Lakehouse) SweepOrphans(ctx context.Context, olderThan time.Duration) (
 	if err != nil {
 		return out, fmt.Errorf("sweep orphan files: %w", err)
 	}
-	cutoff := time.Now().Add(-olderThan)
 	var errs []error
 	for _, ident := range idents {
 		if l.writing(ident) {
 			continue
 		}
-		n, b, err := l.removeUnreferenced(ctx, ident, func(_ string, mod time.Time) bool { return mod.Before(cutoff) })
+		n, b, err := l.removeUnreferenced(ctx, ident, olderThan, nil)
 		out.Files += n
 		out.Bytes += b
 		if err != nil {
@@ -143,10 +159,10 @@ func (l *Lakehouse) SweepOrphans(ctx context.Context, olderThan time.Duration) (
 }
 
 // removeUnreferenced deletes the files under ident's location that the table's metadata,
-// loaded fresh, does not reference and for which doomed (path, modification time) is
-// true. As a safeguard against a path mix-up in iceberg-go's orphan listing it never
+// loaded fresh, does not reference, that are older than olderThan and, unless doomed is
+// nil, for whose modification time doomed is true. As a safeguard against a path mix-up in iceberg-go's orphan listing it never
 // deletes a file that a snapshot references. A missing table has nothing to delete.
-func (l *Lakehouse) removeUnreferenced(ctx context.Context, ident string, doomed func(path string, mod time.Time) bool) (files int, bytes int64, err error) {
+func (l *Lakehouse) removeUnreferenced(ctx context.Context, ident string, olderThan time.Duration, doomed func(mod time.Time) bool) (files int, bytes int64, err error) {
 	tbl, err := l.LoadTable(ctx, ident)
 	if errors.Is(err, icecat.ErrNoSuchTable) {
 		return 0, 0, nil
@@ -158,7 +174,7 @@ func (l *Lakehouse) removeUnreferenced(ctx context.Context, ident string, doomed
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", ident, err)
 	}
-	plan, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(0))
+	plan, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(olderThan))
 	if err != nil {
 		return 0, 0, fmt.Errorf("list orphan files of %s: %w", ident, err)
 	}
@@ -179,13 +195,15 @@ func (l *Lakehouse) removeUnreferenced(ctx context.Context, ident string, doomed
 		if referenced[norm(f.Path)] {
 			continue
 		}
-		mod, err := modTime(fs, f.Path)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if mod.IsZero() || !doomed(f.Path, mod) {
-			continue
+		if doomed != nil {
+			mod, err := modTime(fs, f.Path)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if mod.IsZero() || !doomed(mod) {
+				continue
+			}
 		}
 		if err := fs.Remove(f.Path); err != nil {
 			errs = append(errs, err)

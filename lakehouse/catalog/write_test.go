@@ -51,11 +51,13 @@ func TestFailedWriteLeavesNoFiles(t *testing.T) {
 		wantErr error
 		// kept: the files the failed write created stay (another write overlapped).
 		kept bool
+		// otherFirst: another write to the table is in progress when this one begins.
+		otherFirst bool
 	}{
 		{"data files written, never committed", func(t *testing.T, _ *catalog.Lakehouse, tbl *table.Table) error {
 			writeFiles(t, tbl, genRows(100, 50))
 			return errBoom
-		}, errBoom, false},
+		}, errBoom, false, false},
 		{"commit refused after writing manifests", func(t *testing.T, lh *catalog.Lakehouse, tbl *table.Table) error {
 			files := writeFiles(t, tbl, genRows(100, 50))
 			_, err := lh.Commit(ctx, "bronze.orders", func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
@@ -66,13 +68,22 @@ func TestFailedWriteLeavesNoFiles(t *testing.T) {
 				return nil, errBoom // manifests written, the catalog never updated
 			})
 			return err
-		}, errBoom, false},
-		{"overlapping write to the same table", func(t *testing.T, lh *catalog.Lakehouse, tbl *table.Table) error {
+		}, errBoom, false, false},
+		{"files written after another write to the table began", func(t *testing.T, lh *catalog.Lakehouse, tbl *table.Table) error {
 			other := lh.BeginWrite("bronze.orders")
 			defer other.End(ctx, nil)
 			writeFiles(t, tbl, genRows(100, 50))
 			return errBoom
-		}, errBoom, true},
+		}, errBoom, true, false},
+		{"another write in progress when it began", func(t *testing.T, _ *catalog.Lakehouse, tbl *table.Table) error {
+			writeFiles(t, tbl, genRows(100, 50))
+			return errBoom
+		}, errBoom, true, true},
+		{"another write to the table before it", func(t *testing.T, lh *catalog.Lakehouse, tbl *table.Table) error {
+			// the earlier write ended (see otherFirst) before this one began: not overlapping
+			writeFiles(t, tbl, genRows(100, 50))
+			return errBoom
+		}, errBoom, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +98,12 @@ func TestFailedWriteLeavesNoFiles(t *testing.T) {
 			}
 			before := tableFiles(t, tbl)
 
+			if tc.otherFirst {
+				other := lh.BeginWrite("bronze.orders")
+				defer other.End(ctx, nil)
+			} else {
+				lh.BeginWrite("bronze.orders").End(ctx, nil)
+			}
 			w := lh.BeginWrite("bronze.orders", "bronze.untouched")
 			err = w.End(ctx, tc.write(t, lh, tbl))
 			if !errors.Is(err, tc.wantErr) {
