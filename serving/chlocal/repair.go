@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 )
 
 // brokenSuffix is what a broken metadata file is renamed to: ClickHouse skips
@@ -30,7 +32,10 @@ func repairMetadata(path string) ([]string, error) {
 		}
 		files = append(files, m...)
 	}
-	var moved []string
+	moved, err := repairDatabases(path)
+	if err != nil {
+		return moved, err
+	}
 	seen := map[string]bool{}
 	for _, f := range files {
 		real, err := filepath.EvalSymlinks(f)
@@ -49,6 +54,57 @@ func repairMetadata(path string) ([]string, error) {
 	return moved, nil
 }
 
+// repairDatabases rewrites every database definition (metadata/<db>.sql) that a full
+// disk left unreadable during CREATE DATABASE, which made every later start fail with
+// "Empty query: while loading database": an Atomic database whose directory link
+// metadata/<db> -> store/xxx/<uuid> exists gets back the definition ClickHouse writes
+// for it; one without is moved aside (goldbridge creates the database again). It returns
+// the files it rewrote or moved.
+func repairDatabases(path string) ([]string, error) {
+	defs, err := filepath.Glob(filepath.Join(path, "metadata", "*.sql"))
+	if err != nil {
+		return nil, err
+	}
+	var fixed []string
+	for _, f := range defs {
+		if ok, err := definitionReadable(f); err != nil || ok {
+			continue
+		}
+		link, err := os.Readlink(strings.TrimSuffix(f, ".sql"))
+		if id := filepath.Base(link); err == nil && uuidRE.MatchString(id) {
+			def := fmt.Sprintf("ATTACH DATABASE _ UUID '%s'\nENGINE = Atomic\n", id)
+			if err := writeFileAtomic(f, []byte(def)); err != nil {
+				return fixed, fmt.Errorf("rewrite broken database definition %s: %w", f, err)
+			}
+		} else if err := os.Rename(f, f+brokenSuffix); err != nil {
+			return fixed, fmt.Errorf("move aside broken database definition %s: %w", f, err)
+		}
+		fixed = append(fixed, f)
+	}
+	return fixed, nil
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// writeFileAtomic replaces file with data: a temporary file beside it, synced, renamed.
+func writeFileAtomic(file string, data []byte) error {
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	f, err := os.Open(tmp)
+	if err == nil {
+		err = f.Sync()
+		f.Close()
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
 // definitionReadable says whether file starts like a definition ClickHouse wrote.
 func definitionReadable(file string) (bool, error) {
 	f, err := os.Open(file)
@@ -64,13 +120,14 @@ func definitionReadable(file string) (bool, error) {
 	return bytes.HasPrefix(bytes.TrimSpace(head[:n]), []byte("ATTACH ")), nil
 }
 
-// MetadataBroken reports whether the server at path has a table or view definition it
-// could not load (what repairMetadata moves aside at the next start): a push record
+// MetadataBroken reports whether the server at path has a database, table or view
+// definition it could not load (what repairMetadata moves aside at the next start): a push record
 // that says this server holds a mart is then no longer to be trusted.
 func MetadataBroken(path string) bool {
 	for _, pattern := range []string{
 		filepath.Join(path, "store", "*", "*", "*.sql"),
 		filepath.Join(path, "metadata", "*", "*.sql"),
+		filepath.Join(path, "metadata", "*.sql"), // databases
 	} {
 		m, _ := filepath.Glob(pattern)
 		for _, f := range m {

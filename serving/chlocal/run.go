@@ -145,7 +145,7 @@ func RunServer(ctx context.Context, opt Options) error {
 		return fmt.Errorf("chlocal run: %w", err)
 	}
 	for _, f := range moved {
-		fmt.Fprintf(os.Stderr, "chlocal: moved aside the unreadable definition %s (to %s%s); its object is recreated by goldbridge\n", f, f, brokenSuffix)
+		fmt.Fprintf(os.Stderr, "chlocal: repaired the unreadable definition %s (a database's rewritten, anything else moved to %s%s and recreated by goldbridge)\n", f, f, brokenSuffix)
 	}
 	configFile, err := writeAccess(opt)
 	if err != nil {
