@@ -23,8 +23,9 @@ import (
 	"goldbridge/serving/chlocal"
 )
 
-// newExampleEnv is a state directory running examples/<name> on its own ClickHouse ports.
-func newExampleEnv(t *testing.T, name string) *forgetEnv {
+// newExampleEnv is a state directory running examples/<name> on its own ClickHouse ports,
+// after edit (if any) has changed the parsed YAML.
+func newExampleEnv(t *testing.T, name string, edit ...func(cfg map[string]any)) *forgetEnv {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: the embedded stack with a local ClickHouse (skipped with -short)")
@@ -46,6 +47,9 @@ func newExampleEnv(t *testing.T, name string) *forgetEnv {
 		t.Fatal(err)
 	}
 	cfg["clickhouse"].(map[string]any)["local"] = map[string]any{"tcp_port": ports[0], "http_port": ports[1]}
+	for _, f := range edit {
+		f(cfg)
+	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
