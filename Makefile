@@ -34,12 +34,14 @@ postgres:
 	@scripts/postgres.sh install >/dev/null
 
 ## demo: the main job on the embedded stack (SQLite catalog + local warehouse + local ClickHouse);
-##       DATASET=taxi runs examples/taxi.yaml instead (state in $(STATE_DIR)/taxi)
+##       DATASET=taxi runs examples/taxi.yaml instead (state in $(STATE_DIR)/taxi), DATASET=events
+##       examples/events.yaml (state in $(STATE_DIR)/events)
 DATASET ?= orders
 demo: build clickhouse
 	@if [ "$(DATASET)" = taxi ]; then scripts/demo-taxi.sh $(BIN) $(STATE_DIR)/taxi; \
+	elif [ "$(DATASET)" = events ]; then scripts/demo-events.sh $(BIN) $(STATE_DIR)/events; \
 	elif [ "$(DATASET)" = orders ]; then scripts/demo.sh $(BIN) $(STATE_DIR) $(DEMO_EVENTS); \
-	else echo "DATASET: orders or taxi"; exit 2; fi
+	else echo "DATASET: orders, taxi or events"; exit 2; fi
 
 ## test: everything, including integration tests against a real local ClickHouse, PostgreSQL
 ##       and iceberg-go
