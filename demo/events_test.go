@@ -52,8 +52,8 @@ func TestGenerateEvents(t *testing.T) {
 		if landing > 1 {
 			from, _ := demo.EventsRange(landing, 200)
 			for i := from; i < from+100; i++ {
-				l := string(demo.StreamEvent(5, i).JSON())
-				if !lines[landing-1][l] || !lines[landing][l] {
+				l := demo.StreamEvent(5, i).JSON()
+				if !lines[landing-1][string(l)] || !lines[landing][string(l)] {
 					t.Fatalf("stream event %d is not in landings %d and %d", i, landing-1, landing)
 				}
 			}
