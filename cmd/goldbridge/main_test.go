@@ -92,6 +92,24 @@ func TestDemoGenerate(t *testing.T) {
 	}
 }
 
+// TestDemoGenerateEvents: --dataset events writes one landing where examples/events.yaml
+// reads it, --events is its stream size, and a bad size or landing is a usage error.
+func TestDemoGenerateEvents(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runCLI(t, "--state-dir", dir, "demo", "generate", "--dataset", "events", "--landing", "2", "--events", "100")
+	if code != exitOK || !strings.Contains(out, "stream events 50..149") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "landing", "events", "events_2.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--events", "1"}, {"--landing", "0"}} {
+		if code, _, _ := runCLI(t, append([]string{"--state-dir", dir, "demo", "generate", "--dataset", "events"}, args...)...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	code, out, _ := runCLI(t, "version")
 	if code != exitOK || !strings.Contains(out, "goldbridge dev") || !strings.Contains(out, "libchdb 26.7") {
