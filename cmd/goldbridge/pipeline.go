@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -376,12 +378,22 @@ func (a *app) openWriter(ctx context.Context) (*pipeline, func(), error) {
 
 // sweepOrphans deletes the files that writes killed midway left in the lakehouse, once
 // they are older than catalog.SweepAge (docs/operations.md, "Failed writes and disk
-// space"). The caller holds the state lock. A failure is logged: the run goes on.
+// space"). The caller holds the state lock. A failure is logged: the run goes on. It
+// sweeps at most once per SweepAge (the stamp <state-dir>/orphan-sweep): listing every
+// table's files and reading all its manifests is a cost a run with nothing to do should
+// not pay each time, and a file younger than SweepAge is kept anyway.
 func (p *pipeline) sweepOrphans(ctx context.Context) {
+	stamp := filepath.Join(p.cfg.StateDir, "orphan-sweep")
+	if fi, err := os.Stat(stamp); err == nil && time.Since(fi.ModTime()) < catalog.SweepAge {
+		return
+	}
 	start := time.Now()
 	sw, err := p.lh.SweepOrphans(ctx, catalog.SweepAge)
 	if sw.Files > 0 {
 		p.a.log.Info("removed files of failed writes", "files", sw.Files, "bytes", sw.Bytes, "seconds", fmt.Sprintf("%.2f", time.Since(start).Seconds()))
+	}
+	if err == nil {
+		_ = os.WriteFile(stamp, nil, 0o600)
 	}
 	if err != nil && ctx.Err() == nil {
 		p.a.log.Warn("sweeping files of failed writes", "err", err)
