@@ -71,8 +71,10 @@ func (l *Lakehouse) BeginWrite(idents ...string) *WriteAttempt {
 // table's metadata does not reference (the failed attempt's data files, manifests and
 // metadata file), except those created after another write to the same table in this
 // process began. It leaves them all to SweepOrphans if another write to the same table
-// was in progress when this one began (its files could not be told apart) or if the
-// commit's outcome is unknown (a REST 5xx). The deletion runs even if ctx is cancelled
+// was in progress when this one began (its files could not be told apart), if the
+// commit's outcome is unknown (a REST 5xx), or if the catalog is shared (Postgres, REST):
+// a writer on another host may have files of its own in flight under the same location,
+// and only the state lock beside a SQLite catalog rules that out. The deletion runs even if ctx is cancelled
 // (SIGTERM), for at most a minute; if it fails, the returned error says so and wraps err.
 func (w *WriteAttempt) End(ctx context.Context, err error) error {
 	l := w.l
@@ -89,7 +91,7 @@ func (w *WriteAttempt) End(ctx context.Context, err error) error {
 	l.writesMu.Lock()
 	after := w.after
 	l.writesMu.Unlock()
-	if err == nil || after || errors.Is(err, rest.ErrCommitStateUnknown) {
+	if err == nil || after || !l.embedded || errors.Is(err, rest.ErrCommitStateUnknown) {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
