@@ -231,8 +231,9 @@ func (s FileSource) readFileFrom(ctx context.Context, path string, from, size in
 	return fmt.Sprintf("%016x", h.Sum64()), blank, nil
 }
 
-// MaxRecordBytes bounds one record read from a landing file (a JSONL line, a CSV record).
-// A longer JSONL line is not kept whole: it lands as an OversizedPrefix marker with its
+// MaxRecordBytes bounds one record read from a landing file (a JSONL line, a CSV record)
+// or a Kafka topic (whose client bounds a fetch response at its default 100 MiB).
+// A longer JSONL line or Kafka value is not kept whole: it lands as an OversizedPrefix marker with its
 // length and first bytes, which Silver quarantines as record_too_large; a longer CSV
 // record fails its file (a runaway quote), which is quarantined.
 const MaxRecordBytes = 16 << 20

@@ -370,7 +370,11 @@ func consumeKafka(ctx context.Context, src KafkaSource, plan kafkaPlan, next map
 						}
 						if !r.Attrs.IsControl() {
 							file = strconv.AppendInt(append(file[:0], prefix[part]...), r.Offset, 10)
-							if err := emit(r.Value, src.System, string(file), recordTime(r)); err != nil {
+							value := r.Value
+							if len(value) > MaxRecordBytes { // as for a landing file's line: a marker Silver quarantines
+								value = oversizedPayload(int64(len(value)), value)
+							}
+							if err := emit(value, src.System, string(file), recordTime(r)); err != nil {
 								return err
 							}
 							emitted++

@@ -609,3 +609,41 @@ func TestKafkaSourceValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaOversizedRecord is issue 17's "every input has bounds" for Kafka: a value
+// longer than MaxRecordBytes lands as the oversized marker (its length and first bytes),
+// as a landing file's line does, and the records around it land whole.
+func TestKafkaOversizedRecord(t *testing.T) {
+	ctx := context.Background()
+	brokers := newKafka(t, "orders").ListenAddrs()
+	lh := lakehousetest.Open(t)
+	big := append([]byte(`{"n":"`), bytes.Repeat([]byte("x"), MaxRecordBytes)...)
+	big = append(big, `"}`...)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(32<<20), kgo.MaxBufferedBytes(64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	values := [][]byte{[]byte(`{"n":0}`), big, []byte(`{"n":2}`)}
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 0, Value: v}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := IngestKafka(ctx, lh, ident, kafkaSource(brokers, "orders"), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rows := scanKafka(t, lh)
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.file] = string(r.payload)
+	}
+	wantBig := string(oversizedPayload(int64(len(big)), big))
+	if len(rows) != 3 || got["orders:0:0"] != `{"n":0}` || got["orders:0:1"] != wantBig || got["orders:0:2"] != `{"n":2}` {
+		t.Fatalf("rows %d; offset 1 holds %d bytes (want the %d-byte marker), others %q %q", len(rows), len(got["orders:0:1"]), len(wantBig), got["orders:0:0"], got["orders:0:2"])
+	}
+	if !strings.HasPrefix(wantBig, OversizedPrefix+strconv.Itoa(len(big))+":") {
+		t.Fatalf("marker %q", wantBig[:40])
+	}
+}
