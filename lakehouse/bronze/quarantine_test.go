@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -304,5 +305,64 @@ func TestFileAppendedWhileIngesting(t *testing.T) {
 	}
 	if len(seen) != lines {
 		t.Fatalf("%d distinct rows, want %d", len(seen), lines)
+	}
+}
+
+// TestPermissionDeniedIsQuarantined: a landing file goldbridge may not read is quarantined
+// with its reason and the files beside it land; once readable, --retry-quarantined (the
+// content did not change) lands it (issue 17, item 2). Root reads any file, so as root the
+// test runs itself again in a user namespace of its own (unshare --user: no capabilities
+// over this machine's files), where a mode-000 file is unreadable.
+func TestPermissionDeniedIsQuarantined(t *testing.T) {
+	if os.Geteuid() == 0 && os.Getenv("GB_TEST_NO_CAPS") == "" {
+		unshare, err := exec.LookPath("unshare")
+		if err != nil {
+			t.Skip("running as root without unshare(1): cannot make a file unreadable")
+		}
+		if err := exec.Command(unshare, "--user", "true").Run(); err != nil {
+			t.Skipf("running as root and no user namespace (%v): cannot make a file unreadable", err)
+		}
+		cmd := exec.Command(unshare, "--user", os.Args[0], "-test.run=^TestPermissionDeniedIsQuarantined$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "GB_TEST_NO_CAPS=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestPermissionDeniedIsQuarantined") {
+			t.Fatalf("in a user namespace: %v\n%s", err, out)
+		}
+		return
+	}
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "1-good.jsonl"), []byte("{\"g\":1}\n"))
+	locked := filepath.Join(dir, "2-locked.jsonl")
+	writeFile(t, locked, []byte("{\"l\":1}\n"))
+	writeFile(t, filepath.Join(dir, "3-good.jsonl"), []byte("{\"g\":3}\n"))
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(locked); err == nil {
+		f.Close()
+		t.Fatal("a mode-000 file is readable here: the test proves nothing")
+	}
+	res, err := IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{})
+	if err != nil {
+		t.Fatalf("ingest failed instead of quarantining: %v", err)
+	}
+	if len(res.Quarantined) != 1 || res.Quarantined[0].Path != locked || !strings.Contains(res.Quarantined[0].Reason, "permission denied") {
+		t.Fatalf("quarantined %+v, want %s for permission denied", res.Quarantined, locked)
+	}
+	got := payloadsByFile(t, scanAll(t, lh))
+	if len(got) != 2 || !slices.Equal(got["1-good.jsonl"], []string{`{"g":1}`}) || !slices.Equal(got["3-good.jsonl"], []string{`{"g":3}`}) {
+		t.Fatalf("landed %v, want the two readable files", got)
+	}
+	if err := os.Chmod(locked, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err = IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{RetryQuarantined: true})
+	if err != nil || len(res.Quarantined) != 0 || res.Rows != 1 {
+		t.Fatalf("retry after chmod: %+v (%v)", res, err)
+	}
+	if got := payloadsByFile(t, scanAll(t, lh)); !slices.Equal(got["2-locked.jsonl"], []string{`{"l":1}`}) {
+		t.Fatalf("the file landed as %v", got["2-locked.jsonl"])
 	}
 }
