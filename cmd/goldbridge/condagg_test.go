@@ -1,14 +1,12 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/shopspring/decimal"
-	"gopkg.in/yaml.v3"
 
 	"goldbridge/serving/chlocal"
 )
@@ -24,14 +22,7 @@ func TestConditionalMeasuresCLI(t *testing.T) {
 	if _, err := chlocal.LibPath(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("../../examples/orders.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var base map[string]any
-	if err := yaml.Unmarshal(b, &base); err != nil {
-		t.Fatal(err)
-	}
+	base := ordersConfig(t)
 	marts := base["marts"].(map[string]any)
 	kpi := marts["daily_revenue_kpi"].(map[string]any)
 	const cond = `status == "paid" && country in ["DE", "FR"]`

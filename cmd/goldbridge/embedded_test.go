@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"goldbridge/serving/chlocal"
 )
@@ -16,14 +16,7 @@ import (
 // Grafana reader.
 func writeEmbeddedConfig(t *testing.T, path string, tcpPort, httpPort int, extra map[string]any) {
 	t.Helper()
-	b, err := os.ReadFile("../../examples/orders.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := ordersConfig(t)
 	ch := cfg["clickhouse"].(map[string]any)
 	ch["local"] = map[string]any{"tcp_port": tcpPort, "http_port": httpPort, "readers": []any{map[string]any{"name": "grafana"}}}
 	for k, v := range extra {

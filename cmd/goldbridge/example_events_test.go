@@ -318,27 +318,16 @@ func checkEvents(t *testing.T, e *forgetEnv, o *eventsOracle) []string {
 		t.Fatalf("oracle: %d silver rows, reasons %v, %d served rows", len(silverRows), wantReasons, len(wantFinal))
 	}
 
-	lines := func(s string) []string {
-		var out []string
-		for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-			if l != "" {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
 	compare := func(what string, got, want []string) {
 		t.Helper()
 		slices.Sort(got) // as Go orders the oracle's rows
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: %d rows, oracle %d; first differences:\n%s", what, len(got), len(want), firstDiff(got, want))
-		}
+		compareRows(t, what, got, want)
 	}
 	// One query for the three lake tables (each command starts a ClickHouse): a tag, then
 	// the row as TSV text.
 	const gcols = "toString(event_date), source, event_type, toString(events), toString(users), toString(duration_ms), ifNull(toDecimalString(revenue, 2), '\\\\N')"
 	got := map[string][]string{}
-	for _, l := range lines(e.stdout("query", `SELECT * FROM (
+	for _, l := range nonEmptyLines(e.stdout("query", `SELECT * FROM (
 		SELECT 'silver' AS t, concatWithSeparator('\t', event_id, source, user_id, event_type, toString(event_time),
 			toString(duration_ms), ifNull(toDecimalString(amount, 2), '\\N'), country) AS row FROM silver.app_events
 		UNION ALL SELECT 'quarantine', concatWithSeparator('\t', r, toString(count())) FROM (
@@ -351,7 +340,7 @@ func checkEvents(t *testing.T, e *forgetEnv, o *eventsOracle) []string {
 	compare("silver.app_events", got["silver"], silverRows)
 	compare("quarantine by reason", got["quarantine"], wantReasons)
 	compare("gold.app_events_daily", got["gold"], wantGold)
-	compare("app_events_daily_final", lines(e.stdout("clickhouse", "query", "SELECT "+gcols+
+	compare("app_events_daily_final", nonEmptyLines(e.stdout("clickhouse", "query", "SELECT "+gcols+
 		" FROM marts.app_events_daily_final ORDER BY ALL FORMAT TSVRaw")), wantFinal)
 	return got["silver"]
 }

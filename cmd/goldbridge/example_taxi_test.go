@@ -230,30 +230,15 @@ func checkTaxi(t *testing.T, e *forgetEnv, raw []tlcTrip) {
 		t.Fatalf("oracle: %d silver rows, reasons %v, %d gold rows", len(silverRows), wantReasons, len(wantGold))
 	}
 
-	lines := func(s string) []string {
-		var out []string
-		for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-			if l != "" {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
-	compare := func(what string, got, want []string) {
-		t.Helper()
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: %d rows, oracle %d; first differences:\n%s", what, len(got), len(want), firstDiff(got, want))
-		}
-	}
 	// The TLC's names, as the source has them, in Silver, Gold and ClickHouse (issue 19).
-	compare("silver.yellow_trips", lines(e.stdout("query", `SELECT VendorID, toString(tpep_pickup_datetime), toString(tpep_dropoff_datetime),
+	compareRows(t, "silver.yellow_trips", nonEmptyLines(e.stdout("query", `SELECT VendorID, toString(tpep_pickup_datetime), toString(tpep_dropoff_datetime),
 		passenger_count, RatecodeID, PULocationID, DOLocationID, fare_amount, total_amount, congestion_surcharge, Airport_fee,
 		toInt64(round(trip_duration_minutes * 60)), pickup_borough, pickup_zone, dropoff_borough, dropoff_zone
 		FROM silver.yellow_trips ORDER BY ALL FORMAT TSV`)), silverRows)
-	compare("quarantine by reason", lines(e.stdout("query", "SELECT error_reason, count() FROM silver.yellow_trips_quarantine GROUP BY 1 ORDER BY 1 FORMAT TSV")), wantReasons)
+	compareRows(t, "quarantine by reason", nonEmptyLines(e.stdout("query", "SELECT error_reason, count() FROM silver.yellow_trips_quarantine GROUP BY 1 ORDER BY 1 FORMAT TSV")), wantReasons)
 	const cols = "toString(pickup_date), pickup_borough, VendorID, trips, passengers, max_total, Airport_fee"
-	compare("gold.taxi_daily", lines(e.stdout("query", "SELECT "+cols+" FROM gold.taxi_daily ORDER BY ALL FORMAT TSV")), wantGold)
-	compare("taxi_daily_final", lines(e.stdout("clickhouse", "query", "SELECT "+cols+" FROM marts.taxi_daily_final ORDER BY ALL FORMAT TSV")), wantFinal)
+	compareRows(t, "gold.taxi_daily", nonEmptyLines(e.stdout("query", "SELECT "+cols+" FROM gold.taxi_daily ORDER BY ALL FORMAT TSV")), wantGold)
+	compareRows(t, "taxi_daily_final", nonEmptyLines(e.stdout("clickhouse", "query", "SELECT "+cols+" FROM marts.taxi_daily_final ORDER BY ALL FORMAT TSV")), wantFinal)
 	if out := e.run("check"); !strings.Contains(out, "check taxi_daily: no drift") {
 		t.Errorf("check after sync:\n%s", out)
 	}

@@ -55,14 +55,7 @@ func newForgetEnv(t *testing.T) *forgetEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("../../examples/orders.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := ordersConfig(t)
 	cfg["clickhouse"].(map[string]any)["local"] = map[string]any{"tcp_port": ports[0], "http_port": ports[1]}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -509,22 +502,47 @@ func clean(s string) string {
 }
 
 func firstDiff(got, want []string) string {
+	return diffLines(got, want, "after forget", "in fresh build")
+}
+
+// diffLines lists up to three rows only in got and three only in want, naming the sides.
+func diffLines(got, want []string, gotName, wantName string) string {
 	var b strings.Builder
 	n := 0
 	for _, g := range got {
 		if !slices.Contains(want, g) && n < 3 {
-			fmt.Fprintf(&b, "  only after forget: %.300s\n", g)
+			fmt.Fprintf(&b, "  only %s: %.300s\n", gotName, g)
 			n++
 		}
 	}
 	n = 0
 	for _, w := range want {
 		if !slices.Contains(got, w) && n < 3 {
-			fmt.Fprintf(&b, "  only in fresh build: %.300s\n", w)
+			fmt.Fprintf(&b, "  only %s: %.300s\n", wantName, w)
 			n++
 		}
 	}
 	return b.String()
+}
+
+// nonEmptyLines is command output as its non-empty lines.
+func nonEmptyLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// compareRows fails t (Errorf) when got, goldbridge's rows, differ from want, the
+// oracle's, naming what they are and the first differences.
+func compareRows(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: %d rows, oracle %d; first differences:\n%s", what, len(got), len(want), diffLines(got, want, "in goldbridge's", "in the oracle's"))
+	}
 }
 
 // uniqExactHash is the 16-byte element a uniqExact state of the String value v holds

@@ -165,32 +165,17 @@ func TestMixedCaseNamesServed(t *testing.T) {
 	if quarantined == 0 || len(silverRows) < 60 || len(want) < 12 {
 		t.Fatalf("oracle: %d quarantined, %d silver rows, %d gold rows", quarantined, len(silverRows), len(want))
 	}
-	lines := func(s string) []string {
-		var out []string
-		for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-			if l != "" {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
-	compare := func(what string, got, want []string) {
-		t.Helper()
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: %d rows, oracle %d; first differences:\n%s", what, len(got), len(want), firstDiff(got, want))
-		}
-	}
 	// Unquoted, these names are case-sensitive in ClickHouse: a lower-cased column fails.
-	compare("silver.vendors", lines(e.stdout("query", "SELECT VendorID, FleetSize FROM silver.vendors WHERE NOT is_deleted ORDER BY VendorID FORMAT TSV")),
+	compareRows(t, "silver.vendors", nonEmptyLines(e.stdout("query", "SELECT VendorID, FleetSize FROM silver.vendors WHERE NOT is_deleted ORDER BY VendorID FORMAT TSV")),
 		[]string{"1\t12", "2\t7"})
-	compare("silver.rides", lines(e.stdout("query", `SELECT RideID, VendorID, Zone, Amount, AmountX2, toString(toDateTime(PickupTS, 'UTC'))
+	compareRows(t, "silver.rides", nonEmptyLines(e.stdout("query", `SELECT RideID, VendorID, Zone, Amount, AmountX2, toString(toDateTime(PickupTS, 'UTC'))
 		FROM silver.rides ORDER BY RideID FORMAT TSV`)), silverRows)
 	const cols = "toString(PickupDate), VendorID, Zone, grouping_VendorID, grouping_Zone, Trips, TotalAmount, AvgX2, Riders, MaxFleet"
-	compare("gold.by_vendor", lines(e.stdout("query", "SELECT "+cols+" FROM gold.by_vendor ORDER BY ALL FORMAT TSV")), want)
-	compare("VendorDaily_final", lines(e.stdout("clickhouse", "query", "SELECT "+cols+" FROM marts.VendorDaily_final ORDER BY ALL FORMAT TSV")), want)
+	compareRows(t, "gold.by_vendor", nonEmptyLines(e.stdout("query", "SELECT "+cols+" FROM gold.by_vendor ORDER BY ALL FORMAT TSV")), want)
+	compareRows(t, "VendorDaily_final", nonEmptyLines(e.stdout("clickhouse", "query", "SELECT "+cols+" FROM marts.VendorDaily_final ORDER BY ALL FORMAT TSV")), want)
 
 	// The served table's columns carry the names as written, hidden ones included.
-	got := lines(e.stdout("clickhouse", "query", "SELECT name FROM system.columns WHERE database = 'marts' AND table = 'VendorDaily' ORDER BY name FORMAT TSV"))
+	got := nonEmptyLines(e.stdout("clickhouse", "query", "SELECT name FROM system.columns WHERE database = 'marts' AND table = 'VendorDaily' ORDER BY name FORMAT TSV"))
 	for _, c := range []string{"PickupDate", "VendorID", "Zone", "grouping_VendorID", "grouping_Zone", "Trips", "TotalAmount", "AvgX2__sum", "AvgX2__count", "Riders__state", "MaxFleet"} {
 		if !slices.Contains(got, c) {
 			t.Errorf("VendorDaily has no column %s: %v", c, got)

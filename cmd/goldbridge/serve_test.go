@@ -260,14 +260,7 @@ func buildGoldbridge(t *testing.T) string {
 // every 2 s and the server section; failing adds a critical check that fails.
 func writeServeConfig(t *testing.T, path, listen string, tcpPort, httpPort int, shutdown time.Duration, failing bool) {
 	t.Helper()
-	b, err := os.ReadFile("../../examples/orders.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := ordersConfig(t)
 	ch := cfg["clickhouse"].(map[string]any)
 	ch["local"] = map[string]any{"tcp_port": tcpPort, "http_port": httpPort}
 	cfg["schedules"] = map[string]any{

@@ -105,8 +105,8 @@ func TestQueryNeedsTheEmbeddedServer(t *testing.T) {
 	}
 }
 
-// writeOrdersConfig writes examples/orders.yaml changed by edit.
-func writeOrdersConfig(t *testing.T, path string, edit func(map[string]any)) {
+// ordersConfig is examples/orders.yaml, parsed, for a test to edit.
+func ordersConfig(t *testing.T) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile("../../examples/orders.yaml")
 	if err != nil {
@@ -116,6 +116,13 @@ func writeOrdersConfig(t *testing.T, path string, edit func(map[string]any)) {
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// writeOrdersConfig writes examples/orders.yaml changed by edit.
+func writeOrdersConfig(t *testing.T, path string, edit func(map[string]any)) {
+	t.Helper()
+	cfg := ordersConfig(t)
 	edit(cfg)
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
