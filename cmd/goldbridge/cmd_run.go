@@ -17,6 +17,7 @@ import (
 )
 
 func (a *app) runCmd() *cobra.Command {
+	var entities, marts []string
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "One-shot run of the whole chain: ingest → silver → gold → sync, for cron and Kubernetes CronJobs",
@@ -28,7 +29,10 @@ Exit codes: 0 success, 1 failure (the failed sources, entities or marts are name
 2 usage or config error, 3 a mart's circuit is open, 4 reconciliation found drift,
 5 freshness SLA breached, 6 a Silver quarantine gate stopped an entity.
 Metrics go to metrics.textfile (node_exporter textfile collector) or metrics.pushgateway
-when configured.`,
+when configured.
+With a PostgreSQL catalog shared by several workers, each entity and mart is leased
+(lakehouse.catalog.lease_ttl): one another worker holds is skipped by this run, so
+workers started together split the work; --entities and --marts split it by hand.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig()
@@ -40,13 +44,15 @@ when configured.`,
 				return err
 			}
 			defer unlock()
-			err = a.runOnce(cmd.Context(), cfg, allStages, nil, nil)
+			err = a.runOnce(cmd.Context(), cfg, allStages, entities, marts)
 			if merr := a.writeMetrics(cmd.Context(), cfg); merr != nil {
 				a.log.Warn("writing metrics", "err", merr)
 			}
 			return err
 		},
 	}
+	cmd.Flags().StringSliceVar(&entities, "entities", nil, "only these entities (their sources, Bronze and Silver); default all")
+	cmd.Flags().StringSliceVar(&marts, "marts", nil, "only these marts (Gold and serving); default all")
 	return cmd
 }
 
@@ -67,6 +73,11 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 		return err
 	}
 	defer p.close()
+	ctx, entities, marts, release, err := p.claimWork(ctx, entities, marts)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if contains(stages, "ingest") || contains(stages, "silver") || contains(stages, "gold") {
 		p.sweepOrphans(ctx)
 	}

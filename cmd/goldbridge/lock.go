@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,9 @@ import (
 	"path/filepath"
 
 	"github.com/gofrs/flock"
+
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/lease"
 )
 
 // lockFileName is the state lock inside --state-dir.
@@ -65,4 +69,55 @@ func privateStateDir(dir string, log *slog.Logger) error {
 		return os.Chmod(dir, 0o700)
 	}
 	return nil
+}
+
+// claimWork takes the cross-machine leases (lakehouse/lease) of the entities and marts a
+// run is about to work on, when the catalog is shared (PostgreSQL): a name another worker
+// holds is left out of this run (logged), so two workers sharing a catalog never ingest,
+// build or push the same entity or mart at once. The returned context makes every catalog
+// commit check the leases first and ends when a lease is lost; release gives the leases
+// up. With an embedded or REST catalog it returns its input: the state lock guards it.
+func (p *pipeline) claimWork(ctx context.Context, entities, marts []string) (context.Context, []string, []string, func(), error) {
+	db := p.lh.SharedDB()
+	if db == nil {
+		return ctx, entities, marts, func() {}, nil
+	}
+	store, err := lease.Open(ctx, db, lease.Postgres, lease.NewHolder(), p.cfg.Lakehouse.Catalog.LeaseTTL.D())
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var names []string
+	for _, e := range entities {
+		names = append(names, "entity/"+e)
+	}
+	for _, m := range marts {
+		names = append(names, "mart/"+m)
+	}
+	set, busy, err := store.Acquire(ctx, names)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	keep := func(kind string, in []string) []string {
+		var out []string
+		for _, n := range in {
+			if holder, ok := busy[kind+"/"+n]; ok {
+				p.a.log.Info("skipped: another worker holds its lease", kind, n, "holder", holder)
+				continue
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go set.Keep(ctx, func(err error) {
+		p.a.log.Error("lease lost: stopping the run", "err", err)
+		cancel(err)
+	})
+	release := func() {
+		cancel(nil)
+		if err := set.Release(context.WithoutCancel(ctx)); err != nil {
+			p.a.log.Warn("releasing leases", "err", err)
+		}
+	}
+	return catalog.WithFence(ctx, set.Check), keep("entity", entities), keep("mart", marts), release, nil
 }

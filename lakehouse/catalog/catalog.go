@@ -485,6 +485,15 @@ func (l *Lakehouse) DB() *sql.DB {
 	return l.db
 }
 
+// SharedDB is the PostgreSQL database of a shared SQL catalog, where the workers that
+// commit to it also keep their leases (lakehouse/lease); nil for SQLite and REST.
+func (l *Lakehouse) SharedDB() *sql.DB {
+	if l.embedded || l.typ == TypeREST {
+		return nil
+	}
+	return l.db
+}
+
 // Embedded reports whether the catalog is the embedded SQLite file, which only
 // this machine's processes can share.
 func (l *Lakehouse) Embedded() bool { return l.embedded }

@@ -848,3 +848,39 @@ func TestOrphanedWarehouseRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommitFence: a fenced context checks the fence before every attempt; a failing
+// fence (a lost lease) stops the commit before fn runs, and a conflict retry checks it
+// again.
+func TestCommitFence(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	const ident = "bronze.fenced"
+	createTable(t, lh, ident)
+
+	lost := errors.New("lease lost")
+	_, err := lh.Commit(catalog.WithFence(ctx, func(context.Context) error { return lost }), ident,
+		func(context.Context, *table.Table) (*table.Table, error) {
+			t.Fatal("fn called past a failing fence")
+			return nil, nil
+		})
+	if !errors.Is(err, lost) || !strings.Contains(err.Error(), ident) {
+		t.Fatalf("fenced commit: %v, want the fence's error with %s", err, ident)
+	}
+
+	checks, calls := 0, 0
+	fence := func(context.Context) error {
+		checks++
+		if checks > 1 {
+			return lost // lost while the first attempt conflicted
+		}
+		return nil
+	}
+	_, err = lh.Commit(catalog.WithFence(ctx, fence), ident, func(context.Context, *table.Table) (*table.Table, error) {
+		calls++
+		return nil, table.ErrCommitFailed
+	})
+	if !errors.Is(err, lost) || checks != 2 || calls != 1 {
+		t.Fatalf("retry after conflict: %v after %d checks and %d calls; want the fence's error after 2 and 1", err, checks, calls)
+	}
+}

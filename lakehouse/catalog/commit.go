@@ -75,6 +75,18 @@ func (p retryPolicy) backoff(retry int) time.Duration {
 	return half + rand.N(d-half+1)
 }
 
+// Fence is checked by Commit before every attempt; an error stops the commit. A worker
+// holding leases (lakehouse/lease) fences its commits with the leases' check, so a
+// worker that lost a lease commits nothing more.
+type Fence func(ctx context.Context) error
+
+type fenceKey struct{}
+
+// WithFence returns a context whose commits (Commit) check fence first.
+func WithFence(ctx context.Context, fence Fence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, fence)
+}
+
 // CommitFunc builds and commits one transaction on tbl, a freshly loaded
 // handle, and returns the table the commit produced.
 type CommitFunc func(ctx context.Context, tbl *table.Table) (*table.Table, error)
@@ -119,6 +131,11 @@ func (l *Lakehouse) Commit(ctx context.Context, ident string, fn CommitFunc) (*t
 			}
 		}
 
+		if fence, ok := ctx.Value(fenceKey{}).(Fence); ok {
+			if err := fence(ctx); err != nil {
+				return nil, fmt.Errorf("commit %s: %w", ident, err)
+			}
+		}
 		tbl, err := l.loadTable(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("commit %s: load table: %w", ident, err)

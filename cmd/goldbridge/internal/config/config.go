@@ -43,6 +43,7 @@ type Catalog struct {
 	URI        string            `yaml:"uri"`
 	Name       string            `yaml:"name"`
 	Properties map[string]Secret `yaml:"properties"`
+	LeaseTTL   Duration          `yaml:"lease_ttl"` // shared (PostgreSQL) catalog: how long a worker's lease lives unrenewed
 }
 
 // S3 holds object-store settings for an s3:// warehouse (MinIO included).

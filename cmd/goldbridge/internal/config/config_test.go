@@ -211,6 +211,8 @@ func TestValidationRules(t *testing.T) {
 		{"sql uri scheme", "    type: sql ", "    type: sql\n    uri: mysql://db/iceberg\n ", "lakehouse.catalog.uri"},
 		{"postgres uri without database", "    type: sql ", "    type: sql\n    uri: postgres://gb@db:5432\n ", "lakehouse.catalog.uri"},
 		{"postgres on the local warehouse", "    type: sql ", "    type: sql\n    uri: postgres://gb@db:5432/iceberg\n ", "lakehouse.warehouse"},
+		{"lease ttl on sqlite", "    type: sql ", "    type: sql\n    lease_ttl: 30s\n ", "lakehouse.catalog.lease_ttl"},
+		{"lease ttl too short", "    type: sql ", "    type: sql\n    uri: postgres://gb@db:5432/iceberg\n    lease_ttl: 2s\n ", "lakehouse.catalog.lease_ttl"},
 		{"bad listen", "listen: 127.0.0.1:9464", "listen: nowhere", "server.listen"},
 		{"not-null unknown", "columns: [report_date]", "columns: [nope]", "marts.daily_revenue_kpi.checks[1].columns"},
 		{"snapshot with grain column", "    filter: not is_deleted", "    mode: snapshot\n    filter: not is_deleted", "marts.daily_revenue_kpi.grain.column"},
@@ -260,6 +262,10 @@ func TestSharedCatalogConfig(t *testing.T) {
 	pg := strings.Replace(shared, "    type: sql ", "    type: sql\n    uri: postgres://gb@db:5432/iceberg\n ", 1)
 	if _, err := Parse([]byte(pg), "/tmp/s", env(nil)); err != nil {
 		t.Errorf("postgres + s3: %v", err)
+	}
+	withTTL := strings.Replace(pg, "    uri: postgres://gb@db:5432/iceberg\n", "    uri: postgres://gb@db:5432/iceberg\n    lease_ttl: 2m\n", 1)
+	if c, err := Parse([]byte(withTTL), "/tmp/s", env(nil)); err != nil || c.Lakehouse.Catalog.LeaseTTL.D() != 2*time.Minute {
+		t.Errorf("postgres with lease_ttl 2m: %v", err)
 	}
 	rest := strings.Replace(strings.Replace(string(base), "  warehouse: file://${STATE_DIR}/warehouse", "  warehouse: lakehouse", 1),
 		"    type: sql ", "    type: rest\n    uri: http://127.0.0.1:8181\n ", 1)

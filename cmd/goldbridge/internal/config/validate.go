@@ -206,6 +206,9 @@ func (c *Config) validateLakehouse(v *validator) {
 	if lh.Catalog.Type == "sql" {
 		c.validateSQLCatalog(v)
 	}
+	if lh.Catalog.LeaseTTL != 0 && !(lh.Catalog.Type == "sql" && catalog.IsPostgresURI(lh.Catalog.URI)) {
+		v.add("lakehouse.catalog.lease_ttl", "leases are kept in a shared postgres:// catalog only; this catalog is guarded by the state lock")
+	}
 	switch {
 	case lh.Catalog.Type == "rest" && !strings.Contains(lh.Warehouse, "://"):
 		// A REST catalog's warehouse may be a name the server resolves (SeaweedFS: the
@@ -255,6 +258,9 @@ func (c *Config) validateSQLCatalog(v *validator) {
 	if err != nil || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 		v.add("lakehouse.catalog.uri", "want postgres://user@host:port/database (the password from PGPASSWORD or ${VAR})")
 		return
+	}
+	if ttl := lh.Catalog.LeaseTTL.D(); ttl != 0 && (ttl < 10*time.Second || ttl > time.Hour) {
+		v.add("lakehouse.catalog.lease_ttl", "want 10s to 1h (a lease is renewed every third of it), got %s", ttl)
 	}
 	if lh.Warehouse == "file://"+filepath.Join(c.StateDir, "warehouse") {
 		v.add("lakehouse.warehouse", "a postgres catalog is shared by workers on other machines: name the warehouse (s3://bucket/prefix), not the default in this state dir")
