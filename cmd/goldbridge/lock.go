@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gofrs/flock"
 
@@ -82,7 +84,11 @@ func (p *pipeline) claimWork(ctx context.Context, entities, marts []string) (con
 	if db == nil {
 		return ctx, entities, marts, func() {}, nil
 	}
-	store, err := lease.Open(ctx, db, lease.Postgres, lease.NewHolder(), p.cfg.Lakehouse.Catalog.LeaseTTL.D())
+	holder, err := workerID(p.a.stateDir)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("lease holder: %w", err)
+	}
+	store, err := lease.Open(ctx, db, lease.Postgres, holder, p.cfg.Lakehouse.Catalog.LeaseTTL.D())
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -120,4 +126,33 @@ func (p *pipeline) claimWork(ctx context.Context, entities, marts []string) (con
 		}
 	}
 	return catalog.WithFence(ctx, set.Check), keep("entity", entities), keep("mart", marts), release, nil
+}
+
+// workerIDFile keeps this state dir's lease holder id.
+const workerIDFile = "worker-id"
+
+// workerID is the lease holder id of this state dir: the host name and a random id made
+// once and kept in <state-dir>/worker-id. The state lock makes it unique among live
+// processes, so a worker restarted on the same state dir (a crashed pod's container, a
+// cron run after a failed one) takes its own leases back at once instead of waiting for
+// their TTL, while another machine's worker never shares it.
+func workerID(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, workerIDFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		host, _ := os.Hostname()
+		id := host + "/" + rand.Text()
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+			return "", err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return "", err
+		}
+		return id, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
 }

@@ -126,7 +126,15 @@ func TestSharedCatalogWorkers(t *testing.T) {
 		t.FailNow()
 	}
 
-	// One worker on an embedded catalog over the same input is the reference.
+	assertEqualsSolo(t, lh, dir, landing)
+	assertNoOrphans(t, lh)
+}
+
+// assertEqualsSolo compares every table of lh, row for row, with one worker's run on an
+// embedded catalog (in dir/solo) over the same landing files: the reference.
+func assertEqualsSolo(t *testing.T, lh *catalog.Lakehouse, dir, landing string) {
+	t.Helper()
+	ctx := context.Background()
 	soloCfg := filepath.Join(dir, "solo.yaml")
 	solo := filepath.Join(dir, "solo")
 	workersConfig(t, soloCfg, filepath.Join(solo, "catalog.db"), "file://"+filepath.Join(solo, "warehouse"), landing)
@@ -143,9 +151,74 @@ func TestSharedCatalogWorkers(t *testing.T) {
 		if len(want) == 0 {
 			t.Fatalf("%s: the reference has no rows", ident)
 		}
-		compareRows(t, ident+" (two workers vs one)", got, want)
+		compareRows(t, ident+" (shared catalog vs one embedded worker)", got, want)
 	}
-	assertNoOrphans(t, lh)
+}
+
+// TestPostgresDownMidRun is issue 22's "Postgres restarted mid-run": the shared catalog's
+// PostgreSQL stops once Bronze has landed, while the run goes on to Silver and Gold. The
+// run fails cleanly (exit 1, no password in the output, no panic) and cannot release its
+// leases; once PostgreSQL is back, the next run on the same state dir takes its own
+// leases back at once (not after their TTL) and converges to one embedded worker's
+// result, nothing lost or doubled.
+func TestPostgresDownMidRun(t *testing.T) {
+	pg := lakehousetest.StartPostgres(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	landing := filepath.Join(dir, "landing")
+	if code, _, errs := runCLI(t, "--state-dir", dir, "demo", "generate", "--out", landing, "--events", "60000", "--seed", "5"); code != exitOK {
+		t.Fatalf("demo generate: exit %d\n%s", code, errs)
+	}
+	warehouse := "file://" + filepath.Join(dir, "shared-warehouse")
+	cfg := filepath.Join(dir, "shared.yaml")
+	workersConfig(t, cfg, pg.URI(true), warehouse, landing)
+	run := func() (int, string) {
+		code, out, errs := runCLI(t, "-c", cfg, "--state-dir", filepath.Join(dir, "w"), "run")
+		return code, out + errs
+	}
+
+	// Stop PostgreSQL as soon as Bronze has its first snapshot.
+	done := make(chan struct{})
+	var code int
+	var out string
+	go func() {
+		defer close(done)
+		code, out = run()
+	}()
+	watch, err := catalog.Open(ctx, catalog.Config{Type: "sql", URI: pg.URI(true), Warehouse: warehouse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		tbl, err := watch.LoadTable(ctx, "bronze.orders")
+		if err == nil && tbl.CurrentSnapshot() != nil {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("the run ended before Bronze could be watched: exit %d\n%s", code, tail(out, 3000))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	watch.Close()
+	pg.Stop(t)
+	<-done
+	if code != exitFailure || strings.Contains(out, pg.Password) || strings.Contains(out, "panic") {
+		t.Fatalf("run with its catalog gone: exit %d, want %d, without the password or a panic\n%s", code, exitFailure, tail(out, 3000))
+	}
+	t.Logf("with PostgreSQL stopped: exit %d, %s", code, lineOf(out, "goldbridge:"))
+
+	pg.Start(t)
+	code, out = run()
+	if code != exitOK {
+		t.Fatalf("rerun: exit %d\n%s", code, tail(out, 3000))
+	}
+	lh, err := catalog.Open(ctx, catalog.Config{Type: "sql", URI: pg.URI(true), Warehouse: warehouse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	assertEqualsSolo(t, lh, dir, landing)
 }
 
 // tableRows renders a table's rows without the columns that name a run, a batch or a

@@ -303,7 +303,7 @@ func openPostgres(ctx context.Context, cfg Config) (*Lakehouse, error) {
 	maps.Copy(props, cfg.Properties)
 	maps.Copy(props, cfg.S3.props())
 	props["warehouse"] = warehouse
-	cat, err := sqlcat.NewCatalog(cfg.Name, db, sqlcat.Postgres, props)
+	cat, err := newPostgresCatalog(ctx, cfg.Name, db, props)
 	if err != nil {
 		_ = db.Close()
 
@@ -311,6 +311,28 @@ func openPostgres(ctx context.Context, cfg Config) (*Lakehouse, error) {
 	}
 
 	return &Lakehouse{cat: cat, db: db, warehouseDir: localDir}, nil
+}
+
+// initLockKey is the PostgreSQL advisory lock taken while the catalog's tables are
+// created ("goldbridge" in ASCII, as a bigint).
+const initLockKey = 0x676f6c64627269
+
+// newPostgresCatalog is sqlcat.NewCatalog under a session advisory lock: it creates the
+// catalog tables with CREATE TABLE IF NOT EXISTS, which is not safe against itself in
+// PostgreSQL (two workers starting together on a fresh database: "duplicate key value
+// violates unique constraint pg_type_typname_nsp_index"), so workers take turns.
+func newPostgresCatalog(ctx context.Context, name string, db *sql.DB, props iceberg.Properties) (*sqlcat.Catalog, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", initLockKey); err != nil {
+		return nil, fmt.Errorf("advisory lock: %w", err)
+	}
+	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", initLockKey) }()
+
+	return sqlcat.NewCatalog(name, db, sqlcat.Postgres, props)
 }
 
 // ErrOrphanedWarehouse reports a catalog without tables beside a local warehouse that

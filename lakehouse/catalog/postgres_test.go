@@ -56,3 +56,29 @@ func TestPostgresCatalog(t *testing.T) {
 		t.Errorf("a postgres catalog without a warehouse: %v", err)
 	}
 }
+
+// TestPostgresCatalogOpenRace: workers started together on a fresh database each create
+// iceberg-go's catalog tables; CREATE TABLE IF NOT EXISTS races in PostgreSQL ("type
+// iceberg_tables already exists"), so opening is serialized by an advisory lock and all
+// of them succeed.
+func TestPostgresCatalogOpenRace(t *testing.T) {
+	pg := lakehousetest.StartPostgres(t)
+	ctx := context.Background()
+	wh := "file://" + t.TempDir() + "/warehouse"
+	const workers = 6
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			lh, err := catalog.Open(ctx, catalog.Config{Type: catalog.TypeSQL, URI: pg.URI(true), Warehouse: wh})
+			if err == nil {
+				lh.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -129,13 +129,27 @@ func StartPostgres(t testing.TB) *Postgres {
 		}
 		_ = os.RemoveAll(p.dir)
 	})
+	p.Start(t)
+	return p
+}
+
+// Start starts the cluster (again, after Stop: the data persists).
+func (p *Postgres) Start(t testing.TB) {
+	t.Helper()
 	env := []string{"GB_PG_PORT=" + strconv.Itoa(p.Port), "GB_PG_PASSWORD=" + p.Password, "GB_PG_DATABASE=" + p.Database}
 	start := time.Now()
 	if out, err := script("postgres.sh", env, "start", p.dir); err != nil {
 		t.Fatalf("start postgres: %v\n%s\n%s", err, out, tailFile(filepath.Join(p.dir, "data", "server.log")))
 	}
 	t.Logf("postgres up in %v on port %d", time.Since(start).Round(time.Millisecond), p.Port)
-	return p
+}
+
+// Stop stops the cluster (pg_ctl -m fast: open connections are cut).
+func (p *Postgres) Stop(t testing.TB) {
+	t.Helper()
+	if out, err := script("postgres.sh", nil, "stop", p.dir); err != nil {
+		t.Fatalf("stop postgres: %v\n%s", err, out)
+	}
 }
 
 func skipShort(t testing.TB, what string) {

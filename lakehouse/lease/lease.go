@@ -69,11 +69,36 @@ func Open(ctx context.Context, db *sql.DB, dialect Dialect, holder string, ttl t
 	holder TEXT NOT NULL,
 	token BIGINT NOT NULL,
 	expires_ms BIGINT NOT NULL)`
-	if _, err := db.ExecContext(ctx, ddl); err != nil {
+	if err := s.create(ctx, ddl); err != nil {
 		return nil, fmt.Errorf("lease table: %w", err)
 	}
 	return s, nil
 }
+
+// create runs the DDL; in PostgreSQL under a transaction-scoped advisory lock, because
+// CREATE TABLE IF NOT EXISTS is not safe against itself there (workers starting together
+// get "duplicate key value violates unique constraint pg_type_typname_nsp_index").
+func (s *Store) create(ctx context.Context, ddl string) error {
+	if s.dialect != Postgres {
+		_, err := s.db.ExecContext(ctx, ddl)
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", ddlLockKey); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, ddl); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// ddlLockKey is the advisory lock of the lease table's creation ("gbleases" in ASCII).
+const ddlLockKey = 0x67626c6561736573
 
 // NewHolder returns a holder id unique to this process: host, pid and 8 random bytes.
 func NewHolder() string {

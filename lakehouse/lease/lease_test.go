@@ -119,7 +119,8 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// TestLeaseRace: many workers racing for one name at once: exactly one wins.
+// TestLeaseRace: many workers opening the store (creating its table) and racing for one
+// name at once: every open succeeds and exactly one wins.
 func TestLeaseRace(t *testing.T) {
 	for name, mk := range dbs(t) {
 		t.Run(name, func(t *testing.T) {
@@ -128,10 +129,14 @@ func TestLeaseRace(t *testing.T) {
 			var wg sync.WaitGroup
 			won := make(chan string, workers)
 			for i := range workers {
-				s := open(t, db, d, lease.NewHolder(), time.Minute)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					s, err := lease.Open(context.Background(), db, d, lease.NewHolder(), time.Minute)
+					if err != nil {
+						t.Errorf("worker %d: open: %v", i, err)
+						return
+					}
 					set, _, err := s.Acquire(context.Background(), []string{"mart/daily"})
 					if err != nil {
 						t.Errorf("worker %d: %v", i, err)
