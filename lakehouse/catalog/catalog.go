@@ -330,7 +330,9 @@ func newPostgresCatalog(ctx context.Context, name string, db *sql.DB, props iceb
 	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", initLockKey); err != nil {
 		return nil, fmt.Errorf("advisory lock: %w", err)
 	}
-	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", initLockKey) }()
+	defer func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", initLockKey)
+	}()
 
 	return sqlcat.NewCatalog(name, db, sqlcat.Postgres, props)
 }
