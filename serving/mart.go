@@ -228,7 +228,7 @@ func (m *Mart) Levels() ([]mart.Level, error) {
 }
 
 // GrainType is the ClickHouse type of the grain column: Date32 for day and month
-// grains, DateTime64(6, 'UTC') for hours. Both hold [MinGrain, MaxGrain) exactly
+// grains, DateTime64(6, 'UTC') for hours. Both hold [MinTime, MaxTime) exactly
 // (ClickHouse's Date stops at 2149-06-06 and wraps later values).
 func (m *Mart) GrainType() string {
 	if m.Grain.Unit == "hour" {
@@ -237,16 +237,42 @@ func (m *Mart) GrainType() string {
 	return "Date32"
 }
 
-// The range of grain values the served grain types hold. ClickHouse clamps or wraps
-// values outside it, so Gold partitions outside it are not served (sync reports them).
+// The range of values the served date and time types (Date32, DateTime64(6, 'UTC'))
+// hold, as ClickHouse documents it. ClickHouse 26.7 stores a value outside it as sent,
+// but Date32 clamps every value it parses (the literal '9999-12-31' is 2299-12-31, so
+// WHERE d = '9999-12-31' matches the 2299-12-31 rows and misses the 9999-12-31 ones),
+// and outside it DateTime64 has no documented behaviour. So Gold partitions holding such
+// a value as grain, dimension or min/max measure are not served (sync reports them),
+// and a push refuses such a value.
 var (
-	MinGrain = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
-	MaxGrain = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+	MinTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
 )
+
+// Holds reports whether t lies in [MinTime, MaxTime).
+func Holds(t time.Time) bool { return !t.Before(MinTime) && t.Before(MaxTime) }
 
 // Servable reports whether the grain range [start, end) fits the served grain type.
 func Servable(start, end time.Time) bool {
-	return !start.Before(MinGrain) && !end.After(MaxGrain)
+	return !start.Before(MinTime) && !end.After(MaxTime)
+}
+
+// TimeRange names [MinTime, MaxTime) for messages: "1900-01-01..2299-12-31".
+func TimeRange() string {
+	return MinTime.Format(time.DateOnly) + ".." + MaxTime.AddDate(0, 0, -1).Format(time.DateOnly)
+}
+
+// ValueColumns are the served columns other than the grain that carry a Gold value as
+// it is, so a date or timestamp there must fit [MinTime, MaxTime): the dimensions and
+// the min and max measures.
+func (m *Mart) ValueColumns() []string {
+	out := m.DimNames()
+	for _, ms := range m.Measures {
+		if ms.Agg == mart.Min || ms.Agg == mart.Max {
+			out = append(out, ms.Name)
+		}
+	}
+	return out
 }
 
 // PartitionExpr is the PARTITION BY expression.

@@ -91,7 +91,7 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 		if !g.End.After(cutoff) {
 			continue // not hot
 		}
-		if !serving.Servable(g.Start, g.End) {
+		if g.Unservable != "" {
 			plan.Unservable = append(plan.Unservable, g)
 			continue // not served
 		}
@@ -151,7 +151,7 @@ func Unservable(ctx context.Context, m *serving.Mart, tbl *table.Table, now time
 	var out []push.Partition
 	cutoff := Cutoff(m, now, gold)
 	for _, g := range gold {
-		if g.End.After(cutoff) && !serving.Servable(g.Start, g.End) {
+		if g.End.After(cutoff) && g.Unservable != "" {
 			out = append(out, g)
 		}
 	}

@@ -5,7 +5,8 @@
 //
 // Promise: when Sync returns nil, every hot partition of the mart in ClickHouse holds the
 // Gold content of the snapshot Sync planned from, and no partition outside the window
-// remains; hot Gold partitions whose grain ClickHouse cannot hold are reported, not
+// remains; hot Gold partitions holding a grain, dimension or min/max value that
+// ClickHouse's date and time types cannot hold (serving.MinTime..MaxTime) are reported, not
 // pushed. On a single server readers of <t> and <t>_final see one Gold snapshot at a
 // time: a push is published by one EXCHANGE TABLES (serving/push); with a cluster, each
 // partition is old or new. When it returns an error (or the process dies), the table
@@ -19,6 +20,7 @@ package sync
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -109,9 +111,10 @@ type Plan struct {
 	Hot  []push.Partition // every hot partition Gold has, oldest first
 	Push []Planned
 	Drop []string // ClickHouse partitions to drop (out of the window, or gone from Gold)
-	// Unservable: hot Gold partitions whose grain range the served grain type cannot
-	// hold (serving.MinGrain..MaxGrain): never pushed (ClickHouse would wrap them into
-	// other partitions), reported with their Gold row counts.
+	// Unservable: hot Gold partitions that ClickHouse cannot hold exactly: their grain
+	// range, or a date or timestamp dimension or min/max measure value, lies outside
+	// serving.MinTime..MaxTime (GoldPartitions). Never pushed (a live copy is dropped),
+	// reported with their Gold row counts and the reason.
 	Unservable []push.Partition
 	Gold       int       // Gold partitions, hot or not
 	Newest     time.Time // start of the newest Gold partition (zero: none)
@@ -155,7 +158,7 @@ func Cutoff(m *serving.Mart, now time.Time, gold []push.Partition) time.Time {
 	d := now.UTC().Truncate(24 * time.Hour)
 	if m.HotAnchor == serving.AnchorData {
 		for i := len(gold) - 1; i >= 0; i-- {
-			if serving.Servable(gold[i].Start, gold[i].End) {
+			if gold[i].Unservable == "" {
 				d = gold[i].Start.UTC().Truncate(24 * time.Hour)
 				break
 			}
@@ -188,10 +191,11 @@ func (e *ColdError) Error() string {
 // partition would look changed).
 func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]push.Partition, error) {
 	type gp struct {
-		t    time.Time
-		snap int64
-		seq  int64
-		n    int64
+		t      time.Time
+		snap   int64
+		seq    int64
+		n      int64
+		lo, hi []time.Time // per ranged column: the smallest and largest value (zero: none)
 	}
 	snap := tbl.CurrentSnapshot()
 	if snap == nil {
@@ -215,6 +219,7 @@ func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]p
 	if err != nil {
 		return nil, fmt.Errorf("gold partitions %s: %w", m.Name, err)
 	}
+	ranged := rangedColumns(m, tbl.Schema())
 	grains := map[time.Time]*gp{}
 	for _, mf := range manifests {
 		for e, err := range mf.Entries(fs, true) {
@@ -242,10 +247,18 @@ func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]p
 			}
 			g := grains[t]
 			if g == nil {
-				g = &gp{t: t, seq: -1}
+				g = &gp{t: t, seq: -1, lo: make([]time.Time, len(ranged)), hi: make([]time.Time, len(ranged))}
 				grains[t] = g
 			}
 			g.n += df.Count()
+			for i, rc := range ranged {
+				if lo, ok := rc.bound(df.LowerBoundValues()); ok && (g.lo[i].IsZero() || lo.Before(g.lo[i])) {
+					g.lo[i] = lo
+				}
+				if hi, ok := rc.bound(df.UpperBoundValues()); ok && (g.hi[i].IsZero() || hi.After(g.hi[i])) {
+					g.hi[i] = hi
+				}
+			}
 			if e.SequenceNum() > g.seq {
 				g.seq, g.snap = e.SequenceNum(), e.SnapshotID()
 			}
@@ -264,13 +277,28 @@ func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]p
 		sort.Slice(gps, func(i, j int) bool { return gps[i].t.Before(gps[j].t) })
 		h := xxhash.New()
 		var snap, n int64
+		var why []string
 		for _, g := range gps {
 			fmt.Fprintf(h, "%d:%d:%d;", g.t.UnixMicro(), g.snap, g.n)
 			snap = max(snap, g.snap)
 			n += g.n
+			for i, rc := range ranged {
+				for k, v := range []time.Time{g.lo[i], g.hi[i]} {
+					if !v.IsZero() && !serving.Holds(v) && len(why) < 4 && (k == 0 || !v.Equal(g.lo[i])) {
+						why = append(why, rc.name+" "+rc.format(v))
+					}
+				}
+			}
 		}
 		s, e := m.PartitionRange(gps[0].t)
-		out = append(out, push.Partition{ID: id, Start: s, End: e, SnapshotID: snap, Checksum: strconv.FormatUint(h.Sum64(), 16), Rows: n})
+		p := push.Partition{ID: id, Start: s, End: e, SnapshotID: snap, Checksum: strconv.FormatUint(h.Sum64(), 16), Rows: n}
+		switch {
+		case !serving.Servable(s, e):
+			p.Unservable = "grain outside " + serving.TimeRange()
+		case len(why) > 0:
+			p.Unservable = strings.Join(why, ", ") + " outside " + serving.TimeRange()
+		}
+		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
 	return out, nil
@@ -321,7 +349,7 @@ func MakePlan(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table
 		if !g.End.After(cutoff) {
 			continue
 		}
-		if !serving.Servable(g.Start, g.End) {
+		if g.Unservable != "" {
 			p.Unservable = append(p.Unservable, g)
 			continue
 		}
@@ -403,8 +431,8 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	res.Cutoff = plan.Cutoff
 	res.Unservable = plan.Unservable
 	for _, u := range plan.Unservable {
-		opt.Log.Warn("gold partition not served: its grain is outside what ClickHouse's grain type holds",
-			"partition", u.ID, "gold_rows", u.Rows, "servable_from", serving.MinGrain.Format(time.DateOnly), "servable_to", serving.MaxGrain.Format(time.DateOnly))
+		opt.Log.Warn("gold partition not served: it holds a value outside what ClickHouse's date and time types hold",
+			"partition", u.ID, "gold_rows", u.Rows, "reason", u.Unservable)
 	}
 	if out.Rebuild && len(plan.Push) == 0 {
 		// Nothing hot in Gold: the rebuilt table is empty.
@@ -541,16 +569,63 @@ func (r Result) Summary(mart string) string {
 	return s
 }
 
-// UnservableSummary describes Gold partitions that are not served.
+// UnservableSummary describes Gold partitions that are not served, with the reason of
+// each of the first ten.
 func UnservableSummary(parts []push.Partition) string {
 	var rows int64
 	var ids []string
 	for _, p := range parts {
 		rows += p.Rows
 		if len(ids) < 10 {
-			ids = append(ids, p.ID)
+			ids = append(ids, p.ID+" ("+p.Unservable+")")
 		}
 	}
-	return fmt.Sprintf("%d gold partitions (%d rows) not served: grain outside %s..%s (%s)", len(parts), rows,
-		serving.MinGrain.Format(time.DateOnly), serving.MaxGrain.AddDate(0, 0, -1).Format(time.DateOnly), strings.Join(ids, " "))
+	return fmt.Sprintf("%d gold partitions (%d rows) not served: %s", len(parts), rows, strings.Join(ids, "; "))
+}
+
+// rangedColumn is a Gold column served as Date32 or DateTime64 beside the grain
+// (serving.Mart.ValueColumns).
+type rangedColumn struct {
+	name string
+	id   int
+	date bool // Iceberg date (days); else timestamp (microseconds)
+}
+
+// rangedColumns are the mart's value columns whose Gold type is date or timestamp.
+func rangedColumns(m *serving.Mart, sch *iceberg.Schema) []rangedColumn {
+	var out []rangedColumn
+	for _, name := range m.ValueColumns() {
+		f, ok := sch.FindFieldByName(name)
+		if !ok {
+			continue
+		}
+		switch f.Type.(type) {
+		case iceberg.DateType:
+			out = append(out, rangedColumn{name: name, id: f.ID, date: true})
+		case iceberg.TimestampType, iceberg.TimestampTzType:
+			out = append(out, rangedColumn{name: name, id: f.ID})
+		}
+	}
+	return out
+}
+
+// bound decodes the column's bound from a data file's lower or upper bounds (Iceberg's
+// single-value serialization: little-endian days or microseconds).
+func (rc rangedColumn) bound(bounds map[int][]byte) (time.Time, bool) {
+	b := bounds[rc.id]
+	switch {
+	case rc.date && len(b) == 4:
+		return time.Unix(int64(int32(binary.LittleEndian.Uint32(b)))*86400, 0).UTC(), true
+	case !rc.date && len(b) == 8:
+		return time.UnixMicro(int64(binary.LittleEndian.Uint64(b))).UTC(), true
+	}
+	return time.Time{}, false
+}
+
+// format prints a value of the column.
+func (rc rangedColumn) format(t time.Time) string {
+	if rc.date {
+		return t.Format(time.DateOnly)
+	}
+	return t.Format("2006-01-02T15:04:05.999999Z")
 }

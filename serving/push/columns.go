@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 
+	"goldbridge/serving"
 	"goldbridge/serving/ddl"
 )
 
@@ -39,6 +41,22 @@ func (c *nullable) DecodeColumn(*proto.Reader, int) error {
 	return fmt.Errorf("nullable: decode not supported")
 }
 func (c *nullable) Reset() { c.nulls.Reset(); c.inner.Reset() }
+
+// The range Date32 and DateTime64 columns accept (serving.MinTime..MaxTime), in days
+// and microseconds.
+var (
+	minDays   = arrow.Date32FromTime(serving.MinTime)
+	maxDays   = arrow.Date32FromTime(serving.MaxTime)
+	minMicros = serving.MinTime.UnixMicro()
+	maxMicros = serving.MaxTime.UnixMicro()
+)
+
+// rangeErr reports a date or time value that the served types do not hold. Sync plans
+// no partition holding one (from Gold's column bounds); this stops one that slipped
+// through, e.g. from a data file without bounds, before it reaches ClickHouse.
+func rangeErr(c ddl.Column, v time.Time) error {
+	return fmt.Errorf("column %s: value %s outside %s, which ClickHouse does not hold exactly", c.Name, v.Format("2006-01-02T15:04:05.999999Z"), serving.TimeRange())
+}
 
 // newColumn builds the insert column of a ClickHouse type.
 func newColumn(c ddl.Column) (*column, error) {
@@ -78,7 +96,20 @@ func newColumn(c ddl.Column) (*column, error) {
 	case t == "Date32":
 		var col proto.ColDate32
 		out.col = &col
-		out.append = each[*array.Date32](c, (*[]proto.Date32)(&col), func(d arrow.Date32) proto.Date32 { return proto.Date32(d) })
+		out.append = func(a arrow.Array, from, to int) error {
+			d, ok := a.(*array.Date32)
+			if !ok {
+				return typeErr(c, a)
+			}
+			for i := from; i < to; i++ {
+				v := d.Value(i)
+				if (v < minDays || v >= maxDays) && d.IsValid(i) {
+					return rangeErr(c, d.Value(i).ToTime())
+				}
+				col = append(col, proto.Date32(v))
+			}
+			return nil
+		}
 	case t == "DateTime64(6, 'UTC')":
 		var col proto.ColInt64
 		out.col = proto.Alias(&col, proto.ColumnType(t))
@@ -102,6 +133,9 @@ func newColumn(c ddl.Column) (*column, error) {
 					v *= mul
 				} else {
 					v /= -mul
+				}
+				if (v < minMicros || v >= maxMicros) && ts.IsValid(i) {
+					return rangeErr(c, time.UnixMicro(v).UTC())
 				}
 				col = append(col, v)
 			}

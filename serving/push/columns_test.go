@@ -1,13 +1,16 @@
 package push
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"goldbridge/serving"
+	"goldbridge/serving/ddl"
 )
 
 // TestListRows checks the cut of a block at a number of list values: rows with 3, 0,
@@ -49,5 +52,50 @@ func TestListRows(t *testing.T) {
 func TestSuffixesFit(t *testing.T) {
 	if len(PushDetailSuffix) != serving.LongestSuffix || len(PushSuffix) > serving.LongestSuffix {
 		t.Fatalf("serving.LongestSuffix %d, suffixes %q %q", serving.LongestSuffix, PushSuffix, PushDetailSuffix)
+	}
+}
+
+// TestColumnsRefuseOutOfRange: a Date32 or DateTime64 column takes exactly the values
+// in serving.MinTime..MaxTime (NULLs whatever their slot holds) and refuses every other
+// with the column named, never sending a value ClickHouse does not hold.
+func TestColumnsRefuseOutOfRange(t *testing.T) {
+	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		v  time.Time
+		ok bool
+	}{
+		{day(1899, 12, 31), false}, {day(1900, 1, 1), true}, {day(2026, 5, 1), true}, {day(2200, 1, 1), true},
+		{day(2299, 12, 31), true}, {day(2300, 1, 1), false}, {day(9999, 12, 31), false}, {day(1, 1, 1), false},
+	} {
+		for _, typ := range []string{"Date32", "Nullable(Date32)", "DateTime64(6, 'UTC')", "Nullable(DateTime64(6, 'UTC'))"} {
+			var a arrow.Array
+			if strings.Contains(typ, "Date32") {
+				b := array.NewDate32Builder(memory.DefaultAllocator)
+				b.Append(arrow.Date32FromTime(tc.v))
+				a = b.NewArray()
+			} else {
+				b := array.NewTimestampBuilder(memory.DefaultAllocator, &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"})
+				b.Append(arrow.Timestamp(tc.v.UnixMicro()))
+				a = b.NewArray()
+			}
+			col, err := newColumn(ddl.Column{Name: "d", Type: typ})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = col.append(a, 0, 1)
+			if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "column d: value "+tc.v.Format(time.DateOnly))) {
+				t.Errorf("%s %s: %v", typ, tc.v.Format(time.DateOnly), err)
+			}
+			a.Release()
+		}
+	}
+	// A NULL whose slot holds an out-of-range value is a NULL.
+	b := array.NewDate32Builder(memory.DefaultAllocator)
+	b.AppendValues([]arrow.Date32{arrow.Date32FromTime(day(9999, 12, 31))}, []bool{false})
+	a := b.NewArray()
+	defer a.Release()
+	col, _ := newColumn(ddl.Column{Name: "d", Type: "Nullable(Date32)"})
+	if err := col.append(a, 0, 1); err != nil {
+		t.Errorf("NULL: %v", err)
 	}
 }

@@ -104,6 +104,9 @@ type Partition struct {
 	SnapshotID int64     // newest Gold snapshot that updated it
 	Checksum   string    // fingerprint of the Gold partitions it covers
 	Rows       int64     // Gold records in it, all levels (sizes the insert streams)
+	// Unservable says why ClickHouse cannot serve it (its grain, or a date or timestamp
+	// value outside serving.MinTime..MaxTime); empty when it can.
+	Unservable string `json:",omitempty"`
 }
 
 // Steps of a push, in order, as passed to Options.Fault.
