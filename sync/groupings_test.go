@@ -1,10 +1,12 @@
 package sync_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,6 +177,35 @@ func servedMart(db string, g gold.MartSpec, distinct string) *serving.Mart {
 // is the SQL of the grain value.
 func oracleRows(t *testing.T, c *chconn.Client, db, distinct, grain string, dims []string, levels [][]string) []string {
 	t.Helper()
+	return oracleQueryRows(t, c, db, oracleQuery{distinct: distinct, grain: grain, dims: dims, levels: levels})
+}
+
+// oracleQuery is the SQL of one mart over <db>.s (and <db>.c, the live customers): the
+// join, the filter beyond not is_deleted (the rows of s are live), and the conditions of
+// big_paid (count_if) and big_paid_revenue (sum_if); empty parts take groupingMart's.
+type oracleQuery struct {
+	distinct, grain string
+	dims            []string
+	levels          [][]string
+	join            string // "", "LEFT" or "INNER": s joined with c on user_id = customer_id
+	where           string
+	countIf, sumIf  string
+}
+
+// oracleQueryRows computes the mart of o over <db>.s with ClickHouse GROUPING SETS, in
+// servedRows' form (see oracleRows).
+func oracleQueryRows(t *testing.T, c *chconn.Client, db string, o oracleQuery) []string {
+	t.Helper()
+	distinct, grain, dims, levels := o.distinct, o.grain, o.dims, o.levels
+	from := serving.Q(db) + ".s"
+	if o.join != "" {
+		from = fmt.Sprintf("%s.s %s JOIN %s.c ON s.user_id = c.customer_id", serving.Q(db), o.join, serving.Q(db))
+	}
+	where := "1"
+	if o.where != "" {
+		where = o.where
+	}
+	countIf, sumIf := cmp.Or(o.countIf, bigPaidSQL), cmp.Or(o.sumIf, bigPaidSQL)
 	var sets []string
 	for _, l := range levels {
 		sets = append(sets, "("+strings.Join(append([]string{"g"}, l...), ", ")+")")
@@ -191,9 +222,9 @@ func oracleRows(t *testing.T, c *chconn.Client, db, distinct, grain string, dims
 	q := fmt.Sprintf(`SELECT formatDateTime(%s AS g, '%%F %%T'), [%s], [%s],
 		toString(sum(amount)), count(), %s(user_id), count(amount), toString(max(amount)),
 		arrayMap(p -> arraySort(groupArray(toFloat64(amount)))[greatest(1, toUInt64(ceil(p * count(amount))))], [0.5, 0.9]),
-		countIf(status = 'paid' AND amount >= 100), toString(ifNull(sumIf(amount, status = 'paid' AND amount >= 100), 0))
-		FROM %s.s GROUP BY GROUPING SETS (%s) SETTINGS group_by_use_nulls = 1`,
-		grain, strings.Join(oddEven(sel, 0), ", "), strings.Join(oddEven(sel, 1), ", "), distinct, serving.Q(db), strings.Join(sets, ", "))
+		countIf(%s), toString(ifNull(sumIf(amount, %s), 0))
+		FROM %s WHERE %s GROUP BY GROUPING SETS (%s) SETTINGS group_by_use_nulls = 1, join_use_nulls = 1`,
+		grain, strings.Join(oddEven(sel, 0), ", "), strings.Join(oddEven(sel, 1), ", "), distinct, countIf, sumIf, from, where, strings.Join(sets, ", "))
 	rows, err := c.Conn().Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -377,11 +408,73 @@ func randomMarts() int {
 	return 50
 }
 
+// bigPaidSQL is the SQL of groupingMart's count_if and sum_if condition.
+const bigPaidSQL = "status = 'paid' AND amount >= 100"
+
+// cond is a boolean expression over the mart's rows, in goldbridge's expression language
+// and in ClickHouse SQL.
+type cond struct{ expr, sql string }
+
+// randomFilters and randomConds are the filters (besides not is_deleted) and the count_if
+// and sum_if conditions randomMart draws from; those over segment need the customers
+// join, whose unmatched rows (and customers without a segment) have a NULL segment: a
+// comparison with NULL is unknown, unknown OR true is true, NOT unknown is unknown.
+var (
+	randomFilters = []cond{
+		{"", ""},
+		{`status != "created"`, "status != 'created'"},
+		{`amount >= 20`, "amount >= 20"},
+		{`country in ["DE", "FR", "US"]`, "country IN ('DE', 'FR', 'US')"},
+		{`not (category == "books") && amount < 500`, "NOT (category = 'books') AND amount < 500"},
+	}
+	randomJoinFilters = []cond{
+		{`segment != "new"`, "segment != 'new'"},
+		{`segment == "vip" || amount >= 150`, "segment = 'vip' OR amount >= 150"},
+		{`segment == nil || segment in ["vip", "regular"]`, "segment IS NULL OR segment IN ('vip', 'regular')"},
+		{`not (segment startsWith "v") || amount > 400`, "NOT startsWith(segment, 'v') OR amount > 400"},
+	}
+	randomConds = []cond{
+		{`status == "paid" && amount >= 100`, bigPaidSQL},
+		{`status in ["shipped", "delivered"]`, "status IN ('shipped', 'delivered')"},
+		{`amount < 30 || category == "books"`, "amount < 30 OR category = 'books'"},
+		{`not (country == "DE")`, "NOT (country = 'DE')"},
+		{`created_at.Hour() < 12`, "toHour(created_at) < 12"},
+		{`amount > 1000`, "amount > 1000"}, // no row: count_if 0, sum_if 0
+	}
+	randomJoinConds = []cond{
+		{`segment == "vip"`, "segment = 'vip'"},
+		{`segment != "vip" || amount < 50`, "segment != 'vip' OR amount < 50"},
+		{`not (segment == "new") && status == "paid"`, "NOT (segment = 'new') AND status = 'paid'"},
+		{`(segment ?? "none") == "none"`, "ifNull(segment, 'none') = 'none'"},
+		{`segment not in ["new"]`, "segment NOT IN ('new')"},
+	}
+)
+
+// customersJoin is the join of the customers entity (loadDemoCustomers) on user_id.
+func customersJoin(joinType string) gold.JoinSpec {
+	return gold.JoinSpec{Entity: "customers", Table: "silver.customers", Type: joinType,
+		On: []gold.JoinOn{{Local: "user_id", Joined: "customer_id"}}, Columns: []string{"segment"},
+		ColumnTypes: map[string]silver.Type{"customer_id": silverType("string"), "segment": silverType("string"),
+			"updated_at": silverType("timestamp"), "op": silverType("string")},
+		HasDeleted: true}
+}
+
 // randomMart draws a mart over the demo orders: 1-3 dimensions in any order, a grouping
 // (none, rollup, cube, sets with or without the detail level, with or without ()), an
-// hour, day or month grain; it returns the spec, the oracle's grouping sets and grain SQL.
-func randomMart(r *rand.Rand, name string) (gold.MartSpec, [][]string, string) {
+// hour, day or month grain, a filter, the count_if and sum_if conditions, and one time in
+// three a LEFT or INNER join of the customers (whose segment may then be a dimension and
+// appear in the filter and conditions); it returns the spec and the oracle's query
+// (without its distinct function).
+func randomMart(r *rand.Rand, name string) (gold.MartSpec, oracleQuery) {
+	var o oracleQuery
 	all := []string{"country", "category", "status"}
+	filters, conds := randomFilters, randomConds
+	if r.IntN(3) == 0 {
+		o.join = []string{"LEFT", "INNER"}[r.IntN(2)]
+		all = append(all, "segment")
+		filters = append(slices.Clone(filters), randomJoinFilters...)
+		conds = append(slices.Clone(conds), randomJoinConds...)
+	}
 	r.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	dims := all[:1+r.IntN(3)]
 	subset := func() []string {
@@ -442,13 +535,121 @@ func randomMart(r *rand.Rand, name string) (gold.MartSpec, [][]string, string) {
 	}
 	unit := []string{"hour", "day", "month"}[r.IntN(3)]
 	spec.GrainUnit = unit
-	grain := map[string]string{"hour": "toStartOfHour(created_at)", "day": "toDate(created_at)", "month": "toStartOfMonth(created_at)"}[unit]
-	return spec, levels, grain
+	o.grain = map[string]string{"hour": "toStartOfHour(created_at)", "day": "toDate(created_at)", "month": "toStartOfMonth(created_at)"}[unit]
+	o.dims, o.levels = dims, levels
+	if o.join != "" {
+		spec.Joins = []gold.JoinSpec{customersJoin(strings.ToLower(o.join))}
+	}
+	if f := filters[r.IntN(len(filters))]; f.expr != "" {
+		spec.Filter += " and (" + f.expr + ")"
+		o.where = f.sql
+	}
+	countIf, sumIf := conds[r.IntN(len(conds))], conds[r.IntN(len(conds))]
+	for i, ms := range spec.Measures {
+		switch ms.Agg {
+		case "count_if":
+			spec.Measures[i].If = countIf.expr
+		case "sum_if":
+			spec.Measures[i].If = sumIf.expr
+		}
+	}
+	o.countIf, o.sumIf = countIf.sql, sumIf.sql
+	return spec, o
+}
+
+// loadDemoCustomers fills silver.customers, one customer per user of the live orders
+// but about one in eight (their orders find no match), about one in twenty deleted after
+// its creation, one in twelve without a segment, and one in five changing segment once;
+// and copies the live customers into the ClickHouse Memory table <db>.c for the oracle.
+func loadDemoCustomers(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db string) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := c.Conn().Query(ctx, fmt.Sprintf("SELECT DISTINCT user_id FROM %s.s ORDER BY user_id", serving.Q(db)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
+	}
+	rows.Close()
+	if err := c.Conn().Exec(ctx, fmt.Sprintf("CREATE TABLE %s.c (customer_id String, segment Nullable(String)) ENGINE=Memory", serving.Q(db))); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Conn().PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.c", serving.Q(db)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	line := func(id string, seg *string, at, op string) {
+		s := "null"
+		if seg != nil {
+			s = strconv.Quote(*seg)
+		}
+		lines = append(lines, fmt.Sprintf(`{"customer_id":%q,"segment":%s,"updated_at":"2026-05-01T00:00:%sZ","op":%q}`, id, s, at, op))
+	}
+	segments := []string{"vip", "regular", "new"}
+	for i, u := range users {
+		h := (uint64(i)*2654435761 + 12345) % 120
+		if h < 15 {
+			continue // no customer row
+		}
+		seg := &segments[h%3]
+		if h < 25 {
+			seg = nil
+		}
+		if h%5 == 0 {
+			line(u, &segments[(h+1)%3], "00", "c") // replaced by the version below
+			line(u, seg, "01", "u")
+		} else {
+			line(u, seg, "00", "c")
+		}
+		if h >= 25 && h < 31 {
+			line(u, nil, "02", "d")
+			continue
+		}
+		if err := batch.Append(u, seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "customers.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs := bronze.FileSource{Name: "customers", System: "crm_file", Dir: dir}
+	if _, err := bronze.IngestFiles(ctx, lh, "bronze.customers", []bronze.FileSource{fs}, bronze.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	col := func(name, typ string, req bool) silver.ColumnSpec {
+		return silver.ColumnSpec{Name: name, Path: "$." + name, Type: silverType(typ), Required: req}
+	}
+	spec := silver.EntitySpec{
+		Name: "customers", Table: "silver.customers", QuarantineTable: "silver.customers_quarantine",
+		Mode: "upsert", Key: []string{"customer_id"}, UpdatedAt: "updated_at", Op: "op", Buckets: 2,
+		Columns: []silver.ColumnSpec{col("customer_id", "string", true), col("segment", "string", false),
+			col("updated_at", "timestamp", true), col("op", "string", false)},
+	}
+	res, err := silver.Run(ctx, lh, spec, "bronze.customers", silver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Quarantined != 0 {
+		t.Fatalf("customers: %d rows quarantined", res.Quarantined)
+	}
 }
 
 // TestServedRandomMarts: random marts (randomMart) over the demo orders, each computed
 // by Gold and served through one of the three state paths, equal ClickHouse GROUPING
-// SETS over the live Silver rows, with check clean.
+// SETS over the live Silver rows (joined with the live customers, filtered and counted
+// by the SQL of the mart's filter and conditions), with check clean. The 50 of CI draw
+// 21 joins (8 LEFT), 42 filters besides not is_deleted, all 11 conditions.
 func TestServedRandomMarts(t *testing.T) {
 	chtest.Require(t)
 	ctx := context.Background()
@@ -459,11 +660,13 @@ func TestServedRandomMarts(t *testing.T) {
 	c := client(t, db)
 	oracleTable(t, lh, c, db)
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	loadDemoCustomers(t, lh, c, db)
 	r := rand.New(rand.NewPCG(15, 0))
 	for i := range randomMarts() {
-		spec, levels, grain := randomMart(r, fmt.Sprintf("r%03d", i))
+		spec, o := randomMart(r, fmt.Sprintf("r%03d", i))
 		path := r.IntN(3)
-		t.Run(fmt.Sprintf("%s_%s_%v_%s_%d", spec.Name, spec.Grouping, spec.GroupingSets, spec.GrainUnit, path), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s_%s_%v_%s_%d_join=%s", spec.Name, spec.Grouping, spec.GroupingSets, spec.GrainUnit, path, o.join), func(t *testing.T) {
+			t.Logf("filter %s; count_if %s; sum_if %s", spec.Filter, spec.Measures[6].If, spec.Measures[7].If)
 			if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
 				t.Fatalf("gold: %v", err)
 			}
@@ -481,11 +684,8 @@ func TestServedRandomMarts(t *testing.T) {
 			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, ServerStates: path == 1}); err != nil {
 				t.Fatal(err)
 			}
-			var dims []string
-			for _, d := range spec.Dims {
-				dims = append(dims, d.Name)
-			}
-			want := oracleRows(t, c, db, m.Distinct, grain, dims, levels)
+			o.distinct = m.Distinct
+			want := oracleQueryRows(t, c, db, o)
 			if got := servedRows(t, c, m); len(want) == 0 || !slices.Equal(got, want) {
 				t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
 			}

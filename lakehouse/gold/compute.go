@@ -104,6 +104,10 @@ type rowFilter struct {
 	vm    vm.VM
 	names []string
 	env   map[string]any
+	// tri evaluates the expression with SQL's three-valued logic when it fails on a NULL
+	// input (nil: its root is no and, or or not).
+	tri  *kleene
+	null []bool
 
 	// memo caches the outcome by the values of the referenced columns: a filter is a
 	// pure function of them (filters calling now() are not cached), and most filters
@@ -136,8 +140,8 @@ func (rf *rowFilter) memoKey(at func(int) silver.Value, slots []int, types []sil
 
 // test evaluates the expression on a row (at: the value of a slot; slots and types: of
 // rf.names). An operator that cannot take a NULL input (segment != "x" with no segment,
-// e.g. after a LEFT JOIN without a match) makes it unknown, as in SQL: false. Any other
-// error is returned.
+// e.g. after a LEFT JOIN without a match) makes its operand unknown, as in SQL, and an
+// unknown result is false. Any other error is returned.
 func (rf *rowFilter) test(at func(int) silver.Value, slots []int, types []silver.Type) (bool, error) {
 	var key []byte
 	if rf.memoOK {
@@ -149,15 +153,20 @@ func (rf *rowFilter) test(at func(int) silver.Value, slots []int, types []silver
 	for i, n := range rf.names {
 		rf.env[n] = exprValue(at(slots[i]), types[i])
 	}
-	out, err := rf.vm.Run(rf.prog, rf.env)
+	anyNull := false
+	for i := range rf.names {
+		rf.null[i] = at(slots[i]).Null
+		anyNull = anyNull || rf.null[i]
+	}
 	keep := false
-	if err != nil {
-		for i := range rf.names {
-			if at(slots[i]).Null {
-				err = nil
-			}
-		}
-		if err != nil {
+	if anyNull && rf.tri != nil {
+		// An operand over a NULL input is unknown, which OR true makes true, AND false
+		// false and NOT unknown, as in SQL (expr would fail, or say nil in ["a"] is
+		// false and its negation true). A failure of the split form is unknown too.
+		v, err := rf.tri.eval(&rf.vm, rf.env, rf.null)
+		keep = err == nil && v == triTrue
+	} else if out, err := rf.vm.Run(rf.prog, rf.env); err != nil {
+		if !anyNull {
 			return false, err
 		}
 	} else {
@@ -248,7 +257,11 @@ func compileExpr(what, src string, cols map[string]silver.Type) (*rowFilter, err
 		}
 		return false
 	})
-	return &rowFilter{prog: prog, names: names, env: env, memo: map[string]bool{}, memoOK: pure}, nil
+	tri, err := compileKleene(tree.Node, env, names)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", what, src, err)
+	}
+	return &rowFilter{prog: prog, names: names, env: env, tri: tri, null: make([]bool, len(names)), memo: map[string]bool{}, memoOK: pure}, nil
 }
 
 // scanSilver feeds the Silver rows of tbl matching filter to p: each row is enriched by
