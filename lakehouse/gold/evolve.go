@@ -110,8 +110,13 @@ func sameColumns(a, b *iceberg.Schema) bool {
 // another definition (PropSpec differs; for a table from before PropSpec, its columns
 // differ) is dropped and created again empty, so the run computes it in full: with one
 // log line saying what changed, or, with OnChange fail or none requested, an error
-// naming the command to run. rebuild forces it.
-func (m MartSpec) evolve(ctx context.Context, lh *catalog.Lakehouse, gt *table.Table, rebuild bool, log func(msg string, args ...any)) (*table.Table, error) {
+// naming the command to run. opt.Rebuild forces it.
+//
+// A crash after the drop leaves no table or an empty one for the new definition: the
+// Silver watermark lives in the Gold snapshots' summaries (Watermark), so the next run
+// finds none and computes every partition.
+func (m MartSpec) evolve(ctx context.Context, lh *catalog.Lakehouse, gt *table.Table, opt Options) (*table.Table, error) {
+	rebuild := opt.Rebuild
 	cur := m.specJSON()
 	old, recorded := gt.Properties()[PropSpec]
 	var what string
@@ -131,13 +136,18 @@ func (m MartSpec) evolve(ctx context.Context, lh *catalog.Lakehouse, gt *table.T
 		return nil, fmt.Errorf("%w (%s): run `goldbridge gold --rebuild %s` to rebuild %s, or set marts.%s.on_change: rebuild",
 			ErrSpecChanged, what, m.Name, m.Table, m.Name)
 	}
-	log("mart definition changed: rebuilding the gold table", "mart", m.Name, "table", m.Table, "changed", what)
+	opt.Log.Info("mart definition changed: rebuilding the gold table", "mart", m.Name, "table", m.Table, "changed", what)
 	id, err := catalog.ParseIdent(m.Table)
 	if err != nil {
 		return nil, err
 	}
 	if err := lh.Catalog().DropTable(ctx, id); err != nil {
 		return nil, fmt.Errorf("drop %s: %w", m.Table, err)
+	}
+	if opt.afterDrop != nil {
+		if err := opt.afterDrop(); err != nil {
+			return nil, err
+		}
 	}
 	gt, _, err = lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), m.tableProperties())
 	if err != nil {

@@ -32,6 +32,7 @@ type Options struct {
 	Rebuild bool
 	Log     *slog.Logger
 
+	afterDrop    func() error      // test hook: in a rebuild, after the drop, before the create
 	afterCompute func()            // test hook: after the checks, before the commit
 	beforeCommit func(attempt int) // test hook: in each commit attempt, on the fresh table
 	now          func() time.Time  // test hook: the run's clock (snapshot grain, _calculated_at)
@@ -107,7 +108,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if err != nil {
 		return fail(err)
 	}
-	if gt, err = m.evolve(ctx, lh, gt, opt.Rebuild, opt.Log.Info); err != nil {
+	if gt, err = m.evolve(ctx, lh, gt, opt); err != nil {
 		return fail(err)
 	}
 	res.SilverFrom = Watermark(gt)
