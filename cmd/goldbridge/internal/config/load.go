@@ -60,17 +60,28 @@ func Parse(data []byte, stateDir string, env func(string) (string, bool), checks
 	// Validate even after decoding problems so that one run reports every mistake; a value
 	// that failed to decode is not reported a second time.
 	ps := d.problems
-	seen := map[string]bool{}
+	failed := map[string]bool{} // paths whose value did not decode
 	for _, p := range ps {
-		seen[p.Path] = true
+		failed[p.Path] = true
 	}
 	more := cfg.Validate()
 	for _, check := range checks {
 		more = append(more, check(cfg)...)
 	}
+	lines := lineIndex{}
+	indexLines(lines, "", &root)
+	// Every problem, each once, with the line of its path (or of its nearest ancestor in
+	// the file).
+	seen := map[Problem]bool{}
 	for _, p := range more {
-		if !seen[p.Path] {
-			seen[p.Path] = true
+		if failed[p.Path] {
+			continue
+		}
+		if p.Line == 0 {
+			p.Line = lines.line(p.Path)
+		}
+		if !seen[p] {
+			seen[p] = true
 			ps = append(ps, p)
 		}
 	}
