@@ -2,11 +2,14 @@ package gold
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go/table"
 
@@ -15,26 +18,60 @@ import (
 )
 
 // TestCommitConflictWritesOnce: a commit that loses to a concurrent writer is retried by
-// committing the files already written, never by writing them again (issue 22). The
-// race is a snapshot committed between the attempt's load and its commit, which the SQL
-// catalog refuses with the unwrapped "requirement failed: branch main has changed"
-// (table.ErrCommitFailed, the other form, goes through the same retry: IsConflict).
-// Gold ends equal to a full run, and no data file in the warehouse is unreferenced.
+// committing the files already written, never by writing them again (issue 22). A second
+// writer commits in between, in each of the two forms a lost race takes:
+//   - between the attempt's load and its commit: the catalog refuses the stale base with
+//     the unwrapped "requirement failed: branch main has changed" (SQLite and Postgres);
+//   - inside the catalog's commit, after it checked the requirements and before its
+//     compare-and-swap of the metadata pointer: table.ErrCommitFailed "metadata-location
+//     moved underneath us" (Postgres: the other writer's UPDATE is queued first on the row
+//     lock the test holds, the attempt's second, and the test releases the lock).
+//
+// Each costs exactly one retry; Gold ends equal to a full run, and no data file in the
+// warehouse is unreferenced.
 func TestCommitConflictWritesOnce(t *testing.T) {
 	ctx := context.Background()
+	seal := func(t *testing.T, lh *catalog.Lakehouse, ident string, _ *sql.DB) {
+		if _, err := lh.Seal(ctx, ident, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pg *lakehousetest.Postgres // one server for the Postgres cases
+	if !testing.Short() {
+		pg = lakehousetest.StartPostgres(t)
+	}
+	postgres := func(t *testing.T) (*catalog.Lakehouse, *sql.DB) {
+		if pg == nil {
+			t.Skip("integration test: needs a real PostgreSQL (skipped with -short)")
+		}
+		// A fresh database per case: the cases use the same table names.
+		admin := openPG(t, pg.URI(true))
+		name := fmt.Sprintf("conflict_%d", time.Now().UnixNano())
+		if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+			t.Fatal(err)
+		}
+		uri := strings.Replace(pg.URI(true), "/"+pg.Database+"?", "/"+name+"?", 1)
+		lh, err := catalog.Open(ctx, catalog.Config{Type: catalog.TypeSQL, URI: uri, Warehouse: "file://" + t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lh.Close() })
+		return lh, openPG(t, uri)
+	}
 	for _, c := range []struct {
 		name string
-		race func(t *testing.T, lh *catalog.Lakehouse, ident string)
+		open func(t *testing.T) (*catalog.Lakehouse, *sql.DB)
+		race func(t *testing.T, lh *catalog.Lakehouse, ident string, db *sql.DB)
+		// The losing attempt's metadata file is written only when the catalog refuses
+		// it after its requirement check: the evidence of the form the race took.
+		lostMetadata int
 	}{
-		{"branch changed", func(t *testing.T, lh *catalog.Lakehouse, ident string) {
-			if _, err := lh.Seal(ctx, ident, nil); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		{"branch changed/sqlite", func(t *testing.T) (*catalog.Lakehouse, *sql.DB) { return lakehousetest.OpenDir(t, t.TempDir()), nil }, seal, 0},
+		{"branch changed/postgres", postgres, seal, 0},
+		{"metadata moved/postgres", postgres, movedUnderneath, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			lh := lakehousetest.OpenDir(t, dir)
+			lh, db := c.open(t)
 			landing := t.TempDir()
 			writeOrders(t, landing, "a.jsonl", 0)
 			loadAndSilver(t, lh, landing)
@@ -48,7 +85,7 @@ func TestCommitConflictWritesOnce(t *testing.T) {
 			opt := Options{beforeCommit: func(attempt int) {
 				attempts = append(attempts, attempt)
 				if attempt == 1 {
-					c.race(t, lh, m.Table)
+					c.race(t, lh, m.Table, db)
 				}
 			}}
 			if _, err := Run(ctx, lh, m, opt); err != nil {
@@ -72,17 +109,87 @@ func TestCommitConflictWritesOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var data []string
+			var data, metadata []string
 			for _, f := range orphans.Files() {
-				if filepath.Ext(f) == ".parquet" {
+				switch {
+				case filepath.Ext(f) == ".parquet":
 					data = append(data, f)
+				case strings.HasSuffix(f, ".metadata.json"):
+					metadata = append(metadata, f)
 				}
 			}
 			if len(data) > 0 {
 				t.Errorf("%d unreferenced Gold data files after one retried commit: %v", len(data), data)
 			}
+			if len(metadata) != c.lostMetadata {
+				t.Errorf("%d unreferenced metadata files, want %d (the race took the other form?): %v", len(metadata), c.lostMetadata, metadata)
+			}
 		})
 	}
+}
+
+// movedUnderneath makes the commit that follows lose inside the catalog, after its
+// requirement check: it locks the table's catalog row, starts a second writer (a Seal)
+// whose UPDATE of the row queues on the lock, and once the next commit's UPDATE queues
+// behind it releases the lock. The second writer moves the metadata pointer first, so
+// the compare-and-swap of the commit that follows matches no row: table.ErrCommitFailed.
+func movedUnderneath(t *testing.T, lh *catalog.Lakehouse, ident string, db *sql.DB) {
+	ctx := context.Background()
+	id, err := catalog.ParseIdent(ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := lock.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM iceberg_tables WHERE table_namespace = $1 AND table_name = $2 FOR UPDATE) r",
+		strings.Join(id[:len(id)-1], "."), id[len(id)-1]).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("lock the catalog row of %s: %d rows, %v", ident, n, err)
+	}
+	sealed := make(chan error, 1)
+	go func() {
+		_, err := lh.Seal(ctx, ident, nil)
+		sealed <- err
+	}()
+	waitLockWaiters(t, db, 1)
+	go func() { // the commit that follows is the second waiter
+		defer lock.Rollback()
+		waitLockWaiters(t, db, 2)
+	}()
+	t.Cleanup(func() {
+		if err := <-sealed; err != nil {
+			t.Errorf("the second writer: %v", err)
+		}
+	})
+}
+
+// waitLockWaiters waits until n sessions of the database wait for a lock (at most 30 s).
+func waitLockWaiters(t *testing.T, db *sql.DB, n int) {
+	for range 3000 {
+		var waiting int
+		if err := db.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting); err != nil {
+			t.Error(err)
+			return
+		}
+		if waiting >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("%d sessions never waited for the catalog row's lock", n)
+}
+
+// openPG opens a Postgres database for the test's own queries, closed when it ends.
+func openPG(t *testing.T, uri string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // writeOrders writes 30 orders (ids from first+1) over three days to landing/name.
