@@ -2,10 +2,13 @@ package silver
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
@@ -112,5 +115,89 @@ func TestCompact(t *testing.T) {
 		if got[k] != w {
 			t.Fatalf("key %s:\n silver %s\n oracle %s", k, got[k], w)
 		}
+	}
+}
+
+// TestCompactConflict: the files a compaction rewrote are written once (issue 22, item 2).
+// A commit that loses to a concurrent writer that left them alone (a Seal) re-commits the
+// same files: exactly one retry, rows unchanged, no delete file left. One that loses to a
+// Silver run putting new deletes on them fails with ErrCompactStale instead of bringing
+// back the deleted rows: the table reads as that run left it. Either way no data file in
+// the warehouse is unreferenced afterwards.
+func TestCompactConflict(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		race  func(t *testing.T, lh *catalog.Lakehouse, ident, landing, next string)
+		stale bool
+	}{
+		{"other commit", func(t *testing.T, lh *catalog.Lakehouse, ident, _, _ string) {
+			if _, err := lh.Seal(ctx, ident, nil); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"new deletes", func(t *testing.T, lh *catalog.Lakehouse, ident, landing, next string) {
+			moveTo(t, next, landing)
+			ingest(t, lh, landing)
+			if r, err := Run(ctx, lh, ordersSpec(), "bronze.orders", Options{}); err != nil || r.Counts.Updated == 0 {
+				t.Fatalf("silver run in between: %+v %v", r.Counts, err)
+			}
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lh := lakehousetest.Open(t)
+			files := landDemo(t, 8000, 3, 5)
+			landing := t.TempDir()
+			spec := ordersSpec()
+			for _, f := range files[:2] {
+				moveTo(t, f, landing)
+				ingest(t, lh, landing)
+				if _, err := Run(ctx, lh, spec, "bronze.orders", Options{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, dels := liveFiles(t, lh, spec.Table); dels == 0 {
+				t.Fatal("no equality deletes to compact")
+			}
+			want := tableRows(t, lh, spec.Table)
+			var attempts []int
+			res, err := compactWith(ctx, lh, spec.Table, func(attempt int) {
+				attempts = append(attempts, attempt)
+				if attempt == 1 {
+					c.race(t, lh, spec.Table, landing, files[2])
+					want = tableRows(t, lh, spec.Table)
+				}
+			})
+			_, dels := liveFiles(t, lh, spec.Table)
+			switch {
+			case c.stale:
+				if !errors.Is(err, ErrCompactStale) || !slices.Equal(attempts, []int{1, 2}) {
+					t.Fatalf("compact over new deletes: attempts %v, err %v; want ErrCompactStale on the retry", attempts, err)
+				}
+				if dels == 0 {
+					t.Errorf("the Silver run's deletes are gone")
+				}
+			case err != nil:
+				t.Fatal(err)
+			case !slices.Equal(attempts, []int{1, 2}) || res.SnapshotID == 0 || dels != 0:
+				t.Fatalf("compact after a conflict: attempts %v (want [1 2]), snapshot %d, %d delete files left", attempts, res.SnapshotID, dels)
+			}
+			if got := tableRows(t, lh, spec.Table); !slices.Equal(got, want) {
+				t.Fatalf("rows after the compaction: %d, want %d; first difference: %s", len(got), len(want), firstDiff(got, want))
+			}
+			tbl, err := lh.LoadTable(ctx, spec.Table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orphans, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range orphans.Files() {
+				if strings.HasSuffix(f, ".parquet") {
+					t.Errorf("unreferenced data file after the compaction: %s", f)
+				}
+			}
+		})
 	}
 }
