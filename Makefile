@@ -7,7 +7,7 @@ DEMO_EVENTS ?= 200000
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build clickhouse prometheus seaweedfs postgres bench-deps demo test test-short lint fuzz bench bench-go clean
+.PHONY: all build clickhouse prometheus seaweedfs seaweedfs-background postgres bench-deps demo test test-short lint fuzz bench bench-go clean
 
 all: build
 
@@ -29,6 +29,10 @@ prometheus:
 seaweedfs:
 	@scripts/seaweedfs.sh install >/dev/null
 
+## seaweedfs-background: start that build in the background unless it is cached or running
+seaweedfs-background:
+	@scripts/seaweedfs.sh background
+
 ## postgres: install Debian's postgresql (the shared SQL catalog of the integration tests)
 postgres:
 	@scripts/postgres.sh install >/dev/null
@@ -43,11 +47,17 @@ demo: build clickhouse
 	elif [ "$(DATASET)" = orders ]; then scripts/demo.sh $(BIN) $(STATE_DIR) $(DEMO_EVENTS); \
 	else echo "DATASET: orders, taxi or events"; exit 2; fi
 
-## test: everything, including integration tests against a real local ClickHouse, PostgreSQL
-##       and iceberg-go
-test: clickhouse prometheus postgres lint
+## test: everything, including integration tests against a real local ClickHouse, PostgreSQL,
+##       SeaweedFS (S3 + Iceberg REST catalog) and iceberg-go. SeaweedFS's first build takes
+##       about 17 minutes, so `test` starts it first, in the background (seaweedfs-background;
+##       log: ~/.cache/goldbridge/seaweedfs/<version>/build.log), and the steps below overlap
+##       it; a test that needs weed before the build is done waits for it (StartSeaweedFS runs
+##       `scripts/seaweedfs.sh wait`, bounded by the test's deadline). The build is cached, so
+##       later runs start SeaweedFS at once. The last step waits for a build nothing needed.
+test: seaweedfs-background clickhouse prometheus postgres lint
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
+	@scripts/seaweedfs.sh wait >/dev/null
 	$(MAKE) --no-print-directory fuzz
 	BENCH_QUICK=1 BENCH_RESULTS=bench/data/results $(MAKE) --no-print-directory bench
 

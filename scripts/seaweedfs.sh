@@ -5,6 +5,12 @@
 #   seaweedfs.sh install     builds weed from the Go module proxy once and prints its path:
 #                            ${GOLDBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/goldbridge}/seaweedfs/<version>/weed
 #   seaweedfs.sh installed   exits 0 when that binary is there
+#   seaweedfs.sh background  starts `install` in the background (nice 10) unless the binary is
+#                            there or a build is in progress, and returns at once; its output
+#                            goes to build.log beside the binary (ending with rc=N)
+#   seaweedfs.sh wait        waits for a build in progress (build.pid beside the binary), at most
+#                            GB_WEED_WAIT seconds (default 1800), and exits 0 once the binary is
+#                            there; fails naming the log if the build failed or took too long
 #   seaweedfs.sh start DIR   starts it on loopback with DIR as its home; reads the ports and the
 #                            credentials from the environment (below), waits until S3 and the
 #                            catalog answer, writes DIR/pid
@@ -18,7 +24,10 @@
 #
 # The build takes about 17 minutes cold on a loaded 2-core machine (the binary is cached by
 # version, like libchdb); `go install module@version` is refused because seaweedfs's go.mod
-# has replace directives, so it is built inside the downloaded module.
+# has replace directives, so it is built inside the downloaded module. One build runs at a
+# time per version (flock on build.lock): a second install waits for it and finds the binary.
+# `make test` runs `background` first, so the build overlaps the other tests, and the tests
+# that need weed wait for it (lakehousetest.StartSeaweedFS runs `wait`).
 set -euo pipefail
 umask 077
 
@@ -32,6 +41,9 @@ die() {
 
 cache="${GOLDBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/goldbridge}"
 bin="$cache/seaweedfs/$version/weed"
+home="$(dirname "$bin")"
+pidfile="$home/build.pid" # the pid of the build in progress
+log="$home/build.log"     # the output of the last background build
 
 install() {
 	if [[ -x "$bin" ]]; then
@@ -39,7 +51,16 @@ install() {
 		return
 	fi
 	command -v go >/dev/null 2>&1 || die "go is required to build $module@$version"
-	mkdir -p "$(dirname "$bin")"
+	mkdir -p "$home"
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"$home/build.lock"
+		flock 9
+		if [[ -x "$bin" ]]; then # built by the holder we waited for
+			echo "$bin"
+			return
+		fi
+	fi
+	echo $$ >"$pidfile"
 	echo "seaweedfs.sh: building $module@$version (about 17 minutes the first time) ..." >&2
 	local dir
 	dir="$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
@@ -47,13 +68,47 @@ install() {
 	# Built next to the destination so the rename is atomic: a reader sees no file or all of it.
 	local tmp
 	tmp="$(mktemp "$(dirname "$bin")/.weed.XXXXXX")"
-	trap 'rm -f "$tmp"' EXIT
+	trap 'rm -f "$tmp" "$pidfile"' EXIT
 	(cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "$tmp" ./weed) ||
 		die "go build $module@$version failed"
 	chmod 0755 "$tmp"
 	mv -f "$tmp" "$bin"
+	rm -f "$pidfile"
 	trap - EXIT
 	echo "$bin"
+}
+
+# building: a build is in progress (its pid file names a live process).
+building() {
+	local pid
+	pid="$(cat "$pidfile" 2>/dev/null)" || return 1
+	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
+}
+
+background() {
+	if [[ -x "$bin" ]] || building; then
+		return 0
+	fi
+	mkdir -p "$home"
+	# The pid file is written here, before the child starts, so that a `wait` right after
+	# this returns sees the build; install rewrites it with its own pid.
+	nohup nice -n 10 bash -c '"$0" install; echo "rc=$?"' "$0" >"$log" 2>&1 </dev/null &
+	echo $! >"$pidfile"
+	echo "seaweedfs.sh: building $module@$version in the background (log: $log)" >&2
+}
+
+wait_build() {
+	local limit="${GB_WEED_WAIT:-1800}" waited=0
+	while [[ ! -x "$bin" ]] && building; do
+		((waited < limit)) || die "the SeaweedFS build in progress (pid $(cat "$pidfile")) did not finish within ${limit}s; see $log"
+		sleep 1
+		((waited += 1))
+	done
+	[[ -x "$bin" ]] && return 0
+	if [[ -f "$log" ]] && ! grep -q '^rc=0$' "$log"; then
+		die "$bin is missing: the last background build failed ($(tail -n 1 "$log")); see $log, or run \`$0 install\`"
+	fi
+	die "$bin is missing and no build is in progress: run \`$0 install\` (make seaweedfs)"
 }
 
 need() {
@@ -121,7 +176,9 @@ stop() {
 case "${1:-}" in
 install) install ;;
 installed) [[ -x "$bin" ]] || die "$bin is missing: run \`$0 install\` (make seaweedfs)" ;;
+background) background ;;
+wait) wait_build ;;
 start) [[ -n "${2:-}" ]] || die "usage: $0 start DIR"; start "$2" ;;
 stop) [[ -n "${2:-}" ]] || die "usage: $0 stop DIR"; stop "$2" ;;
-*) die "usage: $0 install | installed | start DIR | stop DIR" ;;
+*) die "usage: $0 install | installed | background | wait | start DIR | stop DIR" ;;
 esac

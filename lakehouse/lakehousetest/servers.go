@@ -75,9 +75,7 @@ func (p *Postgres) URI(withPassword bool) string {
 func StartSeaweedFS(t testing.TB) *SeaweedFS {
 	t.Helper()
 	skipShort(t, "SeaweedFS")
-	if out, err := script("seaweedfs.sh", nil, "installed"); err != nil {
-		t.Fatalf("seaweedfs is not installed (run `make seaweedfs`): %v\n%s", err, out)
-	}
+	waitSeaweedFS(t)
 	ports := freePorts(t, 11)
 	s := &SeaweedFS{
 		Endpoint:   "http://127.0.0.1:" + strconv.Itoa(ports[0]),
@@ -108,6 +106,36 @@ func StartSeaweedFS(t testing.TB) *SeaweedFS {
 	}
 	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
 	return s
+}
+
+// waitSeaweedFS returns once the weed binary is installed. `make test` builds it in the
+// background from its start (about 17 minutes cold), so a test may wait for that build:
+// as long as the test's deadline allows, less a margin for the test itself.
+func waitSeaweedFS(t testing.TB) {
+	t.Helper()
+	out, err := script("seaweedfs.sh", nil, "installed")
+	if err == nil {
+		return
+	}
+	if !strings.Contains(out, "is missing") {
+		t.Fatalf("seaweedfs: %v\n%s", err, out)
+	}
+	limit := 30 * time.Minute
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			limit = min(limit, time.Until(dl)-5*time.Minute)
+		}
+	}
+	if limit < time.Second {
+		t.Fatalf("seaweedfs is not installed and the test deadline leaves no time to wait for a build (run `make seaweedfs`)")
+	}
+	start := time.Now()
+	t.Logf("waiting up to %v for the SeaweedFS build in progress", limit.Round(time.Second))
+	env := []string{"GB_WEED_WAIT=" + strconv.Itoa(int(limit.Seconds()))}
+	if out, err := scriptTimeout(limit+time.Minute, "seaweedfs.sh", env, "wait"); err != nil {
+		t.Fatalf("seaweedfs is not installed (`make seaweedfs` builds it): %v\n%s", err, out)
+	}
+	t.Logf("the SeaweedFS build finished after %v of waiting", time.Since(start).Round(time.Second))
 }
 
 // StartPostgres starts a PostgreSQL cluster with the database "iceberg" for the test.
@@ -162,11 +190,16 @@ func skipShort(t testing.TB, what string) {
 // script runs scripts/<name> from the repository root with env added to a minimal
 // environment (the credentials go to the script and its server, nowhere else).
 func script(name string, env []string, args ...string) (string, error) {
+	return scriptTimeout(3*time.Minute, name, env, args...)
+}
+
+// scriptTimeout is script with a time limit other than 3 minutes.
+func scriptTimeout(limit time.Duration, name string, env []string, args ...string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", name), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
