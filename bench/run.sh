@@ -15,6 +15,8 @@
 #                      (bench/scale.sh, its own knobs documented there)
 #   BENCH_SETTLE=s     pause after flushing dirty pages before each timed step
 #                      (default 2; 0 with BENCH_QUICK, whose timings are not judged)
+#   BENCH_BI_SECS=s    load time of each side of the BI latency step (default 20; 2 with
+#                      BENCH_QUICK); BENCH_BI_CLIENTS=n its concurrent clients (default 16)
 #   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
 #
 # Input: `goldbridge demo generate --seed 42 --end 2026-06-30` of N + N/1000 events; the
@@ -29,7 +31,11 @@
 #   goldbridge   ingest, silver, gold, sync (fresh state dir); run (another fresh state
 #                dir); incremental run with the held-back 0.1% landed on top
 #   ceiling      ClickHouse's own bulk insert of the rows sync pushed (Native, 2 streams)
-# and the peers again on base + 0.1%, which they recompute from scratch.
+# and the peers again on base + 0.1%, which they recompute from scratch. Then the BI
+# latency, hot vs cold (bench/bilat): docs/bi.md's dashboard questions from 16 concurrent
+# clients, of the served mart (<mart>_final, its states) and of the Gold Iceberg table
+# through ClickHouse's Iceberg reader (icebergLocal), on the same server, one side after
+# the other; both sides must give the same answer to every question.
 #
 # Every result is checked: the peers and goldbridge (its served ClickHouse view) must agree
 # on Gold's row count, total revenue, orders, distinct customers and exact averages, and
@@ -59,6 +65,9 @@ else
 fi
 SETTLE=${BENCH_SETTLE:-2}
 [[ -n "${BENCH_SETTLE:-}" || "${BENCH_QUICK:-}" != 1 ]] || SETTLE=0
+BI_SECS=${BENCH_BI_SECS:-20}
+[[ -n "${BENCH_BI_SECS:-}" || "${BENCH_QUICK:-}" != 1 ]] || BI_SECS=2
+BI_CLIENTS=${BENCH_BI_CLIENTS:-16}
 if ! [[ "$N" =~ ^[0-9]+$ ]] || ((N < 10000)); then
 	echo "bench: BENCH_EVENTS must be a number >= 10000, got '$N'" >&2
 	exit 2
@@ -96,6 +105,7 @@ if [[ ! -d "$duck/node_modules/@duckdb/node-api" ]]; then
 	rm -rf "$duck/.npm"
 fi
 export NODE_PATH="$duck/node_modules"
+command -v go >/dev/null || die "go is required (bench/bilat, the BI load generator)"
 
 # Disk: ~0.4 KB per event measured at 1M (landing 0.21, each state dir 0.07, ClickHouse
 # 0.05); ask for 1 KB per event and 1 GB more.
@@ -108,6 +118,8 @@ avail_kb=$(df -Pk "$W" | awk 'NR == 2 {print $4}')
 rm -rf "$W/run"
 R="$W/run"
 mkdir -p "$R/gen" "$R/landing/base" "$R/landing/full" "$R/logs"
+log "build bench/bilat (the BI load generator)"
+go build -o "$R/bilat" "$root/bench/bilat" || die "go build ./bench/bilat failed"
 
 # settle: flush dirty pages and pause, so that a timed step does not pay for the
 # write-back of the step before it (a full build leaves ~1 GB of dirty pages).
@@ -180,7 +192,12 @@ GB_BENCH_CH_HTTP=$(free_port)
 [[ "$GB_BENCH_CH_TCP" != "$GB_BENCH_CH_HTTP" ]] || GB_BENCH_CH_HTTP=$(free_port)
 CH="http://127.0.0.1:$GB_BENCH_CH_HTTP"
 log "start ClickHouse 26.7 (tcp $GB_BENCH_CH_TCP, http $GB_BENCH_CH_HTTP)"
-"$BIN" --state-dir "$R" clickhouse serve --path "$GB_BENCH_CH_PATH" --read-dir "$R/landing" \
+# It reads the landing files (the ClickHouse peer) and the `run` state dir's warehouse
+# (the BI step's cold side: icebergLocal reads under its working directory, $R). The
+# warehouse directory must exist before the server confines itself to it.
+mkdir -p "$R/state-run/warehouse"
+"$BIN" --state-dir "$R" clickhouse serve --path "$GB_BENCH_CH_PATH" --dir "$R" \
+	--read-dir "$R/landing" --read-dir "$R/state-run/warehouse" \
 	--tcp-port "$GB_BENCH_CH_TCP" --http-port "$GB_BENCH_CH_HTTP" >"$R/logs/clickhouse.out" 2>&1 &
 chpid=$!
 stop_ch() {
@@ -411,6 +428,21 @@ gb check-stages stages check
 gb_env run base gb_run
 gb check-run run check
 
+# ---------------------------------------------------------------- BI latency
+log "BI latency: $BI_CLIENTS clients × ${BI_SECS}s each side, hot (gb_run.daily_revenue_kpi_final) vs cold (Gold via icebergLocal)"
+measure bilat "$R/bilat" -addr "127.0.0.1:$GB_BENCH_CH_TCP" -user goldbridge -password-file "$GB_BENCH_CH_PASSWORD_FILE" \
+	-db gb_run -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
+	-clients "$BI_CLIENTS" -duration "${BI_SECS}s"
+bi=$(cat "$R/logs/bilat.out")
+bi_q=$(jq -r '.checked_rows | length' <<<"$bi")
+bi_rows=$(jq -r '[.checked_rows | to_entries[] | "\(.key) \(.value)"] | join(", ")' <<<"$bi")
+bi_side() { jq -r --arg s "$1" '.[$s] | "p50 \(.p50_ms * 10 | round / 10) ms, p99 \(.p99_ms * 10 | round / 10) ms, \(.qps * 10 | round / 10) queries/s (\(.queries) in \(.seconds * 10 | round / 10) s)"' <<<"$bi"; }
+bi_hot=$(bi_side hot)
+bi_cold=$(bi_side cold)
+bi_ratio=$(jq -r '"cold ÷ hot: p50 \(.cold.p50_ms / .hot.p50_ms * 10 | round / 10)×, p99 \(.cold.p99_ms / .hot.p99_ms * 10 | round / 10)×; hot answers \(.hot.qps / .cold.qps * 10 | round / 10)× the queries/s"' <<<"$bi")
+bi_per=$(jq -r '[.hot.per_question | keys[] as $k | "\($k) \(.[$k].p50_ms * 10 | round / 10)"] | join(", ")' <<<"$bi")
+bi_per_cold=$(jq -r '[.cold.per_question | keys[] as $k | "\($k) \(.[$k].p50_ms * 10 | round / 10)"] | join(", ")' <<<"$bi")
+
 # ---------------------------------------------------------------- sanity
 fail=0
 check_same() { # label keys...
@@ -465,7 +497,7 @@ table=$(
 	echo "Stages inside the full \`run\`: $run_split; inside the incremental run: $incr_split."
 	echo "ingest + silver + gold + sync as separate processes: ${stage_sum}s."
 	echo
-	echo "Acceptance (issue 8; the full targets are for 10M events):"
+	echo "Acceptance (issue 8, and issue 21's BI goal; the full targets are for 10M events):"
 	echo
 	echo "| target | measured |"
 	echo "|---|---|"
@@ -473,6 +505,7 @@ table=$(
 	echo "| incremental ≤ 5% of goldbridge's full build | $(pct "$incr_secs" "$run_secs") |"
 	echo "| incremental ≥ 10× faster than each peer's recompute | DuckDB $(ratio "${peer_secs[duckdb_full]}" "$incr_secs"), ClickHouse $(ratio "${peer_secs[clickhouse_full]}" "$incr_secs") faster |"
 	echo "| peak RSS of the full \`run\` ≤ 2 GB | $(fmt_mb "$run_rss") |"
+	echo "| BI latency, $BI_CLIENTS clients × ${BI_SECS} s per side, the $bi_q dashboard questions of docs/bi.md: hot (\`<mart>_final\`, its states) vs cold (Gold Iceberg via \`icebergLocal\`) | hot $bi_hot; cold $bi_cold; $bi_ratio |"
 	echo "| push ≥ 80% of ClickHouse's bulk insert (2 streams) | the sync stage (plan, push, record: ${sync_stage_secs} s) at $(pct "$ceil_secs" "$sync_stage_secs") of the ceiling's speed ($(thousands "$(fmt_rate "$sync_rows" "$sync_stage_secs")") vs $(thousands "$(fmt_rate "$ceil_rows" "$ceil_secs")") rows/s); the whole \`sync\` process (with its start, catalog and lock) at $(pct "$ceil_secs" "$sync_secs"); three interleaved rounds of \`sync --force\` (${push_rounds[*]} s) and the ceiling (${ceil_rounds[*]} s): medians ${push_med} s vs ${ceil_med} s = $(pct "$ceil_med" "$push_med") |"
 	echo
 	echo "Sanity (Gold rows; total level: revenue in cents, orders, distinct customers; all levels: distinct customers, Σ avg in 1e-8):"
@@ -482,7 +515,10 @@ table=$(
 		printf '%-23s %s\n' "$k" "$(jq -r '[.gold_rows, .revenue_cents, .orders, .customers_total, .customers_all_levels, .avg_units_sum] | join("  ")' <<<"${sanity[$k]}")"
 	done
 	if ((fail)); then echo "MISMATCH"; else echo "all equal; goldbridge check: no drift"; fi
+	echo "BI: hot and cold gave the same answer to each question (rows: $bi_rows)"
 	echo '```'
+	echo
+	echo "BI p50 per question, ms: hot $bi_per; cold $bi_per_cold."
 )
 
 mkdir -p "$RESULTS"

@@ -27,7 +27,8 @@ the users of the config (clickhouse.user and clickhouse.local.readers, passwords
 the embedded server: generated on first start under --state-dir unless configured).
 Defaults come from clickhouse.local in the config, or the embedded defaults under
 --state-dir. On Linux it can read no file outside its data directory and --read-dir
-(Landlock). Stop it with Ctrl-C or SIGTERM.`,
+(Landlock). --dir sets its working directory, under which icebergLocal() reads tables
+(a warehouse there must also be a --read-dir). Stop it with Ctrl-C or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The confined re-execution (chlocal.Confine below) gets its options from its
@@ -60,6 +61,9 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 				opt.HTTPPort = flags.HTTPPort
 			}
 			opt.ReadDirs = flags.ReadDirs
+			if fl.Changed("dir") {
+				opt.Dir = flags.Dir
+			}
 			// Confined to its data directory and --read-dir (re-executes this command once).
 			if err := chlocal.Confine(opt); err != nil {
 				return err
@@ -73,6 +77,7 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 	f.IntVar(&flags.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port)")
 	f.IntVar(&flags.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port)")
 	f.StringSliceVar(&flags.ReadDirs, "read-dir", nil, "a directory the server's users may read with file() besides its data directory (repeatable; the bench's landing files); none by default")
+	f.StringVar(&flags.Dir, "dir", "", "working directory: relative file names and icebergLocal() tables resolve inside it (default --path; the bench's run directory)")
 
 	query := &cobra.Command{
 		Use:   "query SQL",

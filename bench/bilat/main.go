@@ -1,0 +1,303 @@
+// Command bilat measures BI latency hot vs cold (issue 21, goal 6): the dashboard
+// questions of docs/bi.md asked by concurrent clients of one ClickHouse, once of the
+// served mart (<mart>_final and its state table, "hot") and once of the Gold Iceberg
+// table through ClickHouse's Iceberg reader ("cold"). It first checks that both sides
+// give the same, non-empty answer to every question, then loads each side in turn and
+// prints one JSON object: p50/p99 latency and queries/s per side.
+//
+//	go run ./bench/bilat -addr 127.0.0.1:9000 -password-file pw -db marts \
+//	    -iceberg "icebergLocal('/state/warehouse/gold.db/daily_revenue_kpi')"
+//
+// The questions are those of examples/orders.yaml's daily_revenue_kpi mart (bench/orders.yaml).
+// "Today" is the newest served day, so that a fixed-date input has answers. A query is
+// never cancelled mid-flight (libchdb 26.7 can abort on a client that drops a running
+// query, docs/operations.md): a client stops at the first query that would start after
+// the deadline.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// question is one dashboard question as asked of each side; {d} is the anchor day
+// (a Date32 literal expression).
+type question struct {
+	Name string
+	Hot  string // over {final} (the view) or {states} (the AggregatingMergeTree)
+	Cold string // over {gold} (the Iceberg table function)
+}
+
+// questions are docs/bi.md's dashboard queries with a total order (ties broken by the
+// dimensions) so that both sides' answers compare row by row.
+var questions = []question{
+	{
+		Name: "daily_kpis_30d",
+		Hot: `SELECT report_date, total_revenue, total_orders, unique_customers, avg_order_value
+FROM {final} WHERE grouping_level = 'total' AND report_date >= {d} - 30 ORDER BY report_date`,
+		Cold: `SELECT report_date, total_revenue, total_orders, unique_customers, avg_order_value
+FROM {gold} WHERE grouping_level = 'total' AND report_date >= {d} - 30 ORDER BY report_date`,
+	},
+	{
+		Name: "by_country_day",
+		Hot: `SELECT country, total_revenue, total_orders, unique_customers
+FROM {final} WHERE grouping_level = 'by_country' AND report_date = {d} - 1 ORDER BY total_revenue DESC, country`,
+		Cold: `SELECT country, total_revenue, total_orders, unique_customers
+FROM {gold} WHERE grouping_level = 'by_country' AND report_date = {d} - 1 ORDER BY total_revenue DESC, country`,
+	},
+	{
+		Name: "detail_newest_day",
+		Hot: `SELECT country, category, total_revenue, total_orders, unique_customers, avg_order_value
+FROM {final} WHERE grouping_level = 'detail' AND report_date = {d} ORDER BY total_revenue DESC, country, category`,
+		Cold: `SELECT country, category, total_revenue, total_orders, unique_customers, avg_order_value
+FROM {gold} WHERE grouping_level = 'detail' AND report_date = {d} ORDER BY total_revenue DESC, country, category`,
+	},
+	{
+		// Distinct customers over 30 days: the merged daily states (hot); in Gold, the
+		// distinct keys of the detail rows, the only level that keeps them (cold).
+		Name: "customers_30d",
+		Hot: `SELECT uniqExactMerge(unique_customers__state) AS unique_customers_30d
+FROM {states} WHERE grouping_level = 'total' AND report_date >= {d} - 30`,
+		Cold: `SELECT uniqExactArray(unique_customers__keys) AS unique_customers_30d
+FROM {gold} WHERE grouping_level = 'detail' AND report_date >= {d} - 30`,
+	},
+	{
+		Name: "by_country_7d",
+		Hot: `SELECT country, sum(total_revenue) AS revenue_7d, sum(total_orders) AS orders_7d,
+    uniqExactMerge(unique_customers__state) AS customers_7d,
+    sum(avg_order_value__sum) / sum(avg_order_value__count) AS avg_order_value_7d
+FROM {states} WHERE grouping_level = 'by_country' AND report_date >= {d} - 7
+GROUP BY country ORDER BY revenue_7d DESC, country`,
+		Cold: `SELECT country, sum(total_revenue) AS revenue_7d, sum(total_orders) AS orders_7d,
+    uniqExactArray(unique_customers__keys) AS customers_7d,
+    sum(avg_order_value__sum) / sum(avg_order_value__count) AS avg_order_value_7d
+FROM {gold} WHERE grouping_level = 'detail' AND report_date >= {d} - 7
+GROUP BY country ORDER BY revenue_7d DESC, country`,
+	},
+}
+
+// sideResult is one side's load: latencies over every question, and per question.
+type sideResult struct {
+	Queries     int                `json:"queries"`
+	Seconds     float64            `json:"seconds"`
+	QPS         float64            `json:"qps"`
+	P50ms       float64            `json:"p50_ms"`
+	P99ms       float64            `json:"p99_ms"`
+	PerQuestion map[string]latency `json:"per_question"`
+}
+
+type latency struct {
+	N     int     `json:"n"`
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+}
+
+type result struct {
+	Anchor   string         `json:"anchor"`
+	Clients  int            `json:"clients"`
+	Duration float64        `json:"duration_s"`
+	Checked  map[string]int `json:"checked_rows"` // rows of each question's answer, equal on both sides
+	Hot      sideResult     `json:"hot"`
+	Cold     sideResult     `json:"cold"`
+}
+
+func main() {
+	var (
+		addr     = flag.String("addr", "127.0.0.1:9000", "ClickHouse native address")
+		user     = flag.String("user", "goldbridge", "ClickHouse user")
+		pwFile   = flag.String("password-file", "", "file holding the user's password")
+		db       = flag.String("db", "marts", "database of the served mart")
+		mart     = flag.String("mart", "daily_revenue_kpi", "served mart (table <mart>, view <mart>_final)")
+		gold     = flag.String("iceberg", "", "table expression of the Gold Iceberg table, e.g. icebergLocal('<dir>')")
+		clients  = flag.Int("clients", 16, "concurrent clients per side")
+		duration = flag.Duration("duration", 20*time.Second, "load time per side")
+	)
+	flag.Parse()
+	if err := run(*addr, *user, *pwFile, *db, *mart, *gold, *clients, *duration); err != nil {
+		fmt.Fprintf(os.Stderr, "bilat: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.Duration) error {
+	if gold == "" || pwFile == "" {
+		return errors.New("-iceberg and -password-file are required")
+	}
+	if clients < 1 || clients > 256 || duration <= 0 || duration > time.Hour {
+		return fmt.Errorf("-clients %d (1..256), -duration %s (up to 1h)", clients, duration)
+	}
+	pw, err := os.ReadFile(pwFile)
+	if err != nil {
+		return err
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr:         []string{addr},
+		Auth:         clickhouse.Auth{Database: db, Username: user, Password: strings.TrimSpace(string(pw))},
+		MaxOpenConns: clients + 1,
+		MaxIdleConns: clients + 1,
+		DialTimeout:  10 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx := context.Background()
+
+	var anchor time.Time
+	final := db + "." + mart + "_final"
+	if err := conn.QueryRow(ctx, "SELECT max(report_date) FROM "+final+" WHERE grouping_level = 'total'").Scan(&anchor); err != nil {
+		return fmt.Errorf("anchor day: %w", err)
+	}
+	day := anchor.Format("2006-01-02")
+	r := strings.NewReplacer("{final}", final, "{states}", db+"."+mart, "{gold}", gold, "{d}", "toDate32('"+day+"')")
+	hot := make([]string, len(questions))
+	cold := make([]string, len(questions))
+	res := result{Anchor: day, Clients: clients, Duration: duration.Seconds(), Checked: map[string]int{}}
+	for i, q := range questions {
+		hot[i], cold[i] = r.Replace(q.Hot), r.Replace(q.Cold)
+		h, err := answer(ctx, conn, hot[i])
+		if err != nil {
+			return fmt.Errorf("%s hot: %w", q.Name, err)
+		}
+		c, err := answer(ctx, conn, cold[i])
+		if err != nil {
+			return fmt.Errorf("%s cold: %w", q.Name, err)
+		}
+		if len(h) == 0 || slices.Equal(h, []string{"(0)"}) {
+			return fmt.Errorf("%s: no answer on the hot side (%v): nothing to compare", q.Name, h)
+		}
+		if !slices.Equal(h, c) {
+			return fmt.Errorf("%s: the sides disagree:\nhot  %v\ncold %v", q.Name, h, c)
+		}
+		res.Checked[q.Name] = len(h)
+	}
+	if res.Hot, err = load(ctx, conn, hot, clients, duration); err != nil {
+		return fmt.Errorf("hot: %w", err)
+	}
+	if res.Cold, err = load(ctx, conn, cold, clients, duration); err != nil {
+		return fmt.Errorf("cold: %w", err)
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// answer returns every row of sql as ClickHouse's own text of the row's tuple, so that
+// the two sides compare by value whatever their column types (UInt8 vs Int32 flags).
+func answer(ctx context.Context, conn driver.Conn, sql string) ([]string, error) {
+	rows, err := conn.Query(ctx, "SELECT toString(tuple(*)) FROM ("+sql+")")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// load runs clients goroutines, each asking the questions in turn (client i starting at
+// question i) until duration has passed, after one warm-up round of every question.
+func load(ctx context.Context, conn driver.Conn, sqls []string, clients int, duration time.Duration) (sideResult, error) {
+	for _, q := range sqls {
+		if err := drain(ctx, conn, q); err != nil {
+			return sideResult{}, err
+		}
+	}
+	type sample struct {
+		q int
+		d time.Duration
+	}
+	var (
+		mu       sync.Mutex
+		samples  []sample
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(duration)
+	for c := range clients {
+		wg.Go(func() {
+			var mine []sample
+			for i := c; time.Now().Before(deadline); i++ {
+				q := i % len(sqls)
+				t0 := time.Now()
+				if err := drain(ctx, conn, sqls[q]); err != nil {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				mine = append(mine, sample{q, time.Since(t0)})
+			}
+			mu.Lock()
+			samples = append(samples, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	if firstErr != nil {
+		return sideResult{}, firstErr
+	}
+	all := make([]time.Duration, 0, len(samples))
+	per := make([][]time.Duration, len(sqls))
+	for _, s := range samples {
+		all = append(all, s.d)
+		per[s.q] = append(per[s.q], s.d)
+	}
+	out := sideResult{Queries: len(all), Seconds: elapsed, QPS: float64(len(all)) / elapsed, PerQuestion: map[string]latency{}}
+	out.P50ms, out.P99ms = pct(all, 0.50), pct(all, 0.99)
+	for i, d := range per {
+		out.PerQuestion[questions[i].Name] = latency{N: len(d), P50ms: pct(d, 0.50), P99ms: pct(d, 0.99)}
+	}
+	return out, nil
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// drain runs sql and reads every row, as a dashboard does.
+func drain(ctx context.Context, conn driver.Conn, sql string) error {
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	return rows.Close()
+}
+
+// pct is the q-quantile of ds in milliseconds (nearest rank), 0 for none.
+func pct(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := min(max(int(math.Ceil(q*float64(len(s))))-1, 0), len(s)-1)
+	return float64(s[i].Microseconds()) / 1000
+}
