@@ -432,14 +432,14 @@ gb check-run run check
 log "BI latency: $BI_CLIENTS clients × ${BI_SECS}s each side, hot (gb_run.daily_revenue_kpi_final) vs cold (Gold via icebergLocal)"
 measure bilat "$R/bilat" -addr "127.0.0.1:$GB_BENCH_CH_TCP" -user goldbridge -password-file "$GB_BENCH_CH_PASSWORD_FILE" \
 	-db gb_run -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
-	-clients "$BI_CLIENTS" -duration "${BI_SECS}s"
+	-clients "$BI_CLIENTS" -duration "${BI_SECS}s" -server-pid "$chpid"
 bi=$(cat "$R/logs/bilat.out")
 bi_q=$(jq -r '.checked_rows | length' <<<"$bi")
 bi_rows=$(jq -r '[.checked_rows | to_entries[] | "\(.key) \(.value)"] | join(", ")' <<<"$bi")
-bi_side() { jq -r --arg s "$1" '.[$s] | "p50 \(.p50_ms * 10 | round / 10) ms, p99 \(.p99_ms * 10 | round / 10) ms, \(.qps * 10 | round / 10) queries/s (\(.queries) in \(.seconds * 10 | round / 10) s)"' <<<"$bi"; }
+bi_side() { jq -r --arg s "$1" '.[$s] | "p50 \(.p50_ms * 10 | round / 10) ms, p99 \(.p99_ms * 10 | round / 10) ms, \(.qps * 10 | round / 10) queries/s (\(.queries) in \(.seconds * 10 | round / 10) s), server CPU \(.server_cpu_ms_per_query * 10 | round / 10) ms/query"' <<<"$bi"; }
 bi_hot=$(bi_side hot)
 bi_cold=$(bi_side cold)
-bi_ratio=$(jq -r '"cold ÷ hot: p50 \(.cold.p50_ms / .hot.p50_ms * 10 | round / 10)×, p99 \(.cold.p99_ms / .hot.p99_ms * 10 | round / 10)×; hot answers \(.hot.qps / .cold.qps * 10 | round / 10)× the queries/s"' <<<"$bi")
+bi_ratio=$(jq -r '"cold ÷ hot: p50 \(.cold.p50_ms / .hot.p50_ms * 10 | round / 10)×, p99 \(.cold.p99_ms / .hot.p99_ms * 10 | round / 10)×; hot answers \(.hot.qps / .cold.qps * 10 | round / 10)× the queries/s at \(if .hot.server_cpu_ms_per_query > 0 then (.cold.server_cpu_ms_per_query / .hot.server_cpu_ms_per_query * 10 | round / 10) else "-" end)× less server CPU per query"' <<<"$bi")
 bi_per=$(jq -r '[.hot.per_question | keys[] as $k | "\($k) \(.[$k].p50_ms * 10 | round / 10)"] | join(", ")' <<<"$bi")
 bi_per_cold=$(jq -r '[.cold.per_question | keys[] as $k | "\($k) \(.[$k].p50_ms * 10 | round / 10)"] | join(", ")' <<<"$bi")
 

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -96,6 +98,11 @@ type sideResult struct {
 	P50ms       float64            `json:"p50_ms"`
 	P99ms       float64            `json:"p99_ms"`
 	PerQuestion map[string]latency `json:"per_question"`
+	// ServerCPU is the CPU time (user + system) the server process spent during the
+	// load, with -server-pid: unlike latency under a shared host's load, it does not
+	// grow with other processes' demand. 0 without -server-pid.
+	ServerCPU         float64 `json:"server_cpu_s"`
+	ServerCPUPerQuery float64 `json:"server_cpu_ms_per_query"`
 }
 
 type latency struct {
@@ -123,15 +130,16 @@ func main() {
 		gold     = flag.String("iceberg", "", "table expression of the Gold Iceberg table, e.g. icebergLocal('<dir>')")
 		clients  = flag.Int("clients", 16, "concurrent clients per side")
 		duration = flag.Duration("duration", 20*time.Second, "load time per side")
+		pid      = flag.Int("server-pid", 0, "the server's process id, to report its CPU time per query (Linux /proc)")
 	)
 	flag.Parse()
-	if err := run(*addr, *user, *pwFile, *db, *mart, *gold, *clients, *duration); err != nil {
+	if err := run(*addr, *user, *pwFile, *db, *mart, *gold, *clients, *duration, *pid); err != nil {
 		fmt.Fprintf(os.Stderr, "bilat: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.Duration) error {
+func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.Duration, pid int) error {
 	if gold == "" || pwFile == "" {
 		return errors.New("-iceberg and -password-file are required")
 	}
@@ -183,10 +191,10 @@ func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.D
 		}
 		res.Checked[q.Name] = len(h)
 	}
-	if res.Hot, err = load(ctx, conn, hot, clients, duration); err != nil {
+	if res.Hot, err = load(ctx, conn, hot, clients, duration, pid); err != nil {
 		return fmt.Errorf("hot: %w", err)
 	}
-	if res.Cold, err = load(ctx, conn, cold, clients, duration); err != nil {
+	if res.Cold, err = load(ctx, conn, cold, clients, duration, pid); err != nil {
 		return fmt.Errorf("cold: %w", err)
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
@@ -213,7 +221,7 @@ func answer(ctx context.Context, conn driver.Conn, sql string) ([]string, error)
 
 // load runs clients goroutines, each asking the questions in turn (client i starting at
 // question i) until duration has passed, after one warm-up round of every question.
-func load(ctx context.Context, conn driver.Conn, sqls []string, clients int, duration time.Duration) (sideResult, error) {
+func load(ctx context.Context, conn driver.Conn, sqls []string, clients int, duration time.Duration, pid int) (sideResult, error) {
 	for _, q := range sqls {
 		if err := drain(ctx, conn, q); err != nil {
 			return sideResult{}, err
@@ -229,6 +237,10 @@ func load(ctx context.Context, conn driver.Conn, sqls []string, clients int, dur
 		firstErr error
 		wg       sync.WaitGroup
 	)
+	cpu0, err := processCPU(pid)
+	if err != nil {
+		return sideResult{}, err
+	}
 	start := time.Now()
 	deadline := start.Add(duration)
 	for c := range clients {
@@ -255,6 +267,10 @@ func load(ctx context.Context, conn driver.Conn, sqls []string, clients int, dur
 	if firstErr != nil {
 		return sideResult{}, firstErr
 	}
+	cpu1, err := processCPU(pid)
+	if err != nil {
+		return sideResult{}, err
+	}
 	all := make([]time.Duration, 0, len(samples))
 	per := make([][]time.Duration, len(sqls))
 	for _, s := range samples {
@@ -263,6 +279,9 @@ func load(ctx context.Context, conn driver.Conn, sqls []string, clients int, dur
 	}
 	out := sideResult{Queries: len(all), Seconds: elapsed, QPS: float64(len(all)) / elapsed, PerQuestion: map[string]latency{}}
 	out.P50ms, out.P99ms = pct(all, 0.50), pct(all, 0.99)
+	if out.ServerCPU = cpu1 - cpu0; len(all) > 0 {
+		out.ServerCPUPerQuery = 1000 * out.ServerCPU / float64(len(all))
+	}
 	for i, d := range per {
 		out.PerQuestion[questions[i].Name] = latency{N: len(d), P50ms: pct(d, 0.50), P99ms: pct(d, 0.99)}
 	}
@@ -274,6 +293,31 @@ func cmpErr(first, err error) error {
 		return first
 	}
 	return err
+}
+
+// processCPU returns the user + system CPU seconds of process pid so far (Linux
+// /proc/<pid>/stat, in USER_HZ = 100 ticks per second), or 0 for pid 0.
+func processCPU(pid int) (float64, error) {
+	if pid == 0 {
+		return 0, nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("server cpu: %w", err)
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces:
+	// state is field 3, utime 14, stime 15.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("server cpu: cannot parse /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("server cpu: %w", err)
+	}
+	return (ut + st) / 100, nil
 }
 
 // drain runs sql and reads every row, as a dashboard does.
