@@ -34,8 +34,8 @@
 # and the peers again on base + 0.1%, which they recompute from scratch. Then the BI
 # latency, hot vs cold (bench/bilat): docs/bi.md's dashboard questions from 16 concurrent
 # clients, of the served mart (<mart>_final, its states) and of the Gold Iceberg table
-# through ClickHouse's Iceberg reader (icebergLocal), on the same server, one side after
-# the other; both sides must give the same answer to every question.
+# through ClickHouse's Iceberg reader (icebergLocal), on the same server, in 4 alternating
+# rounds per side; both sides must give the same answer to every question.
 #
 # Every result is checked: the peers and goldbridge (its served ClickHouse view) must agree
 # on Gold's row count, total revenue, orders, distinct customers and exact averages, and

@@ -3,7 +3,8 @@
 // served mart (<mart>_final and its state table, "hot") and once of the Gold Iceberg
 // table through ClickHouse's Iceberg reader ("cold"). It first checks that both sides
 // give the same, non-empty answer to every question, then loads each side in turn and
-// prints one JSON object: p50/p99 latency and queries/s per side.
+// prints one JSON object: p50/p99 latency, queries/s and the server's CPU per query per
+// side. The sides alternate in rounds, so that a shared host's changing load falls on both.
 //
 //	go run ./bench/bilat -addr 127.0.0.1:9000 -password-file pw -db marts \
 //	    -iceberg "icebergLocal('/state/warehouse/gold.db/daily_revenue_kpi')"
@@ -114,7 +115,8 @@ type latency struct {
 type result struct {
 	Anchor   string         `json:"anchor"`
 	Clients  int            `json:"clients"`
-	Duration float64        `json:"duration_s"`
+	Duration float64        `json:"duration_s"` // per side
+	Rounds   int            `json:"rounds"`
 	Checked  map[string]int `json:"checked_rows"` // rows of each question's answer, equal on both sides
 	Hot      sideResult     `json:"hot"`
 	Cold     sideResult     `json:"cold"`
@@ -130,21 +132,22 @@ func main() {
 		gold     = flag.String("iceberg", "", "table expression of the Gold Iceberg table, e.g. icebergLocal('<dir>')")
 		clients  = flag.Int("clients", 16, "concurrent clients per side")
 		duration = flag.Duration("duration", 20*time.Second, "load time per side")
+		rounds   = flag.Int("rounds", 4, "rounds per side, alternating with the other side's")
 		pid      = flag.Int("server-pid", 0, "the server's process id, to report its CPU time per query (Linux /proc)")
 	)
 	flag.Parse()
-	if err := run(*addr, *user, *pwFile, *db, *mart, *gold, *clients, *duration, *pid); err != nil {
+	if err := run(*addr, *user, *pwFile, *db, *mart, *gold, *clients, *duration, *rounds, *pid); err != nil {
 		fmt.Fprintf(os.Stderr, "bilat: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.Duration, pid int) error {
+func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.Duration, rounds, pid int) error {
 	if gold == "" || pwFile == "" {
 		return errors.New("-iceberg and -password-file are required")
 	}
-	if clients < 1 || clients > 256 || duration <= 0 || duration > time.Hour {
-		return fmt.Errorf("-clients %d (1..256), -duration %s (up to 1h)", clients, duration)
+	if clients < 1 || clients > 256 || duration <= 0 || duration > time.Hour || rounds < 1 || rounds > 100 {
+		return fmt.Errorf("-clients %d (1..256), -duration %s (up to 1h), -rounds %d (1..100)", clients, duration, rounds)
 	}
 	pw, err := os.ReadFile(pwFile)
 	if err != nil {
@@ -191,12 +194,33 @@ func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.D
 		}
 		res.Checked[q.Name] = len(h)
 	}
-	if res.Hot, err = load(ctx, conn, hot, clients, duration, pid); err != nil {
+	// The sides alternate in rounds (hot, cold, cold, hot, ...), so that a change in the
+	// host's load during the run falls on both alike.
+	if err := warm(ctx, conn, hot); err != nil {
 		return fmt.Errorf("hot: %w", err)
 	}
-	if res.Cold, err = load(ctx, conn, cold, clients, duration, pid); err != nil {
+	if err := warm(ctx, conn, cold); err != nil {
 		return fmt.Errorf("cold: %w", err)
 	}
+	var h, c side
+	slice := duration / time.Duration(rounds)
+	for i := range rounds {
+		order := []bool{true, false}
+		if i%2 == 1 {
+			order = []bool{false, true}
+		}
+		for _, isHot := range order {
+			sqls, acc, name := cold, &c, "cold"
+			if isHot {
+				sqls, acc, name = hot, &h, "hot"
+			}
+			if err := round(ctx, conn, sqls, clients, slice, pid, acc); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	res.Rounds = rounds
+	res.Hot, res.Cold = h.summary(), c.summary()
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
@@ -219,27 +243,41 @@ func answer(ctx context.Context, conn driver.Conn, sql string) ([]string, error)
 	return out, rows.Err()
 }
 
-// load runs clients goroutines, each asking the questions in turn (client i starting at
-// question i) until duration has passed, after one warm-up round of every question.
-func load(ctx context.Context, conn driver.Conn, sqls []string, clients int, duration time.Duration, pid int) (sideResult, error) {
+// sample is one answered question and how long it took.
+type sample struct {
+	q int
+	d time.Duration
+}
+
+// side accumulates one side's load over its rounds.
+type side struct {
+	samples []sample
+	seconds float64
+	cpu     float64
+}
+
+// warm asks every question once (not measured).
+func warm(ctx context.Context, conn driver.Conn, sqls []string) error {
 	for _, q := range sqls {
 		if err := drain(ctx, conn, q); err != nil {
-			return sideResult{}, err
+			return err
 		}
 	}
-	type sample struct {
-		q int
-		d time.Duration
-	}
+	return nil
+}
+
+// round runs clients goroutines, each asking the questions in turn (client i starting
+// at question i) until duration has passed, and adds their samples, the elapsed time and
+// the server's CPU time to acc.
+func round(ctx context.Context, conn driver.Conn, sqls []string, clients int, duration time.Duration, pid int, acc *side) error {
 	var (
 		mu       sync.Mutex
-		samples  []sample
 		firstErr error
 		wg       sync.WaitGroup
 	)
 	cpu0, err := processCPU(pid)
 	if err != nil {
-		return sideResult{}, err
+		return err
 	}
 	start := time.Now()
 	deadline := start.Add(duration)
@@ -258,34 +296,40 @@ func load(ctx context.Context, conn driver.Conn, sqls []string, clients int, dur
 				mine = append(mine, sample{q, time.Since(t0)})
 			}
 			mu.Lock()
-			samples = append(samples, mine...)
+			acc.samples = append(acc.samples, mine...)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start).Seconds()
+	acc.seconds += time.Since(start).Seconds()
 	if firstErr != nil {
-		return sideResult{}, firstErr
+		return firstErr
 	}
 	cpu1, err := processCPU(pid)
-	if err != nil {
-		return sideResult{}, err
-	}
-	all := make([]time.Duration, 0, len(samples))
-	per := make([][]time.Duration, len(sqls))
-	for _, s := range samples {
+	acc.cpu += cpu1 - cpu0
+	return err
+}
+
+// summary is the side's latency quantiles, rate and server CPU per query.
+func (acc *side) summary() sideResult {
+	all := make([]time.Duration, 0, len(acc.samples))
+	per := make([][]time.Duration, len(questions))
+	for _, s := range acc.samples {
 		all = append(all, s.d)
 		per[s.q] = append(per[s.q], s.d)
 	}
-	out := sideResult{Queries: len(all), Seconds: elapsed, QPS: float64(len(all)) / elapsed, PerQuestion: map[string]latency{}}
+	out := sideResult{Queries: len(all), Seconds: acc.seconds, PerQuestion: map[string]latency{}, ServerCPU: acc.cpu}
+	if acc.seconds > 0 {
+		out.QPS = float64(len(all)) / acc.seconds
+	}
 	out.P50ms, out.P99ms = pct(all, 0.50), pct(all, 0.99)
-	if out.ServerCPU = cpu1 - cpu0; len(all) > 0 {
-		out.ServerCPUPerQuery = 1000 * out.ServerCPU / float64(len(all))
+	if len(all) > 0 {
+		out.ServerCPUPerQuery = 1000 * acc.cpu / float64(len(all))
 	}
 	for i, d := range per {
 		out.PerQuestion[questions[i].Name] = latency{N: len(d), P50ms: pct(d, 0.50), P99ms: pct(d, 0.99)}
 	}
-	return out, nil
+	return out
 }
 
 func cmpErr(first, err error) error {
