@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -33,6 +34,7 @@ type tableInfo struct {
 	Files     string // data files
 	Watermark string // the upstream snapshot the table is processed up to, or ""
 	Local     lakeTable
+	Location  string // the table's location (a URL)
 }
 
 // watermarkProps name, per layer, the summary property holding the upstream snapshot.
@@ -59,7 +61,7 @@ func lakeTables(ctx context.Context, lh *catalog.Lakehouse) ([]tableInfo, error)
 }
 
 func describeTable(name string, tbl *table.Table) tableInfo {
-	ti := tableInfo{Name: name, Records: "0", Deletes: "0", Files: "0"}
+	ti := tableInfo{Name: name, Records: "0", Deletes: "0", Files: "0", Location: tbl.Location()}
 	ti.Local.Dir, _ = localPath(tbl.Location())
 	ti.Local.Metadata, _ = localPath(tbl.MetadataLocation())
 	snap := tbl.CurrentSnapshot()
@@ -195,6 +197,11 @@ not read yet (query it with ClickHouse's icebergS3).`,
 			if err != nil {
 				return &exitError{exitUsage, fmt.Errorf("query: %w", err)}
 			}
+			for _, t := range tables {
+				if slices.Contains(used, t.Name) && t.Local.Dir == "" {
+					return &exitError{exitUsage, fmt.Errorf("query reads local (file://) tables only; %s lives at %s: query it with ClickHouse's icebergS3", t.Name, t.Location)}
+				}
+			}
 			a.log.Debug("query", "lake_tables", strings.Join(used, ","))
 			base, pw, stop, err := lakeServer(ctx, cfg)
 			if err != nil {
@@ -212,8 +219,14 @@ func queryPossible(cfg *config.Config) error {
 	if !cfg.ClickHouse.IsEmbedded() {
 		return fmt.Errorf("query reads the lake through the embedded ClickHouse; clickhouse.addresses names an external server, which cannot read the warehouse %s of this machine (use clickhouse query for the served marts)", cfg.Lakehouse.Warehouse)
 	}
-	if catalog.LocalDir(cfg.Lakehouse.Warehouse) == "" {
-		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s: query it with ClickHouse's icebergS3", cfg.Lakehouse.Warehouse)
+	w := cfg.Lakehouse.Warehouse
+	if catalog.LocalDir(w) == "" {
+		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s: query it with ClickHouse's icebergS3", w)
+	}
+	if cfg.Lakehouse.Catalog.Type == "rest" && !strings.HasPrefix(w, "file://") {
+		// A REST catalog's warehouse may be a name (SeaweedFS: its table bucket), not a
+		// directory: the server decides where the tables live.
+		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s, a REST catalog's warehouse whose tables the server places (s3://): query it with ClickHouse's icebergS3", w)
 	}
 	return nil
 }

@@ -77,6 +77,9 @@ func (e *forgetEnv) stdout(args ...string) string {
 	defer l.Close()
 	cmd := exec.Command(e.bin, append([]string{"-c", e.cfg, "--state-dir", e.state}, args...)...)
 	cmd.Stdout, cmd.Stderr = o, l
+	if e.env != nil {
+		cmd.Env = append(os.Environ(), e.env...)
+	}
 	if err := cmd.Run(); err != nil {
 		logs, _ := os.ReadFile(errF)
 		e.t.Fatalf("goldbridge %s: %v\n%s", strings.Join(args, " "), err, tail(string(logs), 4000))
