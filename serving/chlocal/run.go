@@ -183,6 +183,13 @@ func RunServer(ctx context.Context, opt Options) error {
 	case msg := <-done:
 		select {
 		case <-ready:
+			// The parent (Server.Stop) sends SIGTERM before it kills the holding
+			// query: a stop whose signal is still on its way is a stop.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
 			return fmt.Errorf("chlocal run: %w: %s", ErrHolderEnded, describe(msg))
 		default:
 			return fmt.Errorf("chlocal run: server failed to start: %s", describe(msg))

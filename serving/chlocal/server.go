@@ -21,9 +21,10 @@ import (
 )
 
 const (
-	readyTimeout = 60 * time.Second // Start: child start to /ping answering "Ok."
-	exitTimeout  = 15 * time.Second // Stop: KILL QUERY to child exit, before SIGKILL
-	outputKeep   = 64 << 10         // bytes of child output kept for error messages
+	readyTimeout = 60 * time.Second       // Start: child start to /ping answering "Ok."
+	exitTimeout  = 15 * time.Second       // Stop: KILL QUERY to child exit, before SIGKILL
+	killGrace    = 100 * time.Millisecond // Stop: SIGTERM to this process's KILL QUERY
+	outputKeep   = 64 << 10               // bytes of child output kept for error messages
 )
 
 // Server is a ClickHouse server running in a child process started by Start.
@@ -130,8 +131,9 @@ func (s *Server) Output() string {
 }
 
 // Stop stops the server gracefully and waits for the child to exit: SIGTERM
-// makes the child KILL its holding query over HTTP (after 5 s Stop sends that
-// KILL QUERY itself); after 15 s it SIGKILLs the child and returns an error.
+// tells the child, and 100 ms later Stop KILLs its holding query over HTTP
+// (a confined child cannot reach its own port); after 15 s it SIGKILLs the
+// child and returns an error.
 // Client connections left open delay the exit by up to 5 s, after which
 // ClickHouse exits on its own (status 1); that still counts as stopped.
 // Stopping a stopped server returns nil.
@@ -147,10 +149,14 @@ func (s *Server) stop(ctx context.Context) error {
 	if p == nil || p.exited() {
 		return nil
 	}
-	// The child, rather than this process, issues the KILL QUERY: it then
-	// knows the stop was asked for and exits 0.
+	// SIGTERM tells the child the stop is asked for (it then exits 0 when its
+	// holding query ends). A child confined by Landlock (ABI ≥ 4) may not
+	// connect to any TCP port, its own included, so its own KILL QUERY always
+	// fails there: this process sends it, once the signal has had a moment to
+	// arrive (killGrace). Waiting 5 s for the child first made every stop of
+	// the embedded server cost 5 s.
 	sigErr := p.cmd.Process.Signal(syscall.SIGTERM)
-	fallback := time.NewTimer(5 * time.Second)
+	fallback := time.NewTimer(killGrace)
 	defer fallback.Stop()
 	if sigErr != nil {
 		fallback.Reset(0)
@@ -166,6 +172,9 @@ func (s *Server) stop(ctx context.Context) error {
 			kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			kerr = killHolder(kctx, s.HTTPURL(), s.opt.User, s.opt.Password)
 			cancel()
+			if kerr != nil {
+				fallback.Reset(500 * time.Millisecond)
+			}
 		case <-hard.C:
 			_ = p.cmd.Process.Kill()
 			<-p.done
