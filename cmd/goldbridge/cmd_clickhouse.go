@@ -31,14 +31,6 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 (a warehouse there must also be a --read-dir). Stop it with Ctrl-C or SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// The confined re-execution (chlocal.Confine below) gets its options from its
-			// parent image: it may read neither the config nor the password files.
-			if opt, ok, err := chlocal.ConfinedOptions(); ok || err != nil {
-				if err != nil {
-					return err
-				}
-				return chlocal.RunServer(cmd.Context(), opt)
-			}
 			cfg, err := a.loadConfigOptional(cmd)
 			if err != nil {
 				return err
@@ -64,12 +56,21 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 			if fl.Changed("dir") {
 				opt.Dir = flags.Dir
 			}
-			// Confined to its data directory and --read-dir (re-executes this command once).
-			if err := chlocal.Confine(opt); err != nil {
+			// The server runs in a child confined to its data directory and --read-dir,
+			// supervised (restarted if it dies), as under run and serve. The child may
+			// not connect to any port, its own included, so this process is the one
+			// that stops it: confined in the foreground, it could not stop itself.
+			opt.Stderr = a.stderr
+			ctx := cmd.Context()
+			srv, err := chlocal.Start(ctx, opt)
+			if err != nil {
 				return err
 			}
 			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort, "read_dirs", strings.Join(opt.ReadDirs, ","))
-			return chlocal.RunServer(cmd.Context(), opt)
+			srv.Supervise(ctx, func(exit, err error) {
+				a.log.Warn("clickhouse server exited: restarted", "exit", exit, "restart_err", err)
+			})
+			return srv.Stop(context.WithoutCancel(ctx))
 		},
 	}
 	f := serve.Flags()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -498,4 +499,55 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// TestClickHouseServeStops: `goldbridge clickhouse serve` (the bench's server, and a
+// user's standalone one) stops on SIGTERM at once with exit 0. It used to run the server
+// confined in the foreground, where it may not connect to its own port to stop it: each
+// stop took 30 s and exited 1 ("server did not stop within 30s ... permission denied").
+func TestClickHouseServeStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts the local ClickHouse (skipped with -short)")
+	}
+	bin := buildGoldbridge(t)
+	dir := t.TempDir()
+	ports, err := chlocal.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--state-dir", dir, "clickhouse", "serve", "--path", filepath.Join(dir, "ch"),
+		"--tcp-port", strconv.Itoa(ports[0]), "--http-port", strconv.Itoa(ports[1]))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	url := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	deadline := time.Now().Add(90 * time.Second)
+	for chlocal.Ping(context.Background(), url) != nil {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("clickhouse serve did not answer /ping:\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t0 := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("clickhouse serve exited with %v after SIGTERM:\n%s", err, tail(out.String(), 3000))
+		}
+		t.Logf("stopped in %v", time.Since(t0).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("clickhouse serve still running 10 s after SIGTERM:\n%s", tail(out.String(), 3000))
+	}
+	if chlocal.Ping(context.Background(), url) == nil {
+		t.Fatal("the server still answers after clickhouse serve exited")
+	}
 }
