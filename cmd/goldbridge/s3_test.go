@@ -36,6 +36,9 @@ type sharedCase struct {
 // (debug logs included) shows a credential, which reach goldbridge from the environment
 // (Postgres, AWS_*) or from ${VAR} secrets in the config (REST).
 func TestS3SharedCatalogs(t *testing.T) {
+	// Parallel: it starts once the package's serial tests are done, which gives a cold
+	// SeaweedFS build (make test starts it in the background) their ~20 minutes.
+	t.Parallel()
 	base := newForgetEnv(t)
 	weed := lakehousetest.StartSeaweedFS(t)
 	pg := lakehousetest.StartPostgres(t)
