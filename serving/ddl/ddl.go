@@ -38,6 +38,9 @@ const (
 	StagingSuffix = "__staging"
 	DetailSuffix  = "__detail"
 	ViewSuffix    = "_final"
+	// PrevSuffix: the version of <t> before the last exchange (serving/push), kept to
+	// build the next version from.
+	PrevSuffix = "__prev"
 )
 
 func on(m *serving.Mart) string {

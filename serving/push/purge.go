@@ -46,6 +46,10 @@ func Purge(ctx context.Context, c *chconn.Client, m *serving.Mart) (Purged, erro
 		return res, nil
 	}
 	conn := c.Conn()
+	// The previous version of <t> (kept to build the next one) holds old rows.
+	if err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+ddl.Name(m, m.Table+ddl.PrevSuffix)+" SYNC"); err != nil {
+		return fail(err)
+	}
 	dropped, err := droppedTables(ctx, c, m)
 	if err != nil {
 		return fail(err)
@@ -74,7 +78,14 @@ func Purge(ctx context.Context, c *chconn.Client, m *serving.Mart) (Purged, erro
 	if err := conn.Exec(ctx, ddl.TargetTable(m, m.Table+PushSuffix)); err != nil {
 		return fail(err)
 	}
-	if err := publishExchange(ctx, c, m, nil, Options{}); err != nil {
+	live, err := ActivePartitions(ctx, c, m.Database, m.Table)
+	if err != nil {
+		return fail(err)
+	}
+	if err := carryOver(ctx, c, m, live, nil); err != nil {
+		return fail(err)
+	}
+	if err := conn.Exec(ctx, "EXCHANGE TABLES "+ddl.Name(m, m.Table)+" AND "+batch); err != nil {
 		return fail(err)
 	}
 	if err := conn.Exec(ctx, "DROP TABLE "+batch+" SYNC"); err != nil {

@@ -15,16 +15,20 @@
 //     (ENGINE = Memory) and one INSERT ... SELECT ... GROUP BY GROUPING SETS per stream
 //     builds every level's states into <t>__push
 //  4. replace (publish): on a single server with an Atomic database, when the push
-//     changes more than one partition (pushed or dropped) or rebuilds the table, every
-//     other active partition of <t> is attached to <t>__push from <t> (ATTACH
-//     PARTITION ... FROM: hard links, no copy) and EXCHANGE TABLES <t> AND <t>__push
-//     swaps the whole table — the one step readers see. A single changed partition is
-//     replaced in place (REPLACE PARTITION, or DROP PARTITION when Gold has no rows
-//     for it: a partition is never replaced from an empty source). With a cluster
-//     (no exchange there) each partition is replaced in place
+//     changes more than one partition (pushed or dropped) or rebuilds the table, the
+//     next version of <t> is built and swapped in by EXCHANGE TABLES — the one step
+//     readers see. It is built in <t>__prev (the version before the last exchange) by
+//     replacing the pushed partitions, dropping the dropped ones and refreshing from
+//     <t> those whose parts differ, so the cost follows what changed; without a usable
+//     <t>__prev, every other active partition of <t> is attached to <t>__push (ATTACH
+//     PARTITION ... FROM: hard links, no copy) and the old <t> is kept as <t>__prev
+//     (publishExchange). A single changed partition is replaced in place (REPLACE
+//     PARTITION, or DROP PARTITION when Gold has no rows for it: a partition is never
+//     replaced from an empty source). With a cluster (no exchange there) each partition
+//     is replaced in place
 //  5. record: one insert of the (mart, partition, snapshot, rows, checksum) rows into
 //     _goldbridge_sync
-//  6. cleanup: drop the batch tables (after an exchange, the old <t>)
+//  6. cleanup: drop the batch tables
 //
 // Promise: on a single server every read of <t> (and of the view <t>_final over it)
 // sees the table before or after a push as a whole: one Gold snapshot, never a mix of
@@ -220,6 +224,12 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := exec(StepClear, dropBatch); err != nil {
 		return Result{}, err
 	}
+	if opt.Rebuild {
+		// The previous version has the old structure: not a base for the next one.
+		if err := exec(StepClear, "DROP TABLE IF EXISTS "+ddl.Name(m, m.Table+ddl.PrevSuffix)); err != nil {
+			return Result{}, err
+		}
+	}
 	create := "CREATE TABLE " + batch + " AS " + ddl.Name(m, m.Table+ddl.StagingSuffix) // never replicated, no TTL
 	if exchange {
 		// The next version of <t>: its DDL (engine, TTL, settings), not a copy of the
@@ -326,7 +336,7 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		return Result{}, err
 	}
 	if exchange {
-		if err := publishExchange(ctx, c, m, parts, opt); err != nil {
+		if err := publishExchange(ctx, c, m, parts, res.ByID, opt); err != nil {
 			return Result{}, fmt.Errorf("%s: %s: %w", what, StepReplace, err)
 		}
 		res.Exchanged = true
@@ -371,42 +381,157 @@ func CanExchange(ctx context.Context, c *chconn.Client, m *serving.Mart) (bool, 
 	return engine == "Atomic", nil
 }
 
-// publishExchange makes the batch table <t>__push the next version of <t> and swaps
-// them in one EXCHANGE TABLES, the one step readers see: it already holds the pushed
-// partitions; every other active partition of <t> that is not dropped is attached to
-// it from <t> first (hard links, no data copied). Until the exchange <t> is untouched.
-func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, parts []Partition, opt Options) error {
+// publishExchange publishes the push as the next version of <t>, swapped in by one
+// EXCHANGE TABLES, the one step readers see; until then <t> is untouched. The next
+// version is built in <t>__prev, the version before the last exchange, when it is there
+// with <t>'s structure: of its partitions only those that differ from <t>'s are replaced
+// from <t> (compared by the hashes of their parts' files: a clone has its source's), the
+// pushed ones from the batch table and the dropped ones dropped, so the cost follows
+// what changed, not the hot window. Otherwise (the first push, a rebuild, a <t>__prev
+// of another structure) the batch table, which holds the pushed partitions, becomes the
+// next version: every other partition of <t> not dropped is attached to it (hard
+// links, no data copied), and after the exchange the old <t> is kept as <t>__prev.
+func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, parts []Partition, byID map[string]int64, opt Options) error {
 	target := ddl.Name(m, m.Table)
 	batch := ddl.Name(m, m.Table+PushSuffix)
-	if !opt.Rebuild {
-		live, err := ActivePartitions(ctx, c, m.Database, m.Table)
-		if err != nil {
+	prev := ddl.Name(m, m.Table+ddl.PrevSuffix)
+	exchange := func(next string) error { return c.Conn().Exec(ctx, "EXCHANGE TABLES "+target+" AND "+next) }
+	if opt.Rebuild {
+		return exchange(batch)
+	}
+	live, err := partHashes(ctx, c, m)
+	if err != nil {
+		return err
+	}
+	skip := make(map[string]bool, len(parts)+len(opt.Drop))
+	for _, p := range parts {
+		skip[p.ID] = true
+	}
+	for _, id := range opt.Drop {
+		skip[id] = true
+	}
+	if live.prevUsable() {
+		ids := map[string]bool{}
+		for _, set := range []map[string]string{live.target, live.prev} {
+			for id := range set {
+				ids[id] = true
+			}
+		}
+		for _, p := range parts {
+			ids[p.ID] = true
+		}
+		var cmds []string
+		for _, id := range sortedKeys(ids) {
+			_, inPrev := live.prev[id]
+			theirs, inTarget := live.target[id]
+			switch {
+			case skip[id] && byID[id] > 0:
+				cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(id)+" FROM "+batch)
+			case skip[id] || !inTarget:
+				if inPrev {
+					cmds = append(cmds, "DROP PARTITION ID "+serving.QS(id))
+				}
+			case live.prev[id] != theirs:
+				cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(id)+" FROM "+target)
+			}
+		}
+		for i := 0; i < len(cmds); i += maxPartitionsPerStream {
+			if err := c.Conn().Exec(ctx, "ALTER TABLE "+prev+" "+strings.Join(cmds[i:min(i+maxPartitionsPerStream, len(cmds))], ", ")); err != nil {
+				return fmt.Errorf("build the next version in %s: %w", m.Table+ddl.PrevSuffix, err)
+			}
+		}
+		return exchange(prev)
+	}
+	if err := carryOver(ctx, c, m, sortedKeys(live.target), skip); err != nil {
+		return err
+	}
+	if live.hasPrev {
+		if err := c.Conn().Exec(ctx, "DROP TABLE "+prev); err != nil {
 			return err
 		}
-		skip := make(map[string]bool, len(parts)+len(opt.Drop))
-		for _, p := range parts {
-			skip[p.ID] = true
-		}
-		for _, id := range opt.Drop {
-			skip[id] = true
-		}
-		var carry []string
-		for _, id := range live {
-			if !skip[id] {
-				carry = append(carry, id)
-			}
-		}
-		for i := 0; i < len(carry); i += maxPartitionsPerStream {
-			var cmds []string
-			for _, id := range carry[i:min(i+maxPartitionsPerStream, len(carry))] {
-				cmds = append(cmds, "ATTACH PARTITION ID "+serving.QS(id)+" FROM "+target)
-			}
-			if err := c.Conn().Exec(ctx, "ALTER TABLE "+batch+" "+strings.Join(cmds, ", ")); err != nil {
-				return fmt.Errorf("carry over %d partitions: %w", len(carry), err)
-			}
+	}
+	if err := exchange(batch); err != nil {
+		return err
+	}
+	return c.Conn().Exec(ctx, "RENAME TABLE "+batch+" TO "+prev)
+}
+
+// carryOver attaches the partitions ids of <t> not in skip to the batch table (hard
+// links, no data copied).
+func carryOver(ctx context.Context, c *chconn.Client, m *serving.Mart, ids []string, skip map[string]bool) error {
+	target := ddl.Name(m, m.Table)
+	var carry []string
+	for _, id := range ids {
+		if !skip[id] {
+			carry = append(carry, id)
 		}
 	}
-	return c.Conn().Exec(ctx, "EXCHANGE TABLES "+target+" AND "+batch)
+	for i := 0; i < len(carry); i += maxPartitionsPerStream {
+		var cmds []string
+		for _, id := range carry[i:min(i+maxPartitionsPerStream, len(carry))] {
+			cmds = append(cmds, "ATTACH PARTITION ID "+serving.QS(id)+" FROM "+target)
+		}
+		if err := c.Conn().Exec(ctx, "ALTER TABLE "+ddl.Name(m, m.Table+PushSuffix)+" "+strings.Join(cmds, ", ")); err != nil {
+			return fmt.Errorf("carry over %d partitions: %w", len(carry), err)
+		}
+	}
+	return nil
+}
+
+// liveVersions are the active partitions of <t> and <t>__prev, each with the sorted
+// hashes of its parts' files, and the two tables' structures.
+type liveVersions struct {
+	target, prev           map[string]string
+	hasPrev                bool
+	targetShape, prevShape string // create_table_query after the table's name
+}
+
+// prevUsable reports whether <t>__prev exists with <t>'s structure.
+func (v liveVersions) prevUsable() bool {
+	return v.hasPrev && v.targetShape != "" && v.prevShape == v.targetShape
+}
+
+// partHashes reads the active partitions and structures of <t> and <t>__prev in one
+// query.
+func partHashes(ctx context.Context, c *chconn.Client, m *serving.Mart) (liveVersions, error) {
+	prevName := m.Table + ddl.PrevSuffix
+	rows, err := c.Conn().Query(ctx, `SELECT table, partition_id, arrayStringConcat(arraySort(groupArray(hash_of_all_files)), ',') FROM system.parts
+		WHERE database = ? AND table IN (?, ?) AND active GROUP BY table, partition_id
+		UNION ALL SELECT name, '', substring(create_table_query, position(create_table_query, '(')) FROM system.tables WHERE database = ? AND name IN (?, ?)`,
+		m.Database, m.Table, prevName, m.Database, m.Table, prevName)
+	if err != nil {
+		return liveVersions{}, fmt.Errorf("partitions of %s: %w", m.Table, err)
+	}
+	defer rows.Close()
+	v := liveVersions{target: map[string]string{}, prev: map[string]string{}}
+	for rows.Next() {
+		var table, id, h string
+		if err := rows.Scan(&table, &id, &h); err != nil {
+			return liveVersions{}, err
+		}
+		isPrev := table == prevName
+		switch {
+		case id == "" && isPrev:
+			v.hasPrev, v.prevShape = true, h
+		case id == "":
+			v.targetShape = h
+		case isPrev:
+			v.prev[id] = h
+		default:
+			v.target[id] = h
+		}
+	}
+	return v, rows.Err()
+}
+
+// sortedKeys returns the keys of a set, sorted.
+func sortedKeys[V any](set map[string]V) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // publishInPlace replaces each pushed partition of <t> from the batch table (atomic
