@@ -17,9 +17,10 @@
 //  4. replace (publish): on a single server with an Atomic database, when the push
 //     changes more than one partition (pushed or dropped) or rebuilds the table, the
 //     next version of <t> is built and swapped in by EXCHANGE TABLES — the one step
-//     readers see. It is built in <t>__prev (the version before the last exchange) by
-//     replacing the pushed partitions, dropping the dropped ones and refreshing from
-//     <t> those whose parts differ, so the cost follows what changed; without a usable
+//     readers see. It is built in <t>__prev (the version before the last exchange):
+//     during step 2 the dropped partitions are dropped there and those whose parts
+//     differ from <t>'s refreshed from <t> (prepareNext); then the pushed ones are
+//     replaced from <t>__push, so the cost follows what changed; without a usable
 //     <t>__prev, every other active partition of <t> is attached to <t>__push (ATTACH
 //     PARTITION ... FROM: hard links, no copy) and the old <t> is kept as <t>__prev
 //     (publishExchange). A single changed partition is replaced in place (REPLACE
@@ -45,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sort"
 	"strings"
 	gosync "sync"
@@ -255,6 +257,20 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := fault(StepStage); err != nil {
 		return Result{}, err
 	}
+	// While the stage runs, <t>__prev is brought up to <t> but for the pushed partitions
+	// (prepareNext); every return waits for it.
+	next := func() (liveVersions, error) { return liveVersions{}, nil }
+	if exchange && !opt.Rebuild {
+		done := make(chan struct{})
+		var live liveVersions
+		var perr error
+		go func() {
+			defer close(done)
+			live, perr = prepareNext(ctx, c, m, parts, opt.Drop)
+		}()
+		next = func() (liveVersions, error) { <-done; return live, perr }
+		defer next()
+	}
 	res := Result{ByID: map[string]int64{}}
 	streams := splitStreams(parts, opt.Streams)
 	for w := 0; w < len(streams); w += opt.Streams {
@@ -336,7 +352,11 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		return Result{}, err
 	}
 	if exchange {
-		if err := publishExchange(ctx, c, m, parts, res.ByID, opt); err != nil {
+		live, err := next()
+		if err == nil {
+			err = publishExchange(ctx, c, m, parts, res.ByID, live, opt)
+		}
+		if err != nil {
 			return Result{}, fmt.Errorf("%s: %s: %w", what, StepReplace, err)
 		}
 		res.Exchanged = true
@@ -382,16 +402,16 @@ func CanExchange(ctx context.Context, c *chconn.Client, m *serving.Mart) (bool, 
 }
 
 // publishExchange publishes the push as the next version of <t>, swapped in by one
-// EXCHANGE TABLES, the one step readers see; until then <t> is untouched. The next
-// version is built in <t>__prev, the version before the last exchange, when it is there
-// with <t>'s structure: of its partitions only those that differ from <t>'s are replaced
-// from <t> (compared by the hashes of their parts' files: a clone has its source's), the
-// pushed ones from the batch table and the dropped ones dropped, so the cost follows
-// what changed, not the hot window. Otherwise (the first push, a rebuild, a <t>__prev
-// of another structure) the batch table, which holds the pushed partitions, becomes the
-// next version: every other partition of <t> not dropped is attached to it (hard
-// links, no data copied), and after the exchange the old <t> is kept as <t>__prev.
-func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, parts []Partition, byID map[string]int64, opt Options) error {
+// EXCHANGE TABLES, the one step readers see; until then <t> is untouched. When
+// <t>__prev, the version before the last exchange, has <t>'s structure, prepareNext
+// has already made it equal to <t> but for the pushed partitions: they are replaced
+// from the batch table (or dropped when Gold has none of their rows) and <t>__prev is
+// swapped in, so the cost follows what changed, not the hot window. Otherwise (the
+// first push, a rebuild, a <t>__prev of another structure) the batch table, which holds
+// the pushed partitions, becomes the next version: every other partition of <t> not
+// dropped is attached to it (hard links, no data copied), and after the exchange the
+// old <t> is kept as <t>__prev.
+func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, parts []Partition, byID map[string]int64, live liveVersions, opt Options) error {
 	target := ddl.Name(m, m.Table)
 	batch := ddl.Name(m, m.Table+PushSuffix)
 	prev := ddl.Name(m, m.Table+ddl.PrevSuffix)
@@ -399,9 +419,19 @@ func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, par
 	if opt.Rebuild {
 		return exchange(batch)
 	}
-	live, err := partHashes(ctx, c, m)
-	if err != nil {
-		return err
+	if live.prevUsable() {
+		var cmds []string
+		for _, p := range parts {
+			if byID[p.ID] > 0 {
+				cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(p.ID)+" FROM "+batch)
+			} else if _, ok := live.prev[p.ID]; ok {
+				cmds = append(cmds, "DROP PARTITION ID "+serving.QS(p.ID))
+			}
+		}
+		if err := alterChunks(ctx, c, prev, cmds); err != nil {
+			return fmt.Errorf("build the next version in %s: %w", m.Table+ddl.PrevSuffix, err)
+		}
+		return exchange(prev)
 	}
 	skip := make(map[string]bool, len(parts)+len(opt.Drop))
 	for _, p := range parts {
@@ -409,38 +439,6 @@ func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, par
 	}
 	for _, id := range opt.Drop {
 		skip[id] = true
-	}
-	if live.prevUsable() {
-		ids := map[string]bool{}
-		for _, set := range []map[string]string{live.target, live.prev} {
-			for id := range set {
-				ids[id] = true
-			}
-		}
-		for _, p := range parts {
-			ids[p.ID] = true
-		}
-		var cmds []string
-		for _, id := range sortedKeys(ids) {
-			_, inPrev := live.prev[id]
-			theirs, inTarget := live.target[id]
-			switch {
-			case skip[id] && byID[id] > 0:
-				cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(id)+" FROM "+batch)
-			case skip[id] || !inTarget:
-				if inPrev {
-					cmds = append(cmds, "DROP PARTITION ID "+serving.QS(id))
-				}
-			case live.prev[id] != theirs:
-				cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(id)+" FROM "+target)
-			}
-		}
-		for i := 0; i < len(cmds); i += maxPartitionsPerStream {
-			if err := c.Conn().Exec(ctx, "ALTER TABLE "+prev+" "+strings.Join(cmds[i:min(i+maxPartitionsPerStream, len(cmds))], ", ")); err != nil {
-				return fmt.Errorf("build the next version in %s: %w", m.Table+ddl.PrevSuffix, err)
-			}
-		}
-		return exchange(prev)
 	}
 	if err := carryOver(ctx, c, m, sortedKeys(live.target), skip); err != nil {
 		return err
@@ -454,6 +452,47 @@ func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, par
 		return err
 	}
 	return c.Conn().Exec(ctx, "RENAME TABLE "+batch+" TO "+prev)
+}
+
+// prepareNext reads the live versions of <t> (partHashes) and, when <t>__prev has <t>'s
+// structure, makes <t>__prev equal to <t> except for the pushed partitions parts: the
+// partitions to drop and those <t> lacks are dropped, and those whose parts differ
+// from <t>'s (compared by the hashes of their files: a cloned part has its source's)
+// are replaced from <t>. <t>__prev is never read, so this may run beside the stage.
+func prepareNext(ctx context.Context, c *chconn.Client, m *serving.Mart, parts []Partition, drop []string) (liveVersions, error) {
+	live, err := partHashes(ctx, c, m)
+	if err != nil || !live.prevUsable() {
+		return live, err
+	}
+	pushed := make(map[string]bool, len(parts))
+	for _, p := range parts {
+		pushed[p.ID] = true
+	}
+	var cmds []string
+	for _, id := range sortedKeys(live.prev) {
+		if _, ok := live.target[id]; (!ok || slices.Contains(drop, id)) && !pushed[id] {
+			cmds = append(cmds, "DROP PARTITION ID "+serving.QS(id))
+		}
+	}
+	for _, id := range sortedKeys(live.target) {
+		if !pushed[id] && !slices.Contains(drop, id) && live.prev[id] != live.target[id] {
+			cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(id)+" FROM "+ddl.Name(m, m.Table))
+		}
+	}
+	if err := alterChunks(ctx, c, ddl.Name(m, m.Table+ddl.PrevSuffix), cmds); err != nil {
+		return live, fmt.Errorf("bring %s up to %s: %w", m.Table+ddl.PrevSuffix, m.Table, err)
+	}
+	return live, nil
+}
+
+// alterChunks runs the ALTER TABLE commands cmds on table, up to 100 per statement.
+func alterChunks(ctx context.Context, c *chconn.Client, table string, cmds []string) error {
+	for i := 0; i < len(cmds); i += maxPartitionsPerStream {
+		if err := c.Conn().Exec(ctx, "ALTER TABLE "+table+" "+strings.Join(cmds[i:min(i+maxPartitionsPerStream, len(cmds))], ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // carryOver attaches the partitions ids of <t> not in skip to the batch table (hard
