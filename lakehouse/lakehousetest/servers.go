@@ -109,8 +109,10 @@ func StartSeaweedFS(t testing.TB) *SeaweedFS {
 }
 
 // waitSeaweedFS returns once the weed binary is installed. `make test` builds it in the
-// background from its start (about 17 minutes cold), so a test may wait for that build:
-// as long as the test's deadline allows, less a margin for the test itself.
+// background from its start (17 to 35 minutes cold on 2 cores), so a test may find that
+// build still running: it waits up to weedWait (and its deadline allows), then skips,
+// saying so — only on a machine's first run, before the binary is cached, so that the
+// build cannot push CI past its budget. A failed build, or none at all, fails the test.
 func waitSeaweedFS(t testing.TB) {
 	t.Helper()
 	out, err := script("seaweedfs.sh", nil, "installed")
@@ -120,7 +122,7 @@ func waitSeaweedFS(t testing.TB) {
 	if !strings.Contains(out, "is missing") {
 		t.Fatalf("seaweedfs: %v\n%s", err, out)
 	}
-	limit := 30 * time.Minute
+	limit := weedWait
 	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
 		if dl, ok := d.Deadline(); ok {
 			limit = min(limit, time.Until(dl)-5*time.Minute)
@@ -133,10 +135,17 @@ func waitSeaweedFS(t testing.TB) {
 	t.Logf("waiting up to %v for the SeaweedFS build in progress", limit.Round(time.Second))
 	env := []string{"GB_WEED_WAIT=" + strconv.Itoa(int(limit.Seconds()))}
 	if out, err := scriptTimeout(limit+time.Minute, "seaweedfs.sh", env, "wait"); err != nil {
+		if strings.Contains(out, "did not finish within") {
+			t.Skipf("SKIPPED: the first SeaweedFS build on this machine is still running after %v (it is cached for the next run; `make seaweedfs` builds it now):\n%s",
+				limit.Round(time.Second), out)
+		}
 		t.Fatalf("seaweedfs is not installed (`make seaweedfs` builds it): %v\n%s", err, out)
 	}
 	t.Logf("the SeaweedFS build finished after %v of waiting", time.Since(start).Round(time.Second))
 }
+
+// weedWait bounds how long a test waits for a SeaweedFS build in progress.
+const weedWait = 5 * time.Minute
 
 // StartPostgres starts a PostgreSQL cluster with the database "iceberg" for the test.
 func StartPostgres(t testing.TB) *Postgres {
