@@ -64,6 +64,9 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 			ctx := cmd.Context()
 			srv, err := chlocal.Start(ctx, opt)
 			if err != nil {
+				if ctx.Err() != nil {
+					return nil // stopped while starting: Start killed the child
+				}
 				return err
 			}
 			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort, "read_dirs", strings.Join(opt.ReadDirs, ","))

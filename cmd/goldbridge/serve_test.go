@@ -517,7 +517,7 @@ func TestClickHouseServeStops(t *testing.T) {
 	}
 	cmd := exec.Command(bin, "--state-dir", dir, "clickhouse", "serve", "--path", filepath.Join(dir, "ch"),
 		"--tcp-port", strconv.Itoa(ports[0]), "--http-port", strconv.Itoa(ports[1]))
-	var out bytes.Buffer
+	var out lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -525,11 +525,13 @@ func TestClickHouseServeStops(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	url := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	// Ready once it says so (after its start returned), not at the first /ping: a
+	// SIGTERM during the start is a stop too, but not the one under test.
 	deadline := time.Now().Add(90 * time.Second)
-	for chlocal.Ping(context.Background(), url) != nil {
+	for !strings.Contains(out.String(), `msg="clickhouse serve"`) || chlocal.Ping(context.Background(), url) != nil {
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			t.Fatalf("clickhouse serve did not answer /ping:\n%s", out.String())
+			t.Fatalf("clickhouse serve did not start:\n%s", out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
