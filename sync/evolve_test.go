@@ -20,19 +20,7 @@ import (
 // finalText reads <t>_final, one tab-separated line per row, sorted.
 func finalText(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	t.Helper()
-	rows, err := c.Conn().Query(context.Background(), fmt.Sprintf("SELECT formatRow('TabSeparated', *) FROM %s.%s", serving.Q(m.Database), serving.Q(m.Table+ddl.ViewSuffix)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
+	out := chtest.Strings(t, c.Conn(), fmt.Sprintf("SELECT formatRow('TabSeparated', *) FROM %s.%s", serving.Q(m.Database), serving.Q(m.Table+ddl.ViewSuffix)))
 	slices.Sort(out)
 	return out
 }

@@ -131,20 +131,7 @@ func servedPromises(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	t.Helper()
 	q := fmt.Sprintf("SELECT concat(toString(report_date), '|', ifNull(toString(ship_date), '∅'), '|', toString(grouping_level), '|', toString(orders), '|', toString(first_promise), '|', toString(last_promise)) FROM %s.%s ORDER BY 1",
 		serving.Q(m.Database), serving.Q(m.Table+"_final"))
-	rows, err := c.Conn().Query(context.Background(), q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
+	return chtest.Strings(t, c.Conn(), q)
 }
 
 // TestValuesOutsideServedRange: orders whose ship date (a date dimension) or promise (a

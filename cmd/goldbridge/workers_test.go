@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,25 +42,46 @@ func workersConfig(t *testing.T, path, catalogURI, warehouse, landing string) {
 	})
 }
 
+// sharedEnv is a PostgreSQL catalog and a warehouse that workers with their own state
+// dirs (dir/<name>) share, over generated landing files.
+type sharedEnv struct {
+	t                       *testing.T
+	pg                      *lakehousetest.Postgres
+	dir, landing, warehouse string
+	cfg                     string
+}
+
+func newSharedEnv(t *testing.T, events int, seed int) *sharedEnv {
+	t.Helper()
+	e := &sharedEnv{t: t, pg: lakehousetest.StartPostgres(t), dir: t.TempDir()}
+	e.landing = filepath.Join(e.dir, "landing")
+	if code, _, errs := runCLI(t, "--state-dir", e.dir, "demo", "generate", "--out", e.landing,
+		"--events", strconv.Itoa(events), "--seed", strconv.Itoa(seed)); code != exitOK {
+		t.Fatalf("demo generate: exit %d\n%s", code, errs)
+	}
+	e.warehouse = "file://" + filepath.Join(e.dir, "shared-warehouse")
+	e.cfg = filepath.Join(e.dir, "shared.yaml")
+	workersConfig(t, e.cfg, e.pg.URI(true), e.warehouse, e.landing)
+	return e
+}
+
+// worker runs one goldbridge command as the worker with state dir dir/<name>.
+func (e *sharedEnv) worker(name string, args ...string) (int, string) {
+	code, out, errs := runCLI(e.t, append([]string{"-c", e.cfg, "--state-dir", filepath.Join(e.dir, name)}, args...)...)
+	return code, out + errs
+}
+
 // TestSharedCatalogWorkers is issue 22's "several workers": two `run`s with their own
 // state dirs share one PostgreSQL catalog and one warehouse. While a foreign holder has
 // the lease of an entity, a run leaves it alone; two workers started together twice end
 // with every table equal (row for row) to one worker's run on an embedded catalog over
 // the same input, and no data file in the shared warehouse is unreferenced.
 func TestSharedCatalogWorkers(t *testing.T) {
-	pg := lakehousetest.StartPostgres(t)
+	e := newSharedEnv(t, 4000, 22)
+	pg, dir, landing, warehouse := e.pg, e.dir, e.landing, e.warehouse
 	ctx := context.Background()
-	dir := t.TempDir()
-	landing := filepath.Join(dir, "landing")
-	if code, _, errs := runCLI(t, "--state-dir", dir, "demo", "generate", "--out", landing, "--events", "4000", "--seed", "22"); code != exitOK {
-		t.Fatalf("demo generate: exit %d\n%s", code, errs)
-	}
-	warehouse := "file://" + filepath.Join(dir, "shared-warehouse")
-	sharedCfg := filepath.Join(dir, "shared.yaml")
-	workersConfig(t, sharedCfg, pg.URI(true), warehouse, landing)
 	worker := func(name string, args ...string) (int, string) {
-		code, out, errs := runCLI(t, append([]string{"-c", sharedCfg, "--state-dir", filepath.Join(dir, name), "--log-format", "json"}, args...)...)
-		return code, out + errs
+		return e.worker(name, append([]string{"--log-format", "json"}, args...)...)
 	}
 
 	lh, err := catalog.Open(ctx, catalog.Config{Type: "sql", URI: pg.URI(true), Warehouse: warehouse})
@@ -162,20 +184,10 @@ func assertEqualsSolo(t *testing.T, lh *catalog.Lakehouse, dir, landing string) 
 // leases back at once (not after their TTL) and converges to one embedded worker's
 // result, nothing lost or doubled.
 func TestPostgresDownMidRun(t *testing.T) {
-	pg := lakehousetest.StartPostgres(t)
+	e := newSharedEnv(t, 60000, 5)
+	pg, dir, landing, warehouse := e.pg, e.dir, e.landing, e.warehouse
 	ctx := context.Background()
-	dir := t.TempDir()
-	landing := filepath.Join(dir, "landing")
-	if code, _, errs := runCLI(t, "--state-dir", dir, "demo", "generate", "--out", landing, "--events", "60000", "--seed", "5"); code != exitOK {
-		t.Fatalf("demo generate: exit %d\n%s", code, errs)
-	}
-	warehouse := "file://" + filepath.Join(dir, "shared-warehouse")
-	cfg := filepath.Join(dir, "shared.yaml")
-	workersConfig(t, cfg, pg.URI(true), warehouse, landing)
-	run := func() (int, string) {
-		code, out, errs := runCLI(t, "-c", cfg, "--state-dir", filepath.Join(dir, "w"), "run")
-		return code, out + errs
-	}
+	run := func() (int, string) { return e.worker("w", "run") }
 
 	// Stop PostgreSQL as soon as Bronze has its first snapshot.
 	done := make(chan struct{})

@@ -228,20 +228,8 @@ func TestRebuildCrashChild(t *testing.T) {
 // tab-separated line per row, sorted.
 func servedText(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	t.Helper()
-	rows, err := c.Conn().Query(context.Background(), fmt.Sprintf("SELECT formatRow('TabSeparated', * EXCEPT (%s)) FROM %s.%s",
+	out := chtest.Strings(t, c.Conn(), fmt.Sprintf("SELECT formatRow('TabSeparated', * EXCEPT (%s)) FROM %s.%s",
 		"_calculated_at", serving.Q(m.Database), serving.Q(m.Table+"_final")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
 	slices.Sort(out)
 	return out
 }

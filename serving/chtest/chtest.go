@@ -171,3 +171,25 @@ func sanitize(name string) string {
 	}
 	return b.String()
 }
+
+// Strings runs a query of one String column and returns its rows in the query's order.
+func Strings(t testing.TB, conn driver.Conn, query string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
