@@ -1,6 +1,6 @@
 // Package serving describes a Gold mart as ClickHouse serves it: the plain model
-// (Mart, Dim, Measure) built by cmd/goldbridge from the config and the Gold table's
-// schema, identifier checks and quoting. The DDL lives in serving/ddl, connections in
+// (Mart, Dim, Measure) built once, complete, from Gold's mart spec (NewMart), identifier
+// checks and quoting. The DDL lives in serving/ddl, connections in
 // serving/chconn, the partition push in serving/push and the decision of what to push
 // in sync.
 package serving
@@ -58,6 +58,9 @@ type Mart struct {
 	HotAnchor string
 	TTL       time.Duration // TTL backstop (0: none)
 	Distinct  string        // uniqExact | uniq
+	// Definition is the Gold definition the model was built from (gold.PropSpec's value,
+	// NewMart); a sync refuses a Gold table built for another. Empty: not checked.
+	Definition string
 }
 
 // The hot window's anchors (Mart.HotAnchor).

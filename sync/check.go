@@ -73,6 +73,9 @@ func isFloat(m *serving.Mart, ms serving.Measure) bool {
 // in it: Gold and ClickHouse then agree only in serving nothing.
 func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) ([]Drift, error) {
 	opt.defaults()
+	if err := Servable(m, tbl); err != nil {
+		return nil, err
+	}
 	gold, err := GoldPartitions(ctx, m, tbl)
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func TestCheckRowExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := servedMart(db, spec, "uniqExact")
-	if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+	if err := m.CheckSchema(tbl.Schema()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {

@@ -214,7 +214,7 @@ func TestConditionalAggregates(t *testing.T) {
 		if got := goldPaidRows(t, tbl); !slices.Equal(got, want) {
 			t.Fatalf("%s: Gold (%d rows) != oracle (%d rows)\n%s", step.name, len(got), len(want), diffRows(got, want))
 		}
-		if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+		if err := m.CheckSchema(tbl.Schema()); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func TestMartEvolutionServed(t *testing.T) {
 				}
 				m := servedMart(db, spec, "uniqExact")
 				m.Table, m.PartitionBy = table, "month"
-				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+				if err := m.CheckSchema(tbl.Schema()); err != nil {
 					t.Fatal(err)
 				}
 				opt.Now = clock
@@ -102,5 +103,59 @@ func TestMartEvolutionServed(t *testing.T) {
 				t.Fatalf("evolved _final (%d rows) != fresh (%d rows)\n%s", len(got), len(want), diffRows(got, want))
 			}
 		})
+	}
+}
+
+// TestSyncRefusesStaleGold: a sync (or check) of a mart whose definition changed since
+// its Gold table was built, in a way that keeps every column (a filter) or not (one
+// more measure), fails naming what changed and the command that rebuilds Gold, instead
+// of serving the old definition's rows as the new one's; after that gold it serves.
+func TestSyncRefusesStaleGold(t *testing.T) {
+	chtest.Require(t)
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	demoSilver(t, lh, end)
+	db := chtest.Database(t)
+	c := client(t, db)
+	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	old := groupingMart("stale", "rollup", nil)
+	if _, err := gold.Run(ctx, lh, old, gold.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	filtered := groupingMart("stale", "rollup", nil)
+	filtered.Filter = `not is_deleted and status != "created"`
+	wider := groupingMart("stale", "rollup", nil)
+	wider.Measures = append(slices.Clone(wider.Measures), gold.MeasureSpec{Name: "orders2", Agg: mart.Count})
+	for name, tc := range map[string]struct {
+		spec gold.MartSpec
+		want string
+	}{"filter": {filtered, "(filter changed)"}, "measure": {wider, "(measures changed)"}} {
+		tbl, err := lh.LoadTable(ctx, old.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := servedMart(db, tc.spec, "uniqExact")
+		_, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "goldbridge gold --marts stale") {
+			t.Errorf("%s: sync: %v, want %q", name, err, tc.want)
+		}
+		if _, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err == nil {
+			t.Errorf("%s: check accepted a stale gold table", name)
+		}
+	}
+	if _, err := gold.Run(ctx, lh, filtered, gold.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := lh.LoadTable(ctx, old.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := servedMart(db, filtered, "uniqExact")
+	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+		t.Fatalf("sync after gold: %v", err)
+	}
+	if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		t.Fatalf("check after gold: %v %v", drifts, err)
 	}
 }

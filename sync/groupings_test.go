@@ -157,17 +157,15 @@ func groupingMart(name, grouping string, sets [][]string) gold.MartSpec {
 	}
 }
 
-// servedMart is the serving model of groupingMart (types come from Gold in Sync).
+// servedMart is the serving model of groupingMart, built as the commands build it.
 func servedMart(db string, g gold.MartSpec, distinct string) *serving.Mart {
-	m := &serving.Mart{
-		Name: g.Name, Database: db, Table: g.Name, Grain: serving.Grain{As: g.GrainAs, Unit: g.GrainUnit},
-		Grouping: g.Grouping, Sets: g.GroupingSets, PartitionBy: "day", HotWindow: 30 * 24 * time.Hour, Distinct: distinct,
+	partitionBy := "day"
+	if g.GrainUnit == "month" {
+		partitionBy = "month"
 	}
-	for _, d := range g.Dims {
-		m.Dimensions = append(m.Dimensions, serving.Dim{Name: d.Name})
-	}
-	for _, ms := range g.Measures {
-		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: ms.Agg.Served(), Quantiles: ms.Quantiles})
+	m, err := serving.NewMart(g, serving.Target{Database: db, Table: g.Name, PartitionBy: partitionBy, HotWindow: 30 * 24 * time.Hour, Distinct: distinct})
+	if err != nil {
+		panic(err) // a test's spec that serving refuses
 	}
 	return m
 }
@@ -414,7 +412,7 @@ func TestServedGroupings(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				m := servedMart(db, spec, v.distinct)
 				m.Table = fmt.Sprintf("%s_%s_%v", spec.Name, v.distinct, v.serverStates)
-				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+				if err := m.CheckSchema(tbl.Schema()); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, ServerStates: v.serverStates}); err != nil {
@@ -731,7 +729,7 @@ func TestServedRandomMarts(t *testing.T) {
 			if spec.GrainUnit == "month" {
 				m.PartitionBy = "month"
 			}
-			if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+			if err := m.CheckSchema(tbl.Schema()); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, ServerStates: path == 1}); err != nil {

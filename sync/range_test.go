@@ -168,7 +168,7 @@ func TestValuesOutsideServedRange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+		if err := m.CheckSchema(tbl.Schema()); err != nil {
 			t.Fatal(err)
 		}
 		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})

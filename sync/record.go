@@ -55,7 +55,7 @@ type Record struct {
 }
 
 // RecordKey identifies what a sync of m planned from: the Gold table state of tbl, the
-// mart and its DDL (m's types filled, FillTypes), the ClickHouse target and the
+// mart and its DDL (built by serving.NewMart), the ClickHouse target and the
 // hot-window cutoff.
 func RecordKey(m *serving.Mart, tbl *table.Table, target string, cutoff time.Time) (string, error) {
 	def, err := json.Marshal(m)
@@ -85,7 +85,7 @@ func (r Records) path(mart string) string { return filepath.Join(r.Dir, mart+".j
 // Unchanged returns the record of m when it matches the Gold table tbl, the target and
 // the cutoff of now: ClickHouse already holds the hot window of tbl.
 func (r Records) Unchanged(m *serving.Mart, tbl *table.Table, target string, now time.Time) (Record, bool) {
-	if r.Dir == "" || tbl.Properties()[CircuitProperty] == "open" {
+	if r.Dir == "" || CircuitOpen(tbl) {
 		return Record{}, false
 	}
 	b, err := os.ReadFile(r.path(m.Name))

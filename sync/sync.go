@@ -33,14 +33,12 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/cespare/xxhash/v2"
 
+	"goldbridge/lakehouse/gold"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/ddl"
 	"goldbridge/serving/push"
 )
-
-// CircuitProperty is the Gold table property holding the circuit breaker state.
-const CircuitProperty = "goldbridge.circuit"
 
 // Options tune a sync.
 type Options struct {
@@ -70,9 +68,9 @@ type Ensured struct {
 
 // EnsureAhead creates or checks the mart's ClickHouse tables (ddl.Ensure) for the Gold
 // table tbl before Sync, e.g. while the lakehouse stages of a run are busy; pass the
-// result in Options.Ensured. It fills m's column types from tbl.
+// result in Options.Ensured. tbl must have been built for m (Servable).
 func EnsureAhead(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table) (Ensured, error) {
-	if err := FillTypes(m, tbl.Schema()); err != nil {
+	if err := Servable(m, tbl); err != nil {
 		return Ensured{}, err
 	}
 	out, err := ensure(ctx, c, m)
@@ -388,16 +386,38 @@ func MakePlan(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table
 	return p, nil
 }
 
+// CircuitOpen reports whether the Gold table's circuit breaker is open (gold.PropCircuit):
+// its last computation failed a critical check, and it is not served.
+func CircuitOpen(tbl *table.Table) bool { return tbl.Properties()[gold.PropCircuit] == "open" }
+
+// Servable reports whether the Gold table tbl was built for the definition m serves
+// (m.Definition) and holds every served column with its served type; if not, the
+// mart's definition changed since Gold last ran, and the error names the command to run.
+func Servable(m *serving.Mart, tbl *table.Table) error {
+	if m.Definition != "" {
+		if what, known := gold.DefinitionChanges(tbl, m.Definition); known && what != "" {
+			return fmt.Errorf("mart %s: the gold table was built for another definition (%s changed): run `goldbridge gold --marts %s` first", m.Name, what, m.Name)
+		}
+	}
+	if err := m.CheckSchema(tbl.Schema()); err != nil {
+		return fmt.Errorf("%w: run `goldbridge gold --marts %s` first", err, m.Name)
+	}
+	return nil
+}
+
 // Sync brings the mart's hot window in ClickHouse up to the Gold table tbl (see the
 // package doc for the promise).
 func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) (Result, error) {
 	opt.defaults()
 	start := time.Now()
 	var res Result
-	if tbl.Properties()[CircuitProperty] == "open" {
-		res.Skipped = "circuit open: " + tbl.Properties()[CircuitProperty+".reason"]
-		opt.Log.Warn("sync skipped: circuit open", "reason", tbl.Properties()[CircuitProperty+".reason"])
+	if CircuitOpen(tbl) {
+		res.Skipped = "circuit open: " + tbl.Properties()[gold.PropCircuitReason]
+		opt.Log.Warn("sync skipped: circuit open", "reason", tbl.Properties()[gold.PropCircuitReason])
 		return res, nil
+	}
+	if err := Servable(m, tbl); err != nil {
+		return res, err
 	}
 	if opt.Rebuild {
 		if err := c.Retry(ctx, func(ctx context.Context) error { return ddl.Drop(ctx, c.Conn(), m) }); err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/catalog"
-	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
@@ -40,7 +39,7 @@ circuit is open is skipped. Safe to interrupt and re-run: each partition is old 
 				if err != nil {
 					return fmt.Errorf("sync %s: %w", m.Name, err)
 				}
-				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+				if err := gbsync.Servable(m, tbl); err != nil {
 					return err
 				}
 				recs, target := pushRecords(cfg), syncTarget(cfg)
@@ -92,7 +91,7 @@ any do. --repair re-pushes them (rebuilding a drifted table) and checks again.`,
 				if err != nil {
 					return fmt.Errorf("check %s: %w", m.Name, err)
 				}
-				if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+				if err := gbsync.Servable(m, tbl); err != nil {
 					return err
 				}
 				drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
@@ -207,7 +206,10 @@ func (a *app) withServing(ctx context.Context, args []string, fn func(context.Co
 		return c, nil
 	}
 	for _, name := range marts {
-		m := servingMart(cfg, name)
+		m, err := servedMart(cfg, name)
+		if err != nil {
+			return err
+		}
 		if err := fn(ctx, conn, lh, m, cfg); err != nil {
 			return err
 		}
@@ -215,25 +217,19 @@ func (a *app) withServing(ctx context.Context, args []string, fn func(context.Co
 	return nil
 }
 
-// servingMart converts a mart's config into the serving model; types are filled from
-// the Gold table (gbsync.FillTypes). A measure is served as its aggregate's
-// mart.Agg.Served (count_if as count, sum_if as sum).
-func servingMart(cfg *config.Config, name string) *serving.Mart {
+// servedMart builds the serving model of a mart from its Gold spec (martSpec) and its
+// serving keys (serving.NewMart): complete, so nothing fills it in later.
+func servedMart(cfg *config.Config, name string) (*serving.Mart, error) {
+	spec, err := martSpec(cfg, name)
+	if err != nil {
+		return nil, fmt.Errorf("mart %s: %w", name, err)
+	}
 	mc := cfg.Marts[name]
-	m := &serving.Mart{
-		Name: name, Database: cfg.ClickHouse.Database, Table: mc.Serving.Table, Cluster: cfg.ClickHouse.Cluster,
-		Grain:    serving.Grain{As: mc.Grain.As, Unit: mc.Grain.Unit},
-		Grouping: mc.Grouping, Sets: mc.GroupingSets,
+	return serving.NewMart(spec, serving.Target{
+		Database: cfg.ClickHouse.Database, Table: mc.Serving.Table, Cluster: cfg.ClickHouse.Cluster,
 		PartitionBy: mc.Serving.PartitionBy, HotWindow: mc.Serving.HotWindow.D(), HotAnchor: mc.Serving.HotWindowAnchor,
 		TTL: mc.Serving.TTL.D(), Distinct: mc.Serving.Distinct,
-	}
-	for _, d := range mc.Dimensions {
-		m.Dimensions = append(m.Dimensions, serving.Dim{Name: d})
-	}
-	for _, ms := range mc.Measures {
-		m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: mart.Agg(ms.Agg).Served(), Quantiles: ms.Quantiles})
-	}
-	return m
+	})
 }
 
 // openClickHouse connects to the configured ClickHouse; for the embedded server it

@@ -64,10 +64,14 @@ func (p *pipeline) openClickHouseAhead(ctx context.Context, ensure []string) {
 		}
 		for _, name := range ensure {
 			tbl, err := p.lh.LoadTable(ctx, p.cfg.Marts[name].Table)
-			if err != nil || tbl.Properties()[gbsync.CircuitProperty] == "open" {
+			if err != nil || gbsync.CircuitOpen(tbl) {
 				continue // no Gold table yet, or a sync that may be skipped: left to the sync stage
 			}
-			if e, err := gbsync.EnsureAhead(ctx, o.c, servingMart(p.cfg, name), tbl); err == nil {
+			m, err := servedMart(p.cfg, name)
+			if err != nil {
+				continue // left to the sync stage, which reports it
+			}
+			if e, err := gbsync.EnsureAhead(ctx, o.c, m, tbl); err == nil {
 				o.ensured[name] = e
 			}
 		}

@@ -43,8 +43,8 @@ func recordedAll(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config,
 		if err != nil {
 			return false
 		}
-		m := servingMart(cfg, name)
-		if gbsync.FillTypes(m, tbl.Schema()) != nil {
+		m, err := servedMart(cfg, name)
+		if err != nil || gbsync.Servable(m, tbl) != nil {
 			return false
 		}
 		if _, ok := unchangedRecord(cfg, recs, m, tbl, target, now); !ok {

@@ -44,13 +44,17 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 	var todo []job
 	failed := failures{stage: stage}
 	for _, name := range served {
-		m := servingMart(p.cfg, name)
+		m, err := servedMart(p.cfg, name)
+		if err != nil {
+			failed.add(name, err)
+			continue
+		}
 		tbl, err := p.lh.LoadTable(ctx, p.cfg.Marts[name].Table)
 		if err != nil {
 			failed.add(name, fmt.Errorf("%s %s: gold table: %w (run gold first)", stage, name, err))
 			continue
 		}
-		if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+		if err := gbsync.Servable(m, tbl); err != nil {
 			failed.add(name, err)
 			continue
 		}

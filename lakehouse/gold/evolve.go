@@ -29,9 +29,10 @@ const (
 // the mart's on_change is fail.
 var ErrSpecChanged = fmt.Errorf("mart definition changed since its gold table was built")
 
-// specJSON is the canonical text of everything that defines a Gold table's content:
-// source, mode, filter, grain, dimensions, grouping, measures and joins.
-func (m MartSpec) specJSON() string {
+// Definition is the canonical text of everything that defines a Gold table's content
+// (source, mode, filter, grain, dimensions, grouping, measures and joins): the value
+// of the table's PropSpec.
+func (m MartSpec) Definition() string {
 	type dim struct{ Name, Type string }
 	type measure struct {
 		Name      string
@@ -73,6 +74,19 @@ func (m MartSpec) specJSON() string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// DefinitionChanges names what differs between def and the definition gt was built for
+// ("" when nothing does); known is false for a table from before PropSpec.
+func DefinitionChanges(gt *table.Table, def string) (what string, known bool) {
+	old, recorded := gt.Properties()[PropSpec]
+	if !recorded {
+		return "", false
+	}
+	if old == def {
+		return "", true
+	}
+	return specChanges(old, def), true
 }
 
 // specChanges names the parts of two specJSON texts that differ.
@@ -117,18 +131,17 @@ func sameColumns(a, b *iceberg.Schema) bool {
 // finds none and computes every partition.
 func (m MartSpec) evolve(ctx context.Context, lh *catalog.Lakehouse, gt *table.Table, opt Options) (*table.Table, error) {
 	rebuild := opt.Rebuild
-	cur := m.specJSON()
-	old, recorded := gt.Properties()[PropSpec]
+	changed, recorded := DefinitionChanges(gt, m.Definition())
 	var what string
 	switch {
 	case rebuild:
 		what = "rebuild requested"
-	case recorded && old == cur:
+	case recorded && changed == "":
 		return gt, nil
-	case !recorded && sameColumns(gt.Schema(), m.icebergSchema()):
+	case !recorded && sameColumns(gt.Schema(), m.Schema()):
 		return gt, nil // built before PropSpec for this layout: adopted at its next commit
 	case recorded:
-		what = specChanges(old, cur)
+		what = changed
 	default:
 		what = "columns"
 	}
@@ -149,7 +162,7 @@ func (m MartSpec) evolve(ctx context.Context, lh *catalog.Lakehouse, gt *table.T
 			return nil, err
 		}
 	}
-	gt, _, err = lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), m.tableProperties())
+	gt, _, err = lh.LoadOrCreateTable(ctx, m.Table, m.Schema(), m.partitionSpec(), m.tableProperties())
 	if err != nil {
 		return nil, err
 	}

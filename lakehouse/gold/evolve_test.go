@@ -109,7 +109,7 @@ func TestAdoptTableWithoutSpec(t *testing.T) {
 	m.Checks = nil
 	props := m.tableProperties()
 	delete(props, PropSpec)
-	if _, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), props); err != nil {
+	if _, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.Schema(), m.partitionSpec(), props); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Run(ctx, lh, m, Options{}); err != nil {
@@ -119,12 +119,12 @@ func TestAdoptTableWithoutSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gt.Properties()[PropSpec] != m.specJSON() {
+	if gt.Properties()[PropSpec] != m.Definition() {
 		t.Fatalf("definition not recorded: %q", gt.Properties()[PropSpec])
 	}
 	// Same columns, no record, but a run after a change of the columns rebuilds.
 	other := kpiMart("gold.adopt_other")
-	if _, _, err := lh.LoadOrCreateTable(ctx, other.Table, m.icebergSchema(), m.partitionSpec(), props); err != nil {
+	if _, _, err := lh.LoadOrCreateTable(ctx, other.Table, m.Schema(), m.partitionSpec(), props); err != nil {
 		t.Fatal(err)
 	}
 	other.Dims = other.Dims[:1]

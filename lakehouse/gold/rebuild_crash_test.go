@@ -1,4 +1,4 @@
-package gold
+package gold_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"goldbridge/demo"
 	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
@@ -22,48 +23,21 @@ import (
 	gbsync "goldbridge/sync"
 )
 
-// Where TestRebuildCrash interrupts a rebuild: after the old table is dropped (before
-// the new one is created), or in the first commit of the new one (its rows written).
-const (
-	crashAfterDrop    = "after_drop"
-	crashBeforeCommit = "before_commit"
-)
-
 // crashOld and crashNew are the definitions of TestRebuildCrash's mart before and
 // after the change: one more dimension, a narrower filter, one more measure.
-func crashOld(table string) MartSpec {
-	m := kpiMart(table)
+func crashOld(table string) gold.MartSpec {
+	m := gold.KPIMart(table)
 	m.Checks = m.Checks[1:3] // unique_grain, consistency
 	return m
 }
 
-func crashNew(table string) MartSpec {
+func crashNew(table string) gold.MartSpec {
 	m := crashOld(table)
-	m.Dims = append(slices.Clone(m.Dims), Dim{Name: "status", Type: typ("string")})
+	m.Dims = append(slices.Clone(m.Dims), gold.Dim{Name: "status", Type: gold.Typ("string")})
 	m.Filter = `not is_deleted and status != "created"`
-	m.Measures = append(slices.Clone(m.Measures), MeasureSpec{Name: "paid", Agg: "count_if", If: `status == "paid"`})
+	m.Measures = append(slices.Clone(m.Measures), gold.MeasureSpec{Name: "paid", Agg: "count_if", If: `status == "paid"`})
 	return m
 }
-
-// crashHooks are the options that interrupt a rebuild at point: with an error, or, in a
-// child process (kill), with SIGKILL.
-func crashHooks(point string, kill bool, cancel context.CancelFunc) Options {
-	stop := func() {
-		if kill {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		}
-		cancel()
-	}
-	if point == crashAfterDrop {
-		return Options{afterDrop: func() error {
-			stop()
-			return errInjected
-		}}
-	}
-	return Options{beforeCommit: func(int) { stop() }}
-}
-
-var errInjected = errors.New("injected fault")
 
 // TestRebuildCrash: a rebuild for a changed definition interrupted between dropping
 // the Gold table and creating it again, or between the create and its first commit,
@@ -82,7 +56,7 @@ func TestRebuildCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	lh := lakehousetest.OpenDir(t, state)
-	loadAndSilver(t, lh, landing)
+	gold.LoadAndSilver(t, lh, landing)
 	db := chtest.Database(t)
 	srv := chtest.Server(t)
 	c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{srv.TCPAddr()}, User: srv.User(), Password: srv.Password(), Database: db})
@@ -92,20 +66,13 @@ func TestRebuildCrash(t *testing.T) {
 	defer c.Close()
 
 	// sync pushes the Gold table of spec to the ClickHouse table served (checked clean).
-	sync := func(spec MartSpec, served string) (*serving.Mart, error) {
+	sync := func(spec gold.MartSpec, served string) (*serving.Mart, error) {
 		tbl, err := lh.LoadTable(ctx, spec.Table)
 		if err != nil {
 			return nil, err
 		}
-		m := &serving.Mart{Name: spec.Name, Database: db, Table: served, Grain: serving.Grain{As: spec.GrainAs, Unit: spec.GrainUnit},
-			Grouping: spec.Grouping, PartitionBy: "day", HotWindow: 30 * 24 * time.Hour, Distinct: "uniqExact"}
-		for _, d := range spec.Dims {
-			m.Dimensions = append(m.Dimensions, serving.Dim{Name: d.Name})
-		}
-		for _, ms := range spec.Measures {
-			m.Measures = append(m.Measures, serving.Measure{Name: ms.Name, Agg: ms.Agg.Served()})
-		}
-		if err := gbsync.FillTypes(m, tbl.Schema()); err != nil {
+		m, err := serving.NewMart(spec, serving.Target{Database: db, Table: served, PartitionBy: "day", HotWindow: 30 * 24 * time.Hour, Distinct: "uniqExact"})
+		if err != nil {
 			return nil, err
 		}
 		if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
@@ -117,11 +84,11 @@ func TestRebuildCrash(t *testing.T) {
 		return m, nil
 	}
 	fresh := crashNew("gold.crash_fresh")
-	freshRes, err := Run(ctx, lh, fresh, Options{})
+	freshRes, err := gold.Run(ctx, lh, fresh, gold.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := goldRows(t, lh, fresh.Table)
+	want := gold.GoldRows(t, lh, fresh.Table)
 	freshServed, err := sync(fresh, "crash_fresh")
 	if err != nil {
 		t.Fatal(err)
@@ -134,11 +101,11 @@ func TestRebuildCrash(t *testing.T) {
 	for _, tc := range []struct {
 		point string
 		kill  bool
-	}{{crashAfterDrop, false}, {crashBeforeCommit, false}, {crashAfterDrop, true}, {crashBeforeCommit, true}} {
+	}{{gold.CrashAfterDrop, false}, {gold.CrashBeforeCommit, false}, {gold.CrashAfterDrop, true}, {gold.CrashBeforeCommit, true}} {
 		name := fmt.Sprintf("%s_kill=%v", tc.point, tc.kill)
 		t.Run(name, func(t *testing.T) {
 			table, served := "gold.crash_"+tc.point+fmt.Sprint(tc.kill), "crash_"+tc.point+fmt.Sprint(tc.kill)
-			if _, err := Run(ctx, lh, crashOld(table), Options{}); err != nil {
+			if _, err := gold.Run(ctx, lh, crashOld(table), gold.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := sync(crashOld(table), served); err != nil {
@@ -154,7 +121,7 @@ func TestRebuildCrash(t *testing.T) {
 				}
 			} else {
 				cctx, cancel := context.WithCancel(ctx)
-				_, err := Run(cctx, lh, crashNew(table), crashHooks(tc.point, false, cancel))
+				_, err := gold.Run(cctx, lh, crashNew(table), gold.CrashHooks(tc.point, false, cancel))
 				cancel()
 				if err == nil {
 					t.Fatal("the interrupted rebuild returned nil")
@@ -163,7 +130,7 @@ func TestRebuildCrash(t *testing.T) {
 			// The crashed state: no table, or an empty one built for the new definition.
 			gt, err := lh.LoadTable(ctx, table)
 			switch {
-			case tc.point == crashAfterDrop:
+			case tc.point == gold.CrashAfterDrop:
 				if !errors.Is(err, icecat.ErrNoSuchTable) {
 					t.Fatalf("after the drop: load %s: %v, want no such table", table, err)
 				}
@@ -173,8 +140,8 @@ func TestRebuildCrash(t *testing.T) {
 			case err != nil:
 				t.Fatal(err)
 			default:
-				if gt.CurrentSnapshot() != nil || Watermark(gt) != 0 || gt.Properties()[PropSpec] != crashNew(table).specJSON() {
-					t.Fatalf("before the first commit: snapshot %v, watermark %d, spec %s", gt.CurrentSnapshot(), Watermark(gt), gt.Properties()[PropSpec])
+				if gt.CurrentSnapshot() != nil || gold.Watermark(gt) != 0 || gt.Properties()[gold.PropSpec] != crashNew(table).Definition() {
+					t.Fatalf("before the first commit: snapshot %v, watermark %d, spec %s", gt.CurrentSnapshot(), gold.Watermark(gt), gt.Properties()[gold.PropSpec])
 				}
 				// A sync of the empty table serves it as it is: nothing, check clean.
 				m, err := sync(crashNew(table), served)
@@ -186,24 +153,24 @@ func TestRebuildCrash(t *testing.T) {
 				}
 			}
 
-			res, err := Run(ctx, lh, crashNew(table), Options{})
+			res, err := gold.Run(ctx, lh, crashNew(table), gold.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !res.Full || !slices.Equal(res.Partitions, freshRes.Partitions) {
 				t.Fatalf("rerun: full %v, partitions %v, want every one of %v", res.Full, res.Partitions, freshRes.Partitions)
 			}
-			if got := goldRows(t, lh, table); !slices.Equal(got, want) {
-				t.Fatalf("gold after the rerun (%d rows) != fresh build (%d rows)\n%v\n%v", len(got), len(want), first(got, 3), first(want, 3))
+			if got := gold.GoldRows(t, lh, table); !slices.Equal(got, want) {
+				t.Fatalf("gold after the rerun (%d rows) != fresh build (%d rows)\n%v\n%v", len(got), len(want), gold.First(got, 3), gold.First(want, 3))
 			}
 			m, err := sync(crashNew(table), served)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := servedText(t, c, m); !slices.Equal(got, wantServed) {
-				t.Fatalf("served after the rerun (%d rows) != fresh push (%d rows)\n%v\n%v", len(got), len(wantServed), first(got, 3), first(wantServed, 3))
+				t.Fatalf("served after the rerun (%d rows) != fresh push (%d rows)\n%v\n%v", len(got), len(wantServed), gold.First(got, 3), gold.First(wantServed, 3))
 			}
-			if res, err := Run(ctx, lh, crashNew(table), Options{}); err != nil || res.SnapshotID != 0 {
+			if res, err := gold.Run(ctx, lh, crashNew(table), gold.Options{}); err != nil || res.SnapshotID != 0 {
 				t.Fatalf("converged run: %+v %v", res, err)
 			}
 		})
@@ -220,7 +187,7 @@ func TestRebuildCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Run(context.Background(), lh, crashNew(os.Getenv("GOLD_CRASH_TABLE")), crashHooks(os.Getenv("GOLD_CRASH_POINT"), true, func() {}))
+	_, err = gold.Run(context.Background(), lh, crashNew(os.Getenv("GOLD_CRASH_TABLE")), gold.CrashHooks(os.Getenv("GOLD_CRASH_POINT"), true, func() {}))
 	t.Fatalf("not killed: %v", err)
 }
 

@@ -104,7 +104,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if err != nil {
 		return fail(err)
 	}
-	gt, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.icebergSchema(), m.partitionSpec(), m.tableProperties())
+	gt, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.Schema(), m.partitionSpec(), m.tableProperties())
 	if err != nil {
 		return fail(err)
 	}
@@ -280,7 +280,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 				return nil, err
 			}
 		}
-		if spec := m.specJSON(); tbl.Properties()[PropSpec] != spec {
+		if spec := m.Definition(); tbl.Properties()[PropSpec] != spec {
 			// A table from before PropSpec whose columns are the mart's: recorded now.
 			if err := tx.SetProperties(iceberg.Properties{PropSpec: spec}); err != nil {
 				return nil, err

@@ -122,7 +122,8 @@ func doubleList(name string) outCol {
 		arrow: arrow.ListOfNonNullable(arrow.PrimitiveTypes.Float64)}
 }
 
-func (m MartSpec) icebergSchema() *iceberg.Schema {
+// Schema is the Gold table's schema for this definition (docs/gold.md).
+func (m MartSpec) Schema() *iceberg.Schema {
 	cols := m.columns()
 	fields := make([]iceberg.NestedField, len(cols))
 	next := len(cols) + 1
@@ -164,7 +165,7 @@ func (m MartSpec) tableProperties() iceberg.Properties {
 		"write.parquet.compression-codec": "zstd",
 		"write.parquet.compression-level": "1",
 		PropCircuit:                       "closed",
-		PropSpec:                          m.specJSON(),
+		PropSpec:                          m.Definition(),
 	}
 	for _, ms := range m.Measures {
 		if ms.Agg.List() == mart.ListKeys {
