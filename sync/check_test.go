@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"goldbridge/lakehouse/gold"
-	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
@@ -36,13 +35,9 @@ func TestSipHash64MatchesClickHouse(t *testing.T) {
 // the partition, and the repair (sync of the drifting partitions) makes check clean and
 // <t>_final equal, row for row, to what it was (Gold's rows).
 func TestCheckRowExact(t *testing.T) {
-	chtest.Require(t)
 	ctx := context.Background()
-	lh := lakehousetest.Open(t)
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
-	demoSilver(t, lh, end)
-	db := chtest.Database(t)
-	c := client(t, db)
+	lh, db, c := servedDemo(t, end)
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
 	spec := groupingMart("tamper", "rollup", nil)
 	ts := silverType("timestamp")

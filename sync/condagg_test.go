@@ -15,11 +15,9 @@ import (
 
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
-	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
-	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
 
@@ -172,13 +170,9 @@ func servedPaidRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 // in Gold and in <t>_final an oracle computed here from the live Silver rows — 0 (not
 // NULL) in the groups no row matches — and check is clean.
 func TestConditionalAggregates(t *testing.T) {
-	chtest.Require(t)
 	ctx := context.Background()
-	lh := lakehousetest.Open(t)
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
-	demoSilver(t, lh, end)
-	db := chtest.Database(t)
-	c := client(t, db)
+	lh, db, c := servedDemo(t, end)
 	clock := func() time.Time { return end.AddDate(0, 0, 3) }
 	spec := paidMart()
 	m := servedMart(db, spec, "uniqExact")

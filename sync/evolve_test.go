@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"goldbridge/lakehouse/gold"
-	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
@@ -30,13 +29,9 @@ func finalText(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 // Gold table and the next sync the ClickHouse tables (a drifted <t> is rebuilt from
 // Gold); <t>_final then equals a fresh push of the new Gold table, and check is clean.
 func TestMartEvolutionServed(t *testing.T) {
-	chtest.Require(t)
 	ctx := context.Background()
-	lh := lakehousetest.Open(t)
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
-	demoSilver(t, lh, end)
-	db := chtest.Database(t)
-	c := client(t, db)
+	lh, db, c := servedDemo(t, end)
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
 	for _, tc := range []struct {
 		name   string
@@ -111,13 +106,9 @@ func TestMartEvolutionServed(t *testing.T) {
 // more measure), fails naming what changed and the command that rebuilds Gold, instead
 // of serving the old definition's rows as the new one's; after that gold it serves.
 func TestSyncRefusesStaleGold(t *testing.T) {
-	chtest.Require(t)
 	ctx := context.Background()
-	lh := lakehousetest.Open(t)
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
-	demoSilver(t, lh, end)
-	db := chtest.Database(t)
-	c := client(t, db)
+	lh, db, c := servedDemo(t, end)
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
 	old := groupingMart("stale", "rollup", nil)
 	if _, err := gold.Run(ctx, lh, old, gold.Options{}); err != nil {

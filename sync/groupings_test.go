@@ -49,6 +49,18 @@ func demoOrders() silver.EntitySpec {
 	}
 }
 
+// servedDemo is the setup of the served-mart tests (a ClickHouse server required): the
+// demo's Silver orders up to end in a fresh lakehouse, a fresh ClickHouse database and
+// a client to it.
+func servedDemo(t *testing.T, end time.Time) (*catalog.Lakehouse, string, *chconn.Client) {
+	t.Helper()
+	chtest.Require(t)
+	lh := lakehousetest.Open(t)
+	demoSilver(t, lh, end)
+	db := chtest.Database(t)
+	return lh, db, client(t, db)
+}
+
 // demoSilver fills silver.orders from a generated demo stream.
 func demoSilver(t *testing.T, lh *catalog.Lakehouse, end time.Time) {
 	t.Helper()
@@ -374,13 +386,9 @@ func goldMartRows(t *testing.T, tbl *table.Table, spec gold.MartSpec) []string {
 // quantiles too, from goldbridge's states and from the server's): <t>_final equals
 // ClickHouse GROUPING SETS over the live Silver rows, and Check is clean.
 func TestServedGroupings(t *testing.T) {
-	chtest.Require(t)
 	ctx := context.Background()
-	lh := lakehousetest.Open(t)
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
-	demoSilver(t, lh, end)
-	db := chtest.Database(t)
-	c := client(t, db)
+	lh, db, c := servedDemo(t, end)
 	oracleTable(t, lh, c, db)
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
 
@@ -702,13 +710,9 @@ func loadDemoCustomers(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db
 // by the SQL of the mart's filter and conditions), with check clean. The 50 of CI draw
 // 21 joins (8 LEFT), 42 filters besides not is_deleted, all 11 conditions.
 func TestServedRandomMarts(t *testing.T) {
-	chtest.Require(t)
 	ctx := context.Background()
-	lh := lakehousetest.Open(t)
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
-	demoSilver(t, lh, end)
-	db := chtest.Database(t)
-	c := client(t, db)
+	lh, db, c := servedDemo(t, end)
 	oracleTable(t, lh, c, db)
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
 	loadDemoCustomers(t, lh, c, db)
