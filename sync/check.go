@@ -18,8 +18,6 @@ import (
 
 	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
-	"goldbridge/serving/chconn"
-	"goldbridge/serving/ddl"
 	"goldbridge/serving/push"
 )
 
@@ -30,13 +28,6 @@ type Drift struct {
 	Metric     string // rows, a measure name (sum over the level's rows), rows fingerprint, column <name>, or partition
 	Gold       string
 	ClickHouse string
-}
-
-// levelStats are the per-level aggregates Check compares.
-type levelStats struct {
-	rows int64
-	hash uint64 // sum of the rows' fingerprints (fingerprint.go)
-	sums map[string]decimal.Decimal
 }
 
 // summed lists the measures whose sum over a level's rows is compared (and reported)
@@ -71,7 +62,7 @@ func isFloat(m *serving.Mart, ms serving.Measure) bool {
 // (Plan.Unservable) are skipped. It returns the drifts, sorted; and, like Sync, a
 // ColdError when the window counts back from the clock and none of Gold's partitions is
 // in it: Gold and ClickHouse then agree only in serving nothing.
-func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) ([]Drift, error) {
+func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt Options) ([]Drift, error) {
 	opt.defaults()
 	if err := Servable(m, tbl); err != nil {
 		return nil, err
@@ -81,10 +72,11 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 		return nil, err
 	}
 	cutoff := Cutoff(m, opt.Now(), gold)
-	live, err := livePartitions(ctx, c, m)
+	served, err := t.Partitions(ctx, m)
 	if err != nil {
 		return nil, err
 	}
+	live := served.Live
 	var drifts []Drift
 	var hot []push.Partition
 	isHot := map[string]bool{}
@@ -107,11 +99,11 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 			drifts = append(drifts, Drift{id, "", "partition", "not hot", "present"})
 		}
 	}
-	changes, err := ddl.TargetDrift(ctx, c.Conn(), m)
+	rb, err := t.ReadBack(ctx, m, hot)
 	if err != nil {
 		return nil, err
 	}
-	if len(changes) > 0 {
+	if changes := rb.Columns; len(changes) > 0 {
 		// The served rows cannot be read as the mart defines them: every hot partition
 		// drifts (check --repair rebuilds the table).
 		for _, h := range hot {
@@ -124,12 +116,8 @@ func Check(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Ta
 		if err != nil {
 			return nil, err
 		}
-		cs, err := chStats(ctx, c, m, hot)
-		if err != nil {
-			return nil, err
-		}
 		for _, h := range hot {
-			drifts = append(drifts, compare(m, h.ID, gs[h.ID], cs[h.ID])...)
+			drifts = append(drifts, compare(m, h.ID, gs[h.ID], rb.Stats[h.ID])...)
 		}
 	}
 	sort.Slice(drifts, func(i, j int) bool {
@@ -161,7 +149,7 @@ func Unservable(ctx context.Context, m *serving.Mart, tbl *table.Table, now time
 	return out, nil
 }
 
-func compare(m *serving.Mart, id string, gs, cs map[string]*levelStats) []Drift {
+func compare(m *serving.Mart, id string, gs, cs map[string]*LevelStats) []Drift {
 	var out []Drift
 	levels := map[string]bool{}
 	for l := range gs {
@@ -170,7 +158,7 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*levelStats) []Drift 
 	for l := range cs {
 		levels[l] = true
 	}
-	empty := &levelStats{sums: map[string]decimal.Decimal{}}
+	empty := &LevelStats{Sums: map[string]decimal.Decimal{}}
 	for l := range levels {
 		g, c := gs[l], cs[l]
 		if g == nil {
@@ -180,11 +168,11 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*levelStats) []Drift 
 			c = empty
 		}
 		n := len(out)
-		if g.rows != c.rows {
-			out = append(out, Drift{id, l, "rows", fmt.Sprint(g.rows), fmt.Sprint(c.rows)})
+		if g.Rows != c.Rows {
+			out = append(out, Drift{id, l, "rows", fmt.Sprint(g.Rows), fmt.Sprint(c.Rows)})
 		}
 		for _, ms := range summed(m) {
-			gv, cv := g.sums[ms.Name], c.sums[ms.Name]
+			gv, cv := g.Sums[ms.Name], c.Sums[ms.Name]
 			eq := gv.Equal(cv)
 			if !eq && isFloat(m, ms) {
 				a, _ := gv.Float64()
@@ -195,10 +183,10 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*levelStats) []Drift 
 				out = append(out, Drift{id, l, ms.Name, gv.String(), cv.String()})
 			}
 		}
-		if len(out) == n && g.hash != c.hash {
+		if len(out) == n && g.Hash != c.Hash {
 			// Same counts and sums, other rows: a compensating edit, a swapped dimension
 			// value, a changed quantile, date or timestamp.
-			out = append(out, Drift{id, l, "rows fingerprint", fmt.Sprintf("%016x", g.hash), fmt.Sprintf("%016x", c.hash)})
+			out = append(out, Drift{id, l, "rows fingerprint", fmt.Sprintf("%016x", g.Hash), fmt.Sprintf("%016x", c.Hash)})
 		}
 	}
 	return out
@@ -211,7 +199,7 @@ func hotRange(hot []push.Partition) (time.Time, time.Time) {
 
 // goldStats scans the Gold rows (all levels) of the hot partitions, by partition id
 // and level.
-func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []push.Partition) (map[string]map[string]*levelStats, error) {
+func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []push.Partition) (map[string]map[string]*LevelStats, error) {
 	fields := canonFields(m)
 	names := make([]string, len(fields))
 	for i, f := range fields {
@@ -230,7 +218,7 @@ func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []pus
 		return nil, fmt.Errorf("check scan gold: %w", err)
 	}
 	sums := summed(m)
-	out := map[string]map[string]*levelStats{}
+	out := map[string]map[string]*LevelStats{}
 	ids := map[int64]string{} // grain value -> partition id
 	var buf []byte
 	for rec, err := range recs {
@@ -259,16 +247,16 @@ func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []pus
 				}
 				byLevel := out[id]
 				if byLevel == nil {
-					byLevel = map[string]*levelStats{}
+					byLevel = map[string]*LevelStats{}
 					out[id] = byLevel
 				}
 				l := cols[1].ValueStr(i)
 				st := byLevel[l]
 				if st == nil {
-					st = &levelStats{sums: map[string]decimal.Decimal{}}
+					st = &LevelStats{Sums: map[string]decimal.Decimal{}}
 					byLevel[l] = st
 				}
-				st.rows++
+				st.Rows++
 				buf = buf[:0]
 				for k, f := range fields {
 					if buf, err = appendCanon(buf, cols[k], i, f.nullAs0); err != nil {
@@ -276,7 +264,7 @@ func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []pus
 					}
 					buf = append(buf, ';')
 				}
-				st.hash += push.SipHash64(buf)
+				st.Hash += push.SipHash64(buf)
 				for k, ms := range sums {
 					if sumCols[k].IsNull(i) {
 						continue
@@ -285,7 +273,7 @@ func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []pus
 					if err != nil {
 						return fmt.Errorf("check %s: %w", ms.Name, err)
 					}
-					st.sums[ms.Name] = st.sums[ms.Name].Add(d)
+					st.Sums[ms.Name] = st.Sums[ms.Name].Add(d)
 				}
 			}
 			return nil
@@ -336,56 +324,6 @@ func toDecimal(a arrow.Array, i int) (decimal.Decimal, error) {
 		return decimal.NewFromFloat(v.Value(i)), nil
 	}
 	return decimal.Decimal{}, fmt.Errorf("unsupported type %s", a.DataType())
-}
-
-// chStats aggregates the hot partitions of <t>_final by partition id and level, in one
-// query.
-func chStats(ctx context.Context, c *chconn.Client, m *serving.Mart, hot []push.Partition) (map[string]map[string]*levelStats, error) {
-	sums := summed(m)
-	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l", "count()", "sum(" + rowHashSQL(m) + ")"}
-	for _, ms := range sums {
-		// NULL values are skipped, as on Gold's side: a level of NULLs sums to 0.
-		if isFloat(m, ms) {
-			sel = append(sel, "toString(toDecimal128(ifNull(sum("+serving.Q(ms.Name)+"), 0), 9))")
-		} else {
-			sel = append(sel, "toString(ifNull(sum("+serving.Q(ms.Name)+"), 0))")
-		}
-	}
-	from, to := hotRange(hot)
-	g := serving.Q(m.Grain.As)
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC') GROUP BY _p, _l",
-		strings.Join(sel, ", "), ddl.Name(m, m.Table+ddl.ViewSuffix), g, from.UnixMicro(), g, to.UnixMicro())
-	rows, err := c.Conn().Query(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("check %s: %w", m.Name, err)
-	}
-	defer rows.Close()
-	out := map[string]map[string]*levelStats{}
-	for rows.Next() {
-		var p, l string
-		var n, h uint64
-		vals := make([]string, len(sums))
-		dest := []any{&p, &l, &n, &h}
-		for i := range vals {
-			dest = append(dest, &vals[i])
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, err
-		}
-		st := &levelStats{rows: int64(n), hash: h, sums: map[string]decimal.Decimal{}}
-		for i, v := range vals {
-			d, err := decimal.NewFromString(v)
-			if err != nil {
-				return nil, fmt.Errorf("check %s %s: %w", m.Name, sums[i].Name, err)
-			}
-			st.sums[sums[i].Name] = d
-		}
-		if out[p] == nil {
-			out[p] = map[string]*levelStats{}
-		}
-		out[p][l] = st
-	}
-	return out, rows.Err()
 }
 
 // PrintDrift writes the drifts as a table.

@@ -55,10 +55,10 @@ func TestCheckRowExact(t *testing.T) {
 	if err := m.CheckSchema(tbl.Schema()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)
 	}
-	if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check of a fresh sync: %v %v", drifts, err)
 	}
 	target := fmt.Sprintf("%s.%s", serving.Q(db), serving.Q(m.Table))
@@ -118,7 +118,7 @@ func TestCheckRowExact(t *testing.T) {
 		{"retyped_column", []string{"ALTER TABLE " + target + " MODIFY COLUMN avg_amount__sum SimpleAggregateFunction(sum, Float64)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true}); err != nil {
+			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true}); err != nil {
 				t.Fatal(err)
 			}
 			if got := dump(); got != want {
@@ -129,7 +129,7 @@ func TestCheckRowExact(t *testing.T) {
 					t.Fatalf("%s: %v", q, err)
 				}
 			}
-			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,10 +137,10 @@ func TestCheckRowExact(t *testing.T) {
 				t.Fatalf("tamper of partition %s not found: %v", p, drifts)
 			}
 			t.Logf("%d drifts, first %+v", len(drifts), drifts[0])
-			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
+			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
 				t.Fatalf("repair: %v", err)
 			}
-			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check after repair: %v %v", drifts, err)
 			}
 			if got := dump(); got != want {

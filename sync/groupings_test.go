@@ -423,14 +423,14 @@ func TestServedGroupings(t *testing.T) {
 				if err := m.CheckSchema(tbl.Schema()); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, ServerStates: v.serverStates}); err != nil {
+				if _, err := gbsync.Sync(ctx, gbsync.WithServerStates(gbsync.NewClickHouse(c), v.serverStates), m, tbl, gbsync.Options{Now: clock}); err != nil {
 					t.Fatal(err)
 				}
 				want := oracleRows(t, c, db, v.distinct, "toDate(created_at)", []string{"country", "category"}, tc.levels)
 				if got := servedRows(t, c, m); !slices.Equal(got, want) {
 					t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
 				}
-				if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 					t.Fatalf("check: %v %v", drifts, err)
 				}
 			})
@@ -736,7 +736,7 @@ func TestServedRandomMarts(t *testing.T) {
 			if err := m.CheckSchema(tbl.Schema()); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, ServerStates: path == 1}); err != nil {
+			if _, err := gbsync.Sync(ctx, gbsync.WithServerStates(gbsync.NewClickHouse(c), path == 1), m, tbl, gbsync.Options{Now: clock}); err != nil {
 				t.Fatal(err)
 			}
 			o.distinct = "uniqExact" // Gold's distinct counts are exact
@@ -748,7 +748,7 @@ func TestServedRandomMarts(t *testing.T) {
 			if got := servedRows(t, c, m); len(want) == 0 || !slices.Equal(got, want) {
 				t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
 			}
-			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check: %v %v", drifts, err)
 			}
 		})

@@ -1,9 +1,11 @@
-// Package sync keeps the hot window of each Gold mart in ClickHouse equal to Gold: it
-// decides what changed (Gold's per-partition last-updated snapshot against the
-// _goldbridge_sync table), pushes those partitions with serving/push, drops partitions
-// that left the window, and reconciles (Check) the two tiers.
+// Package sync keeps the hot window of each Gold mart in the hot tier equal to Gold: it
+// decides what changed (Gold's per-partition last-updated snapshot against the push
+// state the target records), pushes those partitions, drops partitions that left the
+// window, and reconciles (Check) the two tiers. It reaches the hot tier only through a
+// Target (target.go); ClickHouse (clickhouse.go: serving/ddl, serving/push and the
+// _goldbridge_sync table) is the implementation.
 //
-// Promise: when Sync returns nil, every hot partition of the mart in ClickHouse holds the
+// Promise: when Sync returns nil, every hot partition of the mart in the target holds the
 // Gold content of the snapshot Sync planned from, and no partition outside the window
 // remains; hot Gold partitions holding a grain, dimension or min/max value that
 // ClickHouse's date and time types cannot hold (serving.MinTime..MaxTime) are reported, not
@@ -35,7 +37,6 @@ import (
 
 	"goldbridge/lakehouse/gold"
 	"goldbridge/serving"
-	"goldbridge/serving/chconn"
 	"goldbridge/serving/ddl"
 	"goldbridge/serving/push"
 )
@@ -47,43 +48,11 @@ type Options struct {
 	BatchRows   int              // rows per insert block (default 100000)
 	Force       bool             // push every hot partition
 	Only        []string         // push these partition ids too (repair)
-	Rebuild     bool             // drop and recreate the ClickHouse tables first
-	Fault       func(partition, step string) error
+	Rebuild     bool             // drop and recreate the served tables first
 	Log         *slog.Logger
-	// ServerStates: ClickHouse builds the aggregate states (push.Options.ServerStates).
-	ServerStates bool
-	// Ensured: the mart's tables were ensured ahead (EnsureAhead); Sync skips its own
-	// Ensure when they were derived from the Gold table's current schema.
-	Ensured *Ensured
-	// Purge: after the push, delete from the server's disk every copy of rows no longer
-	// in the table (push.Purge: outdated parts, dropped tables). A forget sets it.
+	// Purge: after the push, delete from the target's disk every copy of rows no
+	// longer in the table (push.Purge: outdated parts, dropped tables). A forget sets it.
 	Purge bool
-}
-
-// Ensured is the outcome of EnsureAhead.
-type Ensured struct {
-	Schema  *iceberg.Schema // the Gold schema the DDL was derived from
-	Outcome ddl.Outcome     // what ddl.Ensure found (a rebuild of <t> to do)
-}
-
-// EnsureAhead creates or checks the mart's ClickHouse tables (ddl.Ensure) for the Gold
-// table tbl before Sync, e.g. while the lakehouse stages of a run are busy; pass the
-// result in Options.Ensured. tbl must have been built for m (Servable).
-func EnsureAhead(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table) (Ensured, error) {
-	if err := Servable(m, tbl); err != nil {
-		return Ensured{}, err
-	}
-	out, err := ensure(ctx, c, m)
-	return Ensured{Schema: tbl.Schema(), Outcome: out}, err
-}
-
-// ensure runs ddl.Ensure for m, retried on connection errors.
-func ensure(ctx context.Context, c *chconn.Client, m *serving.Mart) (out ddl.Outcome, err error) {
-	err = c.Retry(ctx, func(ctx context.Context) error {
-		out, err = ddl.Ensure(ctx, c.Conn(), m)
-		return err
-	})
-	return out, err
 }
 
 func (o *Options) defaults() {
@@ -302,41 +271,18 @@ func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]p
 	return out, nil
 }
 
-// livePartitions returns the active partitions of the target table with their rows.
-func livePartitions(ctx context.Context, c *chconn.Client, m *serving.Mart) (map[string]uint64, error) {
-	rows, err := c.Conn().Query(ctx, "SELECT partition_id, sum(rows) FROM system.parts WHERE database = ? AND table = ? AND active GROUP BY partition_id",
-		m.Database, m.Table)
-	if err != nil {
-		return nil, fmt.Errorf("parts of %s: %w", m.Table, err)
-	}
-	defer rows.Close()
-	out := map[string]uint64{}
-	for rows.Next() {
-		var id string
-		var n uint64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, err
-		}
-		out[id] = n
-	}
-	return out, rows.Err()
-}
-
 // MakePlan decides what to push and drop.
-func MakePlan(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) (Plan, error) {
+func MakePlan(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt Options) (Plan, error) {
 	opt.defaults()
 	gold, err := GoldPartitions(ctx, m, tbl)
 	if err != nil {
 		return Plan{}, err
 	}
-	states, err := push.States(ctx, c, m)
+	served, err := t.Partitions(ctx, m)
 	if err != nil {
 		return Plan{}, err
 	}
-	live, err := livePartitions(ctx, c, m)
-	if err != nil {
-		return Plan{}, err
-	}
+	states, live := served.States, served.Live
 	cutoff := Cutoff(m, opt.Now(), gold)
 	p := Plan{Gold: len(gold), Cutoff: cutoff}
 	if len(gold) > 0 {
@@ -405,9 +351,9 @@ func Servable(m *serving.Mart, tbl *table.Table) error {
 	return nil
 }
 
-// Sync brings the mart's hot window in ClickHouse up to the Gold table tbl (see the
+// Sync brings the mart's hot window in the target up to the Gold table tbl (see the
 // package doc for the promise).
-func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Table, opt Options) (Result, error) {
+func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt Options) (Result, error) {
 	opt.defaults()
 	start := time.Now()
 	var res Result
@@ -419,18 +365,12 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := Servable(m, tbl); err != nil {
 		return res, err
 	}
-	if opt.Rebuild {
-		if err := c.Retry(ctx, func(ctx context.Context) error { return ddl.Drop(ctx, c.Conn(), m) }); err != nil {
-			return res, err
-		}
-		opt.Force = true
-	}
-	var err error
-	var out ddl.Outcome
-	if e := opt.Ensured; e != nil && e.Schema.Equals(tbl.Schema()) && !opt.Rebuild {
-		out = e.Outcome
-	} else if out, err = ensure(ctx, c, m); err != nil {
+	out, err := t.Ensure(ctx, m, tbl, opt.Rebuild)
+	if err != nil {
 		return res, err
+	}
+	if opt.Rebuild {
+		opt.Force = true
 	}
 	if out.Rebuild {
 		// <t> drifted from the DDL: rebuilt whole from Gold, never patched.
@@ -439,11 +379,8 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		opt.Log.Warn("served table differs from the mart definition: rebuilding it from Gold", "changes", fmt.Sprint(out.Changes))
 	}
 	ensured := time.Now()
-	var plan Plan
-	if err = c.Retry(ctx, func(ctx context.Context) error {
-		plan, err = MakePlan(ctx, c, m, tbl, opt)
-		return err
-	}); err != nil {
+	plan, err := MakePlan(ctx, t, m, tbl, opt)
+	if err != nil {
 		return res, err
 	}
 	opt.Log.Debug("planned", "partitions", len(plan.Push), "ensure_s", ensured.Sub(start).Seconds(), "plan_s", time.Since(ensured).Seconds())
@@ -454,32 +391,16 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		opt.Log.Warn("gold partition not served: it holds a value outside what ClickHouse's date and time types hold",
 			"partition", u.ID, "gold_rows", u.Rows, "reason", u.Unservable)
 	}
-	if out.Rebuild && len(plan.Push) == 0 {
-		// Nothing hot in Gold: the rebuilt table is empty.
-		if err := c.Retry(ctx, func(ctx context.Context) error { return rebuildEmpty(ctx, c, m) }); err != nil {
-			return res, fmt.Errorf("sync %s: rebuild: %w", m.Name, err)
-		}
+	b := Batch{Drop: plan.Drop, Rebuild: out.Rebuild, Purge: opt.Purge, Rows: opt.BatchRows, Streams: opt.Parallelism, Now: opt.Now}
+	for _, pp := range plan.Push {
+		b.Push = append(b.Push, pp.Partition)
 	}
-
-	// One batch: every planned partition is staged, swapped in and recorded together,
-	// retried as a whole on connection errors.
-	exchanged := false
-	if len(plan.Push) > 0 {
-		parts := make([]push.Partition, len(plan.Push))
-		for i, pp := range plan.Push {
-			parts[i] = pp.Partition
-		}
-		var r push.Result
-		err := c.Retry(ctx, func(ctx context.Context) error {
-			var err error
-			r, err = push.Push(ctx, c, m, tbl, parts, push.Options{BatchRows: opt.BatchRows, Streams: opt.Parallelism,
-				Drop: plan.Drop, Rebuild: out.Rebuild, Fault: opt.Fault, Now: opt.Now, ServerStates: opt.ServerStates})
-			return err
-		})
-		if err != nil {
-			res.Elapsed = time.Since(start)
-			return res, fmt.Errorf("sync %s: %d partitions not pushed: %w", m.Name, len(plan.Push), err)
-		}
+	pub, err := t.Publish(ctx, m, tbl, b)
+	res.Elapsed = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("sync %s: %w", m.Name, err)
+	}
+	if r := pub.Push; len(plan.Push) > 0 {
 		for _, pp := range plan.Push {
 			opt.Log.Debug("pushed", "partition", pp.ID, "reason", pp.Reason, "rows", r.ByID[pp.ID], "snapshot", pp.SnapshotID)
 		}
@@ -491,71 +412,13 @@ func Sync(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		res.Pushed = slices.Clone(plan.Push)
 		sort.Slice(res.Pushed, func(i, j int) bool { return res.Pushed[i].ID < res.Pushed[j].ID })
 		res.Rows = r.Rows
-		exchanged = r.Exchanged
-		if out.Rebuild {
-			if err := c.Retry(ctx, func(ctx context.Context) error { return ddl.EnsureView(ctx, c.Conn(), m) }); err != nil {
-				return res, fmt.Errorf("sync %s: %w", m.Name, err)
-			}
-		}
-	}
-	if len(plan.Push) == 0 {
-		// Leftovers of a push that failed after its swap (cheap when there are none).
-		if err := c.Retry(ctx, func(ctx context.Context) error { return push.Cleanup(ctx, c, m) }); err != nil {
-			return res, fmt.Errorf("sync %s: %w", m.Name, err)
-		}
 	}
 	if len(plan.Drop) > 0 {
-		err := c.Retry(ctx, func(ctx context.Context) error {
-			// After an exchange the dropped partitions were not carried over.
-			if !exchanged {
-				for i := 0; i < len(plan.Drop); i += 100 {
-					var cmds []string
-					for _, id := range plan.Drop[i:min(i+100, len(plan.Drop))] {
-						cmds = append(cmds, "DROP PARTITION ID "+serving.QS(id))
-					}
-					if err := c.Conn().Exec(ctx, "ALTER TABLE "+ddl.Name(m, m.Table)+" "+strings.Join(cmds, ", ")); err != nil {
-						return err
-					}
-				}
-			}
-			states := make([]push.State, len(plan.Drop))
-			for i, id := range plan.Drop {
-				states[i] = push.State{Partition: id, Deleted: true, PushedAt: opt.Now()}
-			}
-			return push.RecordStates(ctx, c, m, states)
-		})
-		if err != nil {
-			return res, fmt.Errorf("sync %s: drop partitions %s: %w", m.Name, strings.Join(plan.Drop, " "), err)
-		}
 		opt.Log.Info("dropped partitions (left the hot window)", "partitions", plan.Drop)
 		res.Dropped = plan.Drop
 	}
-	if opt.Purge {
-		err := c.Retry(ctx, func(ctx context.Context) error {
-			p, err := push.Purge(ctx, c, m)
-			res.Purged.DroppedTables += p.DroppedTables
-			res.Purged.OutdatedParts += p.OutdatedParts
-			res.Purged.Skipped = p.Skipped
-			return err
-		})
-		if err != nil {
-			return res, fmt.Errorf("sync %s: %w", m.Name, err)
-		}
-	}
-	res.Elapsed = time.Since(start)
+	res.Purged = pub.Purged
 	return res, plan.cold(m)
-}
-
-// rebuildEmpty replaces <t> by an empty table of the DDL (a rebuild with nothing hot).
-func rebuildEmpty(ctx context.Context, c *chconn.Client, m *serving.Mart) error {
-	q := "DROP TABLE IF EXISTS " + ddl.Name(m, m.Table) + " SYNC"
-	if err := c.Conn().Exec(ctx, q); err != nil {
-		return err
-	}
-	if _, err := ddl.Ensure(ctx, c.Conn(), m); err != nil {
-		return err
-	}
-	return nil
 }
 
 // Summary is a one-line description of a result.

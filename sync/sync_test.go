@@ -132,7 +132,7 @@ func TestSyncAcceptance(t *testing.T) {
 			clock := func() time.Time { return now }
 			hotFrom := gbsync.Cutoff(m, now, nil)
 
-			res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func TestSyncAcceptance(t *testing.T) {
 			if got := finalRows(t, c, m); !slices.Equal(got, want) {
 				t.Fatalf("_final differs from Gold: %d vs %d rows\nfirst got %v\nfirst want %v", len(got), len(want), head(got), head(want))
 			}
-			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check: %v %v", drifts, err)
 			}
 			if agg {
@@ -172,7 +172,7 @@ func TestSyncAcceptance(t *testing.T) {
 
 			// Sync twice: nothing pushed, parts stable.
 			start := time.Now()
-			res, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || len(res.Pushed) != 0 || len(res.Dropped) != 0 {
 				t.Fatalf("second sync pushed %v dropped %v err %v", res.Pushed, res.Dropped, err)
 			}
@@ -182,7 +182,7 @@ func TestSyncAcceptance(t *testing.T) {
 			}
 
 			// Forced re-push keeps totals.
-			res, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Force: true})
+			res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true})
 			if err != nil || len(res.Pushed) != 10 {
 				t.Fatalf("forced: %v %v", len(res.Pushed), err)
 			}
@@ -201,7 +201,7 @@ func TestSyncAcceptance(t *testing.T) {
 				}
 			}
 			tbl = writeGold(t, lh, lateRows, []time.Time{late})
-			res, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || len(res.Pushed) != 1 || res.Pushed[0].ID != "20260507" || res.Pushed[0].Reason != "changed" {
 				t.Fatalf("late change: %s %v", res.Summary(m.Name), err)
 			}
@@ -211,7 +211,7 @@ func TestSyncAcceptance(t *testing.T) {
 
 			// A day leaving the window is dropped in ClickHouse (and kept in Iceberg).
 			now = now.AddDate(0, 0, 2)
-			res, err = gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || !slices.Equal(res.Dropped, []string{"20260505", "20260506"}) || len(res.Pushed) != 0 {
 				t.Fatalf("window move: %s %v", res.Summary(m.Name), err)
 			}
@@ -221,7 +221,7 @@ func TestSyncAcceptance(t *testing.T) {
 			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows2, m, gbsync.Cutoff(m, now, nil))) {
 				t.Fatal("_final differs from Gold after the window moved")
 			}
-			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check: %v %v", drifts, err)
 			}
 			gp, _ := gbsync.GoldPartitions(ctx, m, tbl)
@@ -233,14 +233,14 @@ func TestSyncAcceptance(t *testing.T) {
 			if err := c.Conn().Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.daily_revenue_kpi DROP PARTITION ID '20260510'", db)); err != nil {
 				t.Fatal(err)
 			}
-			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock})
+			drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || !slices.Equal(gbsync.DriftPartitions(drifts), []string{"20260510"}) {
 				t.Fatalf("check after damage: %v %v", drifts, err)
 			}
-			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
+			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
 				t.Fatal(err)
 			}
-			if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check after repair: %v %v", drifts, err)
 			}
 		})
@@ -267,7 +267,7 @@ func TestFaultSweep(t *testing.T) {
 			tbl := writeGold(t, lh, gold, days)
 			now := day0.AddDate(0, 0, 3)
 			clock := func() time.Time { return now }
-			if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 				t.Fatal(err)
 			}
 			version := 0
@@ -295,12 +295,13 @@ func TestFaultSweep(t *testing.T) {
 					tbl = writeGold(t, lh, changed, []time.Time{day})
 				}
 				before := finalRows(t, c, m)
-				_, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Parallelism: 1, Fault: func(p, s string) error {
+				faulty := gbsync.WithFault(gbsync.NewClickHouse(c), func(p, s string) error {
 					if p == "20260502" && s == step {
 						return push.ErrFault
 					}
 					return nil
-				}})
+				})
+				_, err := gbsync.Sync(ctx, faulty, m, tbl, gbsync.Options{Now: clock, Parallelism: 1})
 				if !errors.Is(err, push.ErrFault) {
 					t.Fatalf("step %s: want the injected fault, got %v", step, err)
 				}
@@ -315,10 +316,10 @@ func TestFaultSweep(t *testing.T) {
 						t.Fatalf("step %s: partition %s is neither old nor new", step, day)
 					}
 				}
-				if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+				if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 					t.Fatalf("step %s: converge: %v", step, err)
 				}
-				if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 					t.Fatalf("step %s: drift after converge: %v %v", step, drifts, err)
 				}
 				if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(gold, m, day0)) {
@@ -357,19 +358,20 @@ func TestSyncOverHTTP(t *testing.T) {
 	rows := goldRows(genOrders(3, days, 200))
 	tbl := writeGold(t, lh, rows, days)
 	clock := func() time.Time { return day0.AddDate(0, 0, 3) }
-	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, BatchRows: 50}); err != nil {
+	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, BatchRows: 50}); err != nil {
 		t.Fatal(err)
 	}
 	if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
 		t.Fatal("_final differs from Gold")
 	}
-	if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check: %v %v", drifts, err)
 	}
 }
 
-// Tables ensured ahead (EnsureAhead, as `run` does while the lakehouse stages work) are
-// trusted by Sync only while the Gold schema they came from is still the table's.
+// Tables ensured ahead (ClickHouse.Prepare, as `run` does while the lakehouse stages
+// work) are trusted by the next Sync only, and only while the Gold schema they came from
+// is still the table's.
 func TestSyncEnsuredAhead(t *testing.T) {
 	ctx := context.Background()
 	db := chtest.Database(t)
@@ -389,17 +391,17 @@ func TestSyncEnsuredAhead(t *testing.T) {
 		}
 	}
 
-	ahead, err := gbsync.EnsureAhead(ctx, c, testMart(db, true), tbl)
-	if err != nil {
+	target := gbsync.NewClickHouse(c)
+	if err := target.Prepare(ctx, testMart(db, true), tbl); err != nil {
 		t.Fatal(err)
 	}
 	if views() != 1 {
-		t.Fatal("EnsureAhead did not create the mart's view")
+		t.Fatal("Prepare did not create the mart's view")
 	}
-	// Another schema than the table's: Sync ensures again (the view comes back).
+	// Prepared for another schema than the table's: Sync ensures again (the view comes back).
 	dropView()
-	stale := gbsync.Ensured{Schema: iceberg.NewSchema(99, iceberg.NestedField{ID: 1, Name: "x", Type: iceberg.PrimitiveTypes.Int32})}
-	if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Ensured: &stale}); err != nil {
+	gbsync.SetPrepared(target, m.Name, iceberg.NewSchema(99, iceberg.NestedField{ID: 1, Name: "x", Type: iceberg.PrimitiveTypes.Int32}))
+	if _, err := gbsync.Sync(ctx, target, m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)
 	}
 	if views() != 1 {
@@ -408,13 +410,24 @@ func TestSyncEnsuredAhead(t *testing.T) {
 	if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
 		t.Fatal("_final differs from Gold")
 	}
-	// The table's schema: Sync skips its DDL (the dropped view stays away) and pushes.
+	// Prepared for the table's schema: the next Sync skips its DDL (the dropped view
+	// stays away) and pushes.
+	if err := target.Prepare(ctx, m, tbl); err != nil {
+		t.Fatal(err)
+	}
 	dropView()
-	res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock, Ensured: &ahead, Force: true})
+	res, err := gbsync.Sync(ctx, target, m, tbl, gbsync.Options{Now: clock, Force: true})
 	if err != nil || len(res.Pushed) != 3 {
 		t.Fatalf("sync with tables ensured ahead: pushed %d, %v", len(res.Pushed), err)
 	}
 	if views() != 0 {
 		t.Fatal("Sync ran its DDL although the tables were ensured ahead for this schema")
+	}
+	// Only that one: the Sync after it ensures again.
+	if _, err := gbsync.Sync(ctx, target, m, tbl, gbsync.Options{Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	if views() != 1 {
+		t.Fatal("a second Sync trusted the tables ensured ahead of the first")
 	}
 }

@@ -62,7 +62,7 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 			// that stops it: confined in the foreground, it could not stop itself.
 			opt.Stderr = a.stderr
 			ctx := cmd.Context()
-			srv, err := chlocal.Start(ctx, opt)
+			_, stop, err := a.startServer(ctx, opt)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil // stopped while starting: Start killed the child
@@ -70,10 +70,9 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 				return err
 			}
 			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort, "read_dirs", strings.Join(opt.ReadDirs, ","))
-			srv.Supervise(ctx, func(exit, err error) {
-				a.log.Warn("clickhouse server exited: restarted", "exit", exit, "restart_err", err)
-			})
-			return srv.Stop(context.WithoutCancel(ctx))
+			<-ctx.Done()
+			stop()
+			return nil
 		},
 	}
 	f := serve.Flags()

@@ -111,7 +111,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 					return nil
 				}
 				printForgetRun(a.stdout, res, req)
-				return a.syncMarts(ctx, p, "sync", res.Marts, true)
+				return a.syncStage(ctx, p, "sync", res.Marts, serveOptions{purge: true})
 			}
 			if !confirm {
 				res, err := forget.Plan(ctx, p.lh, target, req)
@@ -133,7 +133,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 				return nil
 			}
 			printForgetRun(a.stdout, res, req)
-			if err := a.syncMarts(ctx, p, "sync", res.Marts, true); err != nil {
+			if err := a.syncStage(ctx, p, "sync", res.Marts, serveOptions{purge: true}); err != nil {
 				return fmt.Errorf("forget %s: the lakehouse is clean, but pushing the recomputed marts to ClickHouse failed (run sync or forget again): %w", args[0], err)
 			}
 			return nil

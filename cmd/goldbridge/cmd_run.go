@@ -120,7 +120,7 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 		case "gold":
 			err = p.gold(ctx, marts)
 		case "sync", "check":
-			err = a.syncStage(ctx, p, st, marts)
+			err = a.syncStage(ctx, p, st, marts, serveOptions{})
 		}
 		if errors.Is(err, gold.ErrCircuitOpen) {
 			circuit = err // keep going: the other marts are still synced

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
-	"goldbridge/lakehouse/catalog"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
@@ -30,35 +29,7 @@ with an atomic REPLACE PARTITION, and drops partitions that left the hot window.
 circuit is open is skipped. Safe to interrupt and re-run: each partition is old or new.
 --rebuild MART drops the mart's ClickHouse tables and pushes the window again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withServing(cmd.Context(), args, func(ctx context.Context, conn func() (*chconn.Client, error), lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
-				if !cfg.Marts[m.Name].Serving.IsEnabled() {
-					fmt.Fprintf(a.stdout, "sync %s: serving disabled\n", m.Name)
-					return nil
-				}
-				tbl, err := lh.LoadTable(ctx, cfg.Marts[m.Name].Table)
-				if err != nil {
-					return fmt.Errorf("sync %s: %w", m.Name, err)
-				}
-				if err := gbsync.Servable(m, tbl); err != nil {
-					return err
-				}
-				recs, target := pushRecords(cfg), syncTarget(cfg)
-				if rec, ok := unchangedRecord(cfg, recs, m, tbl, target, time.Now()); ok && !force && !rebuild {
-					fmt.Fprintln(a.stdout, rec.Result().Summary(m.Name))
-					return nil
-				}
-				c, err := conn()
-				if err != nil {
-					return err
-				}
-				sv := cfg.Marts[m.Name].Serving
-				res, err := a.recordedSync(ctx, c, lh, m, tbl, cfg, gbsync.Options{
-					Parallelism: sv.Parallelism, BatchRows: sv.BatchRows, Force: force, Rebuild: rebuild,
-					Log: a.log.With("stage", "sync", "mart", m.Name),
-				})
-				fmt.Fprintln(a.stdout, res.Summary(m.Name))
-				return explainCold(m.Name, err)
-			})
+			return a.stageCmd(cmd.Context(), "sync", args, serveOptions{force: force, rebuild: rebuild})
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "push every hot partition even if unchanged")
@@ -77,62 +48,7 @@ every numeric measure between the Gold Iceberg table and ClickHouse, and the ser
 columns with the mart's DDL; prints the partitions that differ and exits with status 4 if
 any do. --repair re-pushes them (rebuilding a drifted table) and checks again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			found := false
-			var cold []error // marts that serve nothing (gbsync.ColdError)
-			err := a.withServing(cmd.Context(), args, func(ctx context.Context, conn func() (*chconn.Client, error), lh *catalog.Lakehouse, m *serving.Mart, cfg *config.Config) error {
-				if !cfg.Marts[m.Name].Serving.IsEnabled() {
-					return nil
-				}
-				c, err := conn()
-				if err != nil {
-					return err
-				}
-				tbl, err := lh.LoadTable(ctx, cfg.Marts[m.Name].Table)
-				if err != nil {
-					return fmt.Errorf("check %s: %w", m.Name, err)
-				}
-				if err := gbsync.Servable(m, tbl); err != nil {
-					return err
-				}
-				drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
-				if err := coldOnly(err); err != nil {
-					return err
-				}
-				if err != nil {
-					// Gold and ClickHouse agree in serving nothing: not "no drift".
-					cold = append(cold, explainCold(m.Name, err))
-				}
-				a.printUnservable(ctx, m, tbl)
-				if len(drifts) > 0 && repair {
-					gbsync.PrintDrift(a.stdout, m.Name, drifts)
-					sv := cfg.Marts[m.Name].Serving
-					res, err := a.recordedSync(ctx, c, lh, m, tbl, cfg, gbsync.Options{Parallelism: sv.Parallelism, BatchRows: sv.BatchRows,
-						Only: gbsync.DriftPartitions(drifts), Log: a.log.With("stage", "check", "mart", m.Name)})
-					fmt.Fprintln(a.stdout, "repair: "+res.Summary(m.Name))
-					if err != nil {
-						return explainCold(m.Name, err)
-					}
-					if drifts, err = gbsync.Check(ctx, c, m, tbl, gbsync.Options{}); coldOnly(err) != nil {
-						return err
-					}
-				}
-				if len(drifts) == 0 {
-					if err == nil {
-						fmt.Fprintf(a.stdout, "check %s: no drift\n", m.Name)
-					}
-					return nil
-				}
-				found = true
-				gbsync.PrintDrift(a.stdout, m.Name, drifts)
-				return nil
-			})
-			if err == nil && found {
-				return &exitError{exitDrift, fmt.Errorf("drift found between Gold and ClickHouse")}
-			}
-			if err == nil {
-				err = errors.Join(cold...)
-			}
-			return err
+			return a.stageCmd(cmd.Context(), "check", args, serveOptions{repair: repair})
 		},
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "re-push the drifting partitions")
@@ -168,53 +84,20 @@ func (a *app) printUnservable(ctx context.Context, m *serving.Mart, tbl *table.T
 	}
 }
 
-// withServing loads the config, takes the state lock, opens the lakehouse and calls fn
-// per selected mart with conn, which opens ClickHouse on first use.
-func (a *app) withServing(ctx context.Context, args []string, fn func(context.Context, func() (*chconn.Client, error), *catalog.Lakehouse, *serving.Mart, *config.Config) error) error {
-	cfg, err := a.loadConfig()
+// stageCmd runs the sync or check stage (syncStage) for the marts named in args (all by
+// default), as a command: with the config loaded, the state lock taken and the
+// lakehouse open (openWriter).
+func (a *app) stageCmd(ctx context.Context, stage string, args []string, o serveOptions) error {
+	p, done, err := a.openWriter(ctx)
 	if err != nil {
 		return err
 	}
-	unlock, err := a.lockState()
+	defer done()
+	marts, err := selectNames("mart", p.cfg.Marts, args)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	marts, err := selectNames("mart", cfg.Marts, args)
-	if err != nil {
-		return err
-	}
-	lh, err := openLakehouse(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer lh.Close()
-	// ClickHouse is opened (the embedded server started) by the first mart that needs
-	// it: a sync that its push records answer never reaches it.
-	var c *chconn.Client
-	stop := func() {}
-	defer func() { stop() }()
-	conn := func() (*chconn.Client, error) {
-		if c != nil {
-			return c, nil
-		}
-		cc, stopSrv, err := a.openClickHouse(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		c, stop = cc, func() { cc.Close(); stopSrv() }
-		return c, nil
-	}
-	for _, name := range marts {
-		m, err := servedMart(cfg, name)
-		if err != nil {
-			return err
-		}
-		if err := fn(ctx, conn, lh, m, cfg); err != nil {
-			return err
-		}
-	}
-	return nil
+	return a.syncStage(ctx, p, stage, marts, o)
 }
 
 // servedMart builds the serving model of a mart from its Gold spec (martSpec) and its

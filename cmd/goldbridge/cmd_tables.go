@@ -203,7 +203,7 @@ not read yet (query it with ClickHouse's icebergS3).`,
 				}
 			}
 			a.log.Debug("query", "lake_tables", strings.Join(used, ","))
-			base, pw, stop, err := lakeServer(ctx, cfg)
+			base, pw, stop, err := a.lakeServer(ctx, cfg)
 			if err != nil {
 				return fmt.Errorf("query: %w", err)
 			}
@@ -235,7 +235,7 @@ func queryPossible(cfg *config.Config) error {
 // under the state dir, free loopback ports, a one-time admin password, the warehouse as
 // its working directory and the one directory it may read besides its own. It returns
 // the HTTP base URL, the admin's password and the function that stops and removes it.
-func lakeServer(ctx context.Context, cfg *config.Config) (string, string, func(), error) {
+func (a *app) lakeServer(ctx context.Context, cfg *config.Config) (string, string, func(), error) {
 	dir, err := os.MkdirTemp(cfg.StateDir, "query-clickhouse-")
 	if err != nil {
 		return "", "", nil, err
@@ -253,7 +253,7 @@ func lakeServer(ctx context.Context, cfg *config.Config) (string, string, func()
 	}
 	pw := hex.EncodeToString(raw)
 	lake := catalog.LocalDir(cfg.Lakehouse.Warehouse)
-	srv, err := chlocal.Start(ctx, chlocal.Options{
+	srv, stopSrv, err := a.startServer(ctx, chlocal.Options{
 		Path: filepath.Join(dir, "data"), TCPPort: ports[0], HTTPPort: ports[1], Password: pw,
 		Dir: lake, ReadDirs: []string{lake}, MaxServerMemory: cfg.ClickHouse.Local.MaxServerMemory,
 	})
@@ -262,9 +262,7 @@ func lakeServer(ctx context.Context, cfg *config.Config) (string, string, func()
 		return "", "", nil, fmt.Errorf("lake clickhouse: %w", err)
 	}
 	return srv.HTTPURL(), pw, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Stop(sctx)
+		stopSrv()
 		cleanup()
 	}, nil
 }

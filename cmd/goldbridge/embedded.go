@@ -68,27 +68,37 @@ func embeddedOptions(cfg *config.Config) (chlocal.Options, error) {
 	return opt, nil
 }
 
-// startEmbedded starts the embedded ClickHouse of cfg, supervised (a child that exits
-// on its own is restarted at once, see chlocal.Server.Supervise), and returns it with
-// the function that stops it (within 30 s); it is the one place the embedded server is
-// started. srv.Stop stops it too.
+// startEmbedded starts the embedded ClickHouse of cfg (startServer).
 func (a *app) startEmbedded(ctx context.Context, cfg *config.Config) (*chlocal.Server, func(), error) {
 	opt, err := embeddedOptions(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := chlocal.Start(ctx, opt)
+	srv, stop, err := a.startServer(ctx, opt)
 	if err != nil {
 		return nil, nil, fmt.Errorf("embedded clickhouse: %w", err)
 	}
 	a.log.Info("started embedded clickhouse", "path", opt.Path, "http", srv.HTTPURL(), "pid", srv.PID())
+	return srv, stop, nil
+}
+
+// startServer starts a ClickHouse server child (chlocal.Start), supervised (a child that
+// exits on its own is restarted at once, see chlocal.Server.Supervise), and returns it with
+// the function that stops it (within 30 s). It is the one place goldbridge starts a
+// ClickHouse server: the embedded one (startEmbedded), `clickhouse serve`'s and the
+// private one of `query` (lakeServer). srv.Stop stops it too.
+func (a *app) startServer(ctx context.Context, opt chlocal.Options) (*chlocal.Server, func(), error) {
+	srv, err := chlocal.Start(ctx, opt)
+	if err != nil {
+		return nil, nil, err
+	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	go srv.Supervise(sctx, func(exit, err error) {
 		if err != nil {
-			a.log.Error("embedded clickhouse exited; restart failed (retrying)", "exit", fmt.Sprint(exit), "err", err)
+			a.log.Error("clickhouse server exited; restart failed (retrying)", "path", opt.Path, "exit", fmt.Sprint(exit), "err", err)
 			return
 		}
-		a.log.Warn("embedded clickhouse exited; restarted", "exit", fmt.Sprint(exit), "pid", srv.PID())
+		a.log.Warn("clickhouse server exited; restarted", "path", opt.Path, "exit", fmt.Sprint(exit), "pid", srv.PID())
 		if a.metrics != nil {
 			a.metrics.EmbeddedRestarts.Inc()
 		}
@@ -98,7 +108,7 @@ func (a *app) startEmbedded(ctx context.Context, cfg *config.Config) (*chlocal.S
 		sctx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancelStop()
 		if err := srv.Stop(sctx); err != nil {
-			a.log.Warn("stopping embedded clickhouse", "err", err)
+			a.log.Warn("stopping clickhouse server", "path", opt.Path, "err", err)
 		}
 	}, nil
 }

@@ -16,7 +16,6 @@ import (
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
-	"goldbridge/serving/chconn"
 	gbsync "goldbridge/sync"
 )
 
@@ -39,26 +38,25 @@ type pipeline struct {
 
 // chOpening is a ClickHouse connection being opened while earlier stages run.
 type chOpening struct {
-	done    chan struct{}
-	c       *chconn.Client
-	stop    func()
-	err     error
-	taken   bool
-	ensured map[string]gbsync.Ensured // marts whose tables were ensured ahead, by name
+	done  chan struct{}
+	t     *gbsync.ClickHouse
+	close func() // closes the connection and stops the embedded server it started
+	err   error
+	taken bool
 }
 
 // openClickHouseAhead starts connecting to ClickHouse (and starting the embedded server
 // if needed) in the background; the sync stage takes the connection.
 //
 // The tables of the served marts whose Gold table exists are ensured (DDL checked and
-// created) on it too: ~8 statements, 20-35 ms a mart, that the sync stage then skips
-// unless the gold stage changed the Gold schema. A failure there is left to the sync
-// stage, which ensures again and reports it.
+// created) on it too (gbsync.ClickHouse.Prepare): ~8 statements, 20-35 ms a mart, that
+// the sync stage then skips unless the gold stage changed the Gold schema. A failure
+// there is left to the sync stage, which ensures again and reports it.
 func (p *pipeline) openClickHouseAhead(ctx context.Context, ensure []string) {
-	o := &chOpening{done: make(chan struct{}), ensured: map[string]gbsync.Ensured{}}
+	o := &chOpening{done: make(chan struct{})}
 	go func() {
 		defer close(o.done)
-		o.c, o.stop, o.err = p.a.openClickHouse(ctx, p.cfg)
+		o.t, o.close, o.err = p.openTarget(ctx)
 		if o.err != nil {
 			return
 		}
@@ -67,37 +65,31 @@ func (p *pipeline) openClickHouseAhead(ctx context.Context, ensure []string) {
 			if err != nil || gbsync.CircuitOpen(tbl) {
 				continue // no Gold table yet, or a sync that may be skipped: left to the sync stage
 			}
-			m, err := servedMart(p.cfg, name)
-			if err != nil {
-				continue // left to the sync stage, which reports it
-			}
-			if e, err := gbsync.EnsureAhead(ctx, o.c, m, tbl); err == nil {
-				o.ensured[name] = e
+			if m, err := servedMart(p.cfg, name); err == nil {
+				_ = o.t.Prepare(ctx, m, tbl) // a failure is left to the sync stage, which reports it
 			}
 		}
 	}()
 	p.ch = o
 }
 
-// ensuredAhead returns the tables of mart ensured ahead, or nil; only after clickhouse.
-func (p *pipeline) ensuredAhead(mart string) *gbsync.Ensured {
-	if p.ch == nil || !p.ch.taken {
-		return nil
-	}
-	if e, ok := p.ch.ensured[mart]; ok {
-		return &e
-	}
-	return nil
-}
-
-// clickhouse returns the connection opened ahead, or opens one.
-func (p *pipeline) clickhouse(ctx context.Context) (*chconn.Client, func(), error) {
+// clickhouse returns the target opened ahead, or opens one; done closes it.
+func (p *pipeline) clickhouse(ctx context.Context) (t *gbsync.ClickHouse, done func(), err error) {
 	if o := p.ch; o != nil && !o.taken {
 		<-o.done
 		o.taken = true
-		return o.c, o.stop, o.err
+		return o.t, o.close, o.err
 	}
-	return p.a.openClickHouse(ctx, p.cfg)
+	return p.openTarget(ctx)
+}
+
+// openTarget connects to the configured ClickHouse (openClickHouse) as a sync target.
+func (p *pipeline) openTarget(ctx context.Context) (*gbsync.ClickHouse, func(), error) {
+	c, stop, err := p.a.openClickHouse(ctx, p.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return gbsync.NewClickHouse(c), func() { c.Close(); stop() }, nil
 }
 
 // newPipeline opens the lakehouse of cfg; close it with p.close.
@@ -118,8 +110,7 @@ func (p *pipeline) close() {
 		<-o.done
 		o.taken = true
 		if o.err == nil {
-			o.c.Close()
-			o.stop()
+			o.close()
 		}
 	}
 	p.lh.Close()

@@ -11,9 +11,7 @@ import (
 
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/catalog"
-	"goldbridge/lakehouse/gold"
 	"goldbridge/serving"
-	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
 	gbsync "goldbridge/sync"
 )
@@ -63,22 +61,4 @@ func unchangedRecord(cfg *config.Config, recs gbsync.Records, m *serving.Mart, t
 		return gbsync.Record{}, false
 	}
 	return recs.Unchanged(m, tbl, target, now)
-}
-
-// recordedSync runs gbsync.Sync between the mart's push record's removal and the new
-// record (gbsync.Records), for the commands that sync outside a pipeline.
-func (a *app) recordedSync(ctx context.Context, c *chconn.Client, lh *catalog.Lakehouse, m *serving.Mart, tbl *table.Table, cfg *config.Config, opt gbsync.Options) (gbsync.Result, error) {
-	recs := pushRecords(cfg)
-	if err := recs.Begin(m.Name); err != nil {
-		return gbsync.Result{}, err
-	}
-	res, err := gbsync.Sync(ctx, c, m, tbl, opt)
-	if err != nil || res.Skipped != "" {
-		return res, err
-	}
-	fresh, _ := gold.ReadFreshness(ctx, lh, cfg.Marts[m.Name].Table)
-	if err := recs.Write(m, tbl, syncTarget(cfg), res, fresh.NewestGrain); err != nil {
-		a.log.Warn("the next sync plans against ClickHouse again", "mart", m.Name, "err", err)
-	}
-	return res, nil
 }

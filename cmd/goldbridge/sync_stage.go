@@ -12,38 +12,81 @@ import (
 	gbsync "goldbridge/sync"
 )
 
-// syncStage pushes (stage "sync") or reconciles (stage "check") the marts' hot windows
-// and records the serving metrics. A mart whose circuit is open is skipped by sync.
-func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []string) (err error) {
-	return a.syncMarts(ctx, p, stage, marts, false)
+// serveOptions are what the sync, check and forget commands add to the stages of `run`.
+type serveOptions struct {
+	force   bool // sync --force: push every hot partition
+	rebuild bool // sync --rebuild: drop and recreate the served tables first
+	repair  bool // check --repair: re-push the drifting partitions, then check again
+	purge   bool // forget: delete every copy of rows that left a served table from disk
 }
 
-// syncMarts is syncStage; with purge (a forget) every copy of rows that left a served
-// table is deleted from ClickHouse's disk after its push (sync.Options.Purge).
-func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []string, purge bool) (err error) {
+// servedJob is one mart a sync or check stage reaches ClickHouse for.
+type servedJob struct {
+	name string
+	m    *serving.Mart
+	tbl  *table.Table
+}
+
+// syncStage pushes (stage "sync") or reconciles (stage "check") the marts' hot windows
+// and records the serving metrics: the one flow of `run`'s stages and of the sync, check
+// and forget commands. A mart whose circuit is open is skipped by sync; a mart that
+// fails is reported and the others still run. Check exits 4 (exitDrift) when any mart
+// drifts and nothing failed.
+func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []string, o serveOptions) (err error) {
 	start := time.Now()
 	defer func() { p.observe(stage, start, err) }()
-	var served []string
-	for _, name := range marts {
-		if p.cfg.Marts[name].Serving.IsEnabled() {
-			served = append(served, name)
+	failed := failures{stage: stage}
+	todo := a.servedJobs(ctx, p, stage, marts, o, &failed)
+	if len(todo) == 0 {
+		return failed.err()
+	}
+	t, done, err := p.clickhouse(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	drifted := 0
+	for _, j := range todo {
+		var err error
+		if stage == "check" {
+			var drift bool
+			drift, err = a.checkMart(ctx, p, t, j, o)
+			if drift {
+				drifted++
+			}
+		} else {
+			err = a.syncMart(ctx, p, t, j, gbsync.Options{Force: o.force, Rebuild: o.rebuild, Purge: o.purge}, "")
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			failed.add(j.name, explainCold(j.name, err))
 		}
 	}
-	if len(served) == 0 {
-		return nil
+	if err := failed.err(); err != nil {
+		return err
 	}
-	// A mart whose push record matches its Gold table has nothing to push or drop: it
-	// is answered from the record, and ClickHouse is reached (started, for the
-	// embedded server) only for the others.
+	if drifted > 0 {
+		return &exitError{exitDrift, fmt.Errorf("drift found between Gold and ClickHouse in %d mart(s)", drifted)}
+	}
+	return nil
+}
+
+// servedJobs are the marts of the stage that need ClickHouse. A mart whose push
+// record matches its Gold table has nothing to push or drop: a sync answers it from the
+// record, and ClickHouse is reached (started, for the embedded server) only for the
+// others. A mart that cannot be served is added to failed.
+func (a *app) servedJobs(ctx context.Context, p *pipeline, stage string, marts []string, o serveOptions, failed *failures) []servedJob {
 	recs, target := pushRecords(p.cfg), syncTarget(p.cfg)
-	type job struct {
-		name string
-		m    *serving.Mart
-		tbl  *table.Table
-	}
-	var todo []job
-	failed := failures{stage: stage}
-	for _, name := range served {
+	var todo []servedJob
+	for _, name := range marts {
+		if !p.cfg.Marts[name].Serving.IsEnabled() {
+			if stage == "sync" {
+				fmt.Fprintf(a.stdout, "sync %s: serving disabled\n", name)
+			}
+			continue
+		}
 		m, err := servedMart(p.cfg, name)
 		if err != nil {
 			failed.add(name, err)
@@ -58,7 +101,7 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 			failed.add(name, err)
 			continue
 		}
-		if stage == "sync" {
+		if stage == "sync" && !o.force && !o.rebuild {
 			if rec, ok := unchangedRecord(p.cfg, recs, m, tbl, target, time.Now()); ok {
 				res := rec.Result()
 				fmt.Fprintln(a.stdout, res.Summary(name))
@@ -66,84 +109,76 @@ func (a *app) syncMarts(ctx context.Context, p *pipeline, stage string, marts []
 				continue
 			}
 		}
-		todo = append(todo, job{name, m, tbl})
+		todo = append(todo, servedJob{name, m, tbl})
 	}
-	if len(todo) == 0 {
-		return failed.err()
+	return todo
+}
+
+// syncMart syncs one mart (gbsync.Sync) between the removal of its push record and the
+// new record (gbsync.Records), prints the summary (after prefix) and records the metrics.
+func (a *app) syncMart(ctx context.Context, p *pipeline, t gbsync.Target, j servedJob, opt gbsync.Options, prefix string) error {
+	mc := p.cfg.Marts[j.name]
+	// The freshness (Gold's manifests) is only needed for the metrics after the push:
+	// it is read meanwhile.
+	freshc := make(chan gold.Freshness, 1)
+	go func() {
+		f, _ := gold.ReadFreshness(ctx, p.lh, mc.Table)
+		freshc <- f
+	}()
+	recs := pushRecords(p.cfg)
+	if err := recs.Begin(j.name); err != nil {
+		return err
 	}
-	c, stop, err := p.clickhouse(ctx)
+	opt.Parallelism, opt.BatchRows = mc.Serving.Parallelism, mc.Serving.BatchRows
+	opt.Log = a.log.With("stage", "sync", "mart", j.name)
+	res, err := gbsync.Sync(ctx, t, j.m, j.tbl, opt)
+	fmt.Fprintln(a.stdout, prefix+res.Summary(j.name))
+	fresh := <-freshc
 	if err != nil {
+		if !fresh.LastCalculated.IsZero() {
+			p.m.SyncLag.WithLabelValues(j.name).Set(time.Since(fresh.LastCalculated).Seconds())
+		}
 		return err
 	}
-	defer stop()
-	defer c.Close()
-	drifted := 0
-	for _, j := range todo {
-		name, m, tbl := j.name, j.m, j.tbl
-		mc := p.cfg.Marts[name]
-		if stage == "check" {
-			drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{})
-			if coldOnly(err) != nil {
-				failed.add(name, err)
-				continue
-			}
-			a.printUnservable(ctx, m, tbl)
-			p.m.Drift.WithLabelValues(name).Set(float64(len(gbsync.DriftPartitions(drifts))))
-			switch {
-			case len(drifts) > 0:
-				drifted++
-				gbsync.PrintDrift(a.stdout, name, drifts)
-			case err == nil:
-				fmt.Fprintf(a.stdout, "check %s: no drift\n", name)
-			}
-			if err != nil {
-				failed.add(name, explainCold(name, err)) // serves nothing: not "no drift"
-			}
-			continue
-		}
-		// The freshness (Gold's manifests) is only needed for the metrics after the
-		// push: it is read meanwhile.
-		freshc := make(chan gold.Freshness, 1)
-		go func() {
-			f, _ := gold.ReadFreshness(ctx, p.lh, mc.Table)
-			freshc <- f
-		}()
-		if err := recs.Begin(name); err != nil {
-			failed.add(name, err)
-			continue
-		}
-		res, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{
-			Parallelism: mc.Serving.Parallelism, BatchRows: mc.Serving.BatchRows,
-			Log: a.log.With("stage", "sync", "mart", name), Ensured: p.ensuredAhead(name), Purge: purge,
-		})
-		fmt.Fprintln(a.stdout, res.Summary(name))
-		fresh := <-freshc
-		if err != nil {
-			if !fresh.LastCalculated.IsZero() {
-				p.m.SyncLag.WithLabelValues(name).Set(time.Since(fresh.LastCalculated).Seconds())
-			}
-			if ctx.Err() != nil {
-				return err
-			}
-			failed.add(name, explainCold(name, err))
-			continue
-		}
-		p.m.Rows.WithLabelValues("sync", "", name, "pushed").Add(float64(res.Rows))
-		if res.Skipped != "" {
-			continue // circuit open or serving disabled: ClickHouse keeps what it had
-		}
-		if err := recs.Write(m, tbl, target, res, fresh.NewestGrain); err != nil {
-			a.log.Warn("the next sync plans against ClickHouse again", "mart", name, "err", err)
-		}
-		p.syncedMetrics(name, res, fresh.NewestGrain)
+	p.m.Rows.WithLabelValues("sync", "", j.name, "pushed").Add(float64(res.Rows))
+	if res.Skipped != "" {
+		return nil // circuit open: ClickHouse keeps what it had
 	}
-	if err := failed.err(); err != nil {
-		return err
+	if err := recs.Write(j.m, j.tbl, syncTarget(p.cfg), res, fresh.NewestGrain); err != nil {
+		a.log.Warn("the next sync plans against ClickHouse again", "mart", j.name, "err", err)
 	}
-	if drifted > 0 {
-		return &exitError{exitDrift, fmt.Errorf("drift found between Gold and ClickHouse in %d mart(s)", drifted)}
-	}
+	p.syncedMetrics(j.name, res, fresh.NewestGrain)
 	return nil
+}
+
+// checkMart compares one mart's hot window between Gold and ClickHouse (gbsync.Check),
+// prints the drift and, with o.repair, re-pushes the drifting partitions and checks
+// again. drift reports what is left. A mart that serves nothing under a clock-anchored
+// window is an error (gbsync.ColdError), not "no drift".
+func (a *app) checkMart(ctx context.Context, p *pipeline, t gbsync.Target, j servedJob, o serveOptions) (drift bool, err error) {
+	drifts, err := gbsync.Check(ctx, t, j.m, j.tbl, gbsync.Options{})
+	if coldOnly(err) != nil {
+		return false, err
+	}
+	a.printUnservable(ctx, j.m, j.tbl)
+	if len(drifts) > 0 && o.repair {
+		gbsync.PrintDrift(a.stdout, j.name, drifts)
+		only := gbsync.Options{Only: gbsync.DriftPartitions(drifts)}
+		if err := a.syncMart(ctx, p, t, j, only, "repair: "); err != nil {
+			return false, err
+		}
+		if drifts, err = gbsync.Check(ctx, t, j.m, j.tbl, gbsync.Options{}); coldOnly(err) != nil {
+			return false, err
+		}
+	}
+	p.m.Drift.WithLabelValues(j.name).Set(float64(len(gbsync.DriftPartitions(drifts))))
+	switch {
+	case len(drifts) > 0:
+		gbsync.PrintDrift(a.stdout, j.name, drifts)
+	case err == nil:
+		fmt.Fprintf(a.stdout, "check %s: no drift\n", j.name)
+	}
+	return len(drifts) > 0, err
 }
 
 // syncedMetrics records a sync of mart that left ClickHouse equal to Gold.

@@ -75,10 +75,10 @@ func TestRebuildCrash(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := gbsync.Sync(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil {
+		if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 			return nil, err
 		}
-		if drifts, err := gbsync.Check(ctx, c, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 			t.Fatalf("check %s: %v %v", served, drifts, err)
 		}
 		return m, nil
