@@ -173,6 +173,34 @@ RETURNING token`)
 	return set, busy, nil
 }
 
+// Lease is a name's row in the lease table, as a worker that could not take the name
+// reports it: who holds it and until when, by the database's clock.
+type Lease struct {
+	Name    string
+	Holder  string
+	Token   int64
+	Expires time.Time
+	// Remaining is Expires minus the database's now: ≤ 0 once the lease expired or was
+	// released (the name is then free). The holder renews it every TTL/3, so Expires moves
+	// on while it works.
+	Remaining time.Duration
+}
+
+// Lookup returns the lease of name; ok is false if no worker ever took the name.
+func (s *Store) Lookup(ctx context.Context, name string) (l Lease, ok bool, err error) {
+	var expires, now int64
+	err = s.db.QueryRowContext(ctx, s.q(`SELECT holder, token, expires_ms, NOW FROM `+Table+` WHERE name = $1`), name).
+		Scan(&l.Holder, &l.Token, &expires, &now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Lease{Name: name}, false, nil
+	}
+	if err != nil {
+		return Lease{}, false, fmt.Errorf("look up lease %s: %w", name, err)
+	}
+	l.Name, l.Expires, l.Remaining = name, time.UnixMilli(expires).UTC(), time.Duration(expires-now)*time.Millisecond
+	return l, true, nil
+}
+
 // Held lists the leases of the set.
 func (set *Set) Held() []Held { return set.held }
 

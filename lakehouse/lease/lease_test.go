@@ -119,6 +119,42 @@ func TestLease(t *testing.T) {
 	}
 }
 
+// TestLeaseLookup: Lookup tells a worker that could not take a name who holds it and
+// until when (by the database's clock); a released lease reads as expired, a name never
+// leased as absent.
+func TestLeaseLookup(t *testing.T) {
+	ctx := context.Background()
+	for name, mk := range dbs(t) {
+		t.Run(name, func(t *testing.T) {
+			db, d := mk(t)
+			const ttl = 30 * time.Second
+			a := open(t, db, d, "worker-a", ttl)
+			b := open(t, db, d, "worker-b", ttl)
+			if l, ok, err := b.Lookup(ctx, "mart/daily"); err != nil || ok || l.Name != "mart/daily" || l.Holder != "" {
+				t.Fatalf("lookup of a name never leased: %+v %v %v", l, ok, err)
+			}
+			before := time.Now()
+			set, _ := acquire(t, a, "mart/daily")
+			l, ok, err := b.Lookup(ctx, "mart/daily")
+			if err != nil || !ok || l.Holder != "worker-a" || l.Token != 1 {
+				t.Fatalf("lookup of a held lease: %+v %v %v", l, ok, err)
+			}
+			if l.Remaining <= ttl-5*time.Second || l.Remaining > ttl {
+				t.Errorf("remaining %s, want just under the TTL %s", l.Remaining, ttl)
+			}
+			if got := l.Expires.Sub(before); got < ttl-5*time.Second || got > ttl+5*time.Second {
+				t.Errorf("expires %s, %s after the acquire; want about the TTL %s", l.Expires, got, ttl)
+			}
+			if err := set.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if l, ok, err := b.Lookup(ctx, "mart/daily"); err != nil || !ok || l.Holder != "worker-a" || l.Remaining > 0 {
+				t.Fatalf("lookup of a released lease: %+v %v %v, want it expired", l, ok, err)
+			}
+		})
+	}
+}
+
 // TestLeaseRace: many workers opening the store (creating its table) and racing for one
 // name at once: every open succeeds and exactly one wins.
 func TestLeaseRace(t *testing.T) {
