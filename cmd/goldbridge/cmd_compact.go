@@ -31,7 +31,11 @@ Run it periodically (e.g. daily). Running it again with nothing to do commits no
 				return err
 			}
 			name := args[0]
-			ctx := cmd.Context()
+			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, args, nil)
+			if err != nil {
+				return err
+			}
+			defer release()
 			lh := p.lh
 			res, err := silver.Compact(ctx, lh, cfg.Entities[name].Silver.Table)
 			if err != nil {

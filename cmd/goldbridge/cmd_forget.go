@@ -15,6 +15,7 @@ import (
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/forget"
+	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/pii"
 )
 
@@ -78,6 +79,13 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 			target.Log = a.log.With("stage", "forget", "entity", args[0])
 			target.Operator, target.Host = operator()
 			ctx := cmd.Context()
+			if confirm { // a dry run changes nothing: it takes no lease
+				var release func()
+				if ctx, release, err = a.claimAll(ctx, p.lh, cfg, args, martNames(target.Marts)); err != nil {
+					return err
+				}
+				defer release()
+			}
 			if _, target.Decrypt, err = piiOptions(ctx, p.lh, cfg, args[0]); err != nil {
 				return err
 			}
@@ -207,6 +215,15 @@ func forgetTarget(cfg *config.Config, entity string) (forget.Target, error) {
 		t.Marts = append(t.Marts, ms)
 	}
 	return t, nil
+}
+
+// martNames are the names of a forget's marts.
+func martNames(marts []gold.MartSpec) []string {
+	names := make([]string, len(marts))
+	for i, m := range marts {
+		names[i] = m.Name
+	}
+	return names
 }
 
 func printForgetPlan(w io.Writer, res forget.Result, req bronze.ForgetRequest) {

@@ -33,8 +33,13 @@ definition does unless its on_change is fail).`,
 			if err != nil {
 				return err
 			}
+			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, nil, marts)
+			if err != nil {
+				return err
+			}
+			defer release()
 			p.full, p.rebuild = full, rebuild
-			return p.gold(cmd.Context(), marts)
+			return p.gold(ctx, marts)
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "recompute every partition")

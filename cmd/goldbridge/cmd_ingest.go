@@ -36,8 +36,13 @@ content changes; --retry-quarantined reads it again now. The other files are ing
 			if err != nil {
 				return err
 			}
+			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, entities, nil)
+			if err != nil {
+				return err
+			}
+			defer release()
 			p.reingest, p.retryQuarantined = reingest, retryQuarantined
-			return p.ingest(cmd.Context(), entities)
+			return p.ingest(ctx, entities)
 		},
 	}
 	cmd.Flags().BoolVar(&reingest, "reingest", false, "read again landing files that changed after they were ingested (their rows land twice in Bronze)")

@@ -36,7 +36,11 @@ after changing the entity's rules. Replaying again is safe.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
+			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, args, nil)
+			if err != nil {
+				return err
+			}
+			defer release()
 			lh := p.lh
 			_, decrypt, err := piiOptions(ctx, lh, cfg, name)
 			if err != nil {

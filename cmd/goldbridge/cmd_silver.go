@@ -31,7 +31,12 @@ goldbridge.quality.`,
 			if err != nil {
 				return err
 			}
-			return p.silver(cmd.Context(), entities)
+			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, entities, nil)
+			if err != nil {
+				return err
+			}
+			defer release()
+			return p.silver(ctx, entities)
 		},
 	}
 }

@@ -97,6 +97,11 @@ func (a *app) stageCmd(ctx context.Context, stage string, args []string, o serve
 	if err != nil {
 		return err
 	}
+	ctx, release, err := a.claimAll(ctx, p.lh, p.cfg, nil, marts)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return a.syncStage(ctx, p, stage, marts, o)
 }
 

@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,6 +33,9 @@ const (
 	// exitQuarantineGate: a Silver run quarantined more than its fail_quarantine_pct and
 	// committed nothing (data, not config: fix the producer or the spec).
 	exitQuarantineGate = 6
+	// exitLeaseHeld: with a shared catalog, another worker holds the lease of an entity or
+	// mart a one-stage command would touch (claimAll); nothing was changed.
+	exitLeaseHeld = 7
 )
 
 // exitError carries a specific exit code through cobra.
@@ -53,6 +57,7 @@ type app struct {
 	memProfile string
 	traceFile  string
 	stopProf   []func()
+	leaseWait  time.Duration // --wait of the one-stage commands that write (claimAll)
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
@@ -134,16 +139,16 @@ under --state-dir, and a local ClickHouse 26.7 started by goldbridge itself.`,
 
 	root.AddCommand(
 		a.validateCmd(),
-		a.ingestCmd(),
-		a.silverCmd(),
-		a.replayCmd(),
-		a.compactCmd(),
+		a.leased(a.ingestCmd()),
+		a.leased(a.silverCmd()),
+		a.leased(a.replayCmd()),
+		a.leased(a.compactCmd()),
 		a.rulesCmd(),
-		a.forgetCmd(),
-		a.goldCmd(),
+		a.leased(a.forgetCmd()),
+		a.leased(a.goldCmd()),
 		a.freshnessCmd(),
-		a.syncCmd(),
-		a.checkCmd(),
+		a.leased(a.syncCmd()),
+		a.leased(a.checkCmd()),
 		a.runCmd(),
 		a.serveCmd(),
 		a.demoCmd(),
