@@ -40,10 +40,15 @@ type Measure struct {
 
 // Mart is one mart's ClickHouse copy.
 type Mart struct {
-	Name       string // mart name (sync state key)
-	Database   string // ClickHouse database
-	Table      string // ClickHouse table; the view is Table+"_final"
-	Cluster    string // ON CLUSTER name; empty for a single server
+	Name     string // mart name (sync state key)
+	Database string // ClickHouse database
+	Table    string // ClickHouse table; the view is Table+"_final"
+	Cluster  string // ON CLUSTER name; empty for a single server
+	// Sharded: Cluster names a topology of plain nodes in shards with no Keeper (the
+	// nodes' remote_servers): the DDL runs on each node by itself (no ON CLUSTER, no
+	// Replicated engines), each node is pushed to as a single server (sync.Sharded), and
+	// <t>_final reads <t>_dist, the Distributed table over the nodes' <t>.
+	Sharded    bool
 	Grain      Grain
 	Dimensions []Dim
 	// Grouping is none | rollup | cube | sets; Sets lists the kept dimensions of each

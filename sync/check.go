@@ -118,6 +118,9 @@ func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt
 		}
 		for _, h := range hot {
 			drifts = append(drifts, compare(m, h.ID, gs[h.ID], rb.Stats[h.ID])...)
+			if d, ok := rb.Diverged[h.ID]; ok {
+				drifts = append(drifts, Drift{h.ID, "", "copies", "equal", d})
+			}
 		}
 	}
 	sort.Slice(drifts, func(i, j int) bool {

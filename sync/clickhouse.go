@@ -29,6 +29,10 @@ type ClickHouse struct {
 	serverStates bool
 	fault        func(partition, step string) error
 
+	// local: a node of a sharded topology (Sharded), read back from its own <t>, not from
+	// <t>_final, which reads every shard.
+	local bool
+
 	mu      gosync.Mutex
 	ensured map[string]ensured // by mart: Prepare's outcome, for the next Ensure
 }
@@ -235,8 +239,12 @@ func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Part
 	}
 	from, to := hotRange(hot)
 	g := serving.Q(m.Grain.As)
+	src := ddl.Name(m, m.Table+ddl.ViewSuffix)
+	if t.local {
+		src = "(" + ddl.FinalSelect(m, m.Table) + ")"
+	}
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC') GROUP BY _p, _l",
-		strings.Join(sel, ", "), ddl.Name(m, m.Table+ddl.ViewSuffix), g, from.UnixMicro(), g, to.UnixMicro())
+		strings.Join(sel, ", "), src, g, from.UnixMicro(), g, to.UnixMicro())
 	rows, err := t.c.Conn().Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", m.Name, err)

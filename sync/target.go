@@ -65,6 +65,10 @@ type Published struct {
 type ReadBack struct {
 	Columns []ddl.Change                      // served columns that differ from the definition
 	Stats   map[string]map[string]*LevelStats // by partition id, then grouping level
+	// Diverged: partitions whose copies differ where the target keeps several (the
+	// nodes of a shard, a copy outside its home shard), with what differs; Check
+	// reports each as drift.
+	Diverged map[string]string
 }
 
 // LevelStats are the aggregates Check compares per partition and grouping level.

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -130,6 +132,21 @@ func writeAccess(opt Options) (string, error) {
 	b.WriteString("<clickhouse>\n")
 	fmt.Fprintf(&b, "  <users_config>%s</users_config>\n", xmlText(users))
 	fmt.Fprintf(&b, "  <user_scripts_path>%s/</user_scripts_path>\n", xmlText(scripts))
+	if c := opt.Cluster; c != nil {
+		// Every row a Distributed table reads comes from one node of each shard; the
+		// nodes log in to each other as the admin (the file is 0600 in the data dir).
+		fmt.Fprintf(&b, "  <remote_servers><%s>\n", c.Name)
+		for _, nodes := range c.Shards {
+			b.WriteString("    <shard><internal_replication>false</internal_replication>\n")
+			for _, n := range nodes {
+				host, port, _ := net.SplitHostPort(n) // validated
+				fmt.Fprintf(&b, "      <replica><host>%s</host><port>%s</port><user>%s</user><password>%s</password></replica>\n",
+					xmlText(host), xmlText(port), xmlText(opt.User), xmlText(opt.Password))
+			}
+			b.WriteString("    </shard>\n")
+		}
+		fmt.Fprintf(&b, "  </%s></remote_servers>\n", c.Name)
+	}
 	b.WriteString(`  <http_handlers>
     <rule>
       <headers><Origin>regex:.+</Origin></headers>
@@ -166,7 +183,11 @@ func usersXML(opt Options) string {
 		fmt.Fprintf(&b, "      </grants>\n    </%s>\n", name)
 	}
 	user(holderUser, "<no_password/>", "holder", holderGrants)
-	user(opt.User, "<password_sha256_hex>"+sha256Hex(opt.Password)+"</password_sha256_hex>", "default", adminGrants)
+	grants := adminGrants
+	if opt.Cluster != nil {
+		grants = append(slices.Clone(grants), "GRANT TABLE ENGINE ON Distributed")
+	}
+	user(opt.User, "<password_sha256_hex>"+sha256Hex(opt.Password)+"</password_sha256_hex>", "default", grants)
 	for _, r := range opt.Readers {
 		user(r.Name, "<password_sha256_hex>"+sha256Hex(r.Password)+"</password_sha256_hex>", "reader", readerGrants(opt.Database))
 	}

@@ -58,6 +58,56 @@ type Options struct {
 	Password string   // the admin's password; required
 	Readers  []Reader // read-only users of Database
 	Database string   // the served database, the one the readers may read; "" = all
+
+	// Cluster, when set, makes the server a node of a Distributed topology: its
+	// remote_servers lists the cluster's nodes, which it connects to as User with
+	// Password (so every node has the same admin), and the confinement lets it connect
+	// to their ports and no other.
+	Cluster *Cluster `json:",omitempty"`
+}
+
+// Cluster is a Distributed topology of plain nodes (no Keeper, no replication): shards
+// of nodes, each node "host:port" of its native protocol. A Distributed table over it
+// reads one node of each shard, failing over to another node of the shard.
+type Cluster struct {
+	Name   string
+	Shards [][]string
+}
+
+// ports returns the native ports of the cluster's nodes.
+func (c *Cluster) ports() ([]int, error) {
+	var out []int
+	for _, nodes := range c.Shards {
+		for _, n := range nodes {
+			_, p, err := net.SplitHostPort(n)
+			if err != nil {
+				return nil, fmt.Errorf("cluster node %q: %w", n, err)
+			}
+			port, err := strconv.Atoi(p)
+			if err != nil || port <= 0 || port > 65535 {
+				return nil, fmt.Errorf("cluster node %q: invalid port", n)
+			}
+			out = append(out, port)
+		}
+	}
+	return out, nil
+}
+
+// validate checks the cluster's name and nodes.
+func (c *Cluster) validate() error {
+	if !identRe.MatchString(c.Name) {
+		return fmt.Errorf("options: cluster name %q is not an identifier", c.Name)
+	}
+	if len(c.Shards) == 0 {
+		return fmt.Errorf("options: cluster %s has no shards", c.Name)
+	}
+	for i, nodes := range c.Shards {
+		if len(nodes) == 0 {
+			return fmt.Errorf("options: cluster %s: shard %d has no node", c.Name, i+1)
+		}
+	}
+	_, err := c.ports()
+	return err
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -84,6 +134,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if err := validateAccess(o); err != nil {
 		return o, err
+	}
+	if o.Cluster != nil {
+		if err := o.Cluster.validate(); err != nil {
+			return o, err
+		}
 	}
 	p, err := filepath.Abs(o.Path)
 	if err != nil {

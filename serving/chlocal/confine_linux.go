@@ -61,10 +61,10 @@ var errNoLandlock = errors.New("the kernel has no Landlock (CONFIG_SECURITY_LAND
 // confine restricts the calling OS thread and every thread it creates from now on
 // (and what it executes):
 // files only under rw (read, write, create, remove), ro (read) and exec (read, execute), TCP only binding the
-// given ports and never connecting out (ABI ≥ 4), no signals to or ptrace of processes
+// given ports and connecting to the connectPorts only (ABI ≥ 4), no signals to or ptrace of processes
 // outside the domain — so neither /proc/<parent>/environ (ABI ≥ 6 for signals). The
 // caller must have locked the thread (runtime.LockOSThread) and never unlock it.
-func confine(rw, ro, exec []string, bindPorts []int) error {
+func confine(rw, ro, exec []string, bindPorts, connectPorts []int) error {
 	abi := landlockABI()
 	if abi == 0 {
 		return errNoLandlock
@@ -129,6 +129,12 @@ func confine(rw, ro, exec []string, bindPorts []int) error {
 			rule := landlockNetPort{allowed: unix.LANDLOCK_ACCESS_NET_BIND_TCP, port: uint64(p)}
 			if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, landlockRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); e != 0 {
 				return fmt.Errorf("landlock port %d: %w", p, e)
+			}
+		}
+		for _, p := range connectPorts {
+			rule := landlockNetPort{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(p)}
+			if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, landlockRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); e != 0 {
+				return fmt.Errorf("landlock connect port %d: %w", p, e)
 			}
 		}
 	}
@@ -220,8 +226,15 @@ func Confine(opt Options) error {
 			exec = append(exec, p)
 		}
 	}
+	// A cluster node connects to the nodes of its cluster (Distributed reads), nowhere else.
+	var connect []int
+	if opt.Cluster != nil {
+		if connect, err = opt.Cluster.ports(); err != nil {
+			return fmt.Errorf("confine: %w", err)
+		}
+	}
 	runtime.LockOSThread() // never unlocked: the exec replaces the process
-	if err := confine([]string{rw}, ro, exec, []int{opt.TCPPort, opt.HTTPPort}); err != nil {
+	if err := confine([]string{rw}, ro, exec, []int{opt.TCPPort, opt.HTTPPort}, connect); err != nil {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("confine: %w", err)
 	}

@@ -272,6 +272,9 @@ const (
 	envMem   = "GOLDBRIDGE_CHLOCAL_MEM"
 	envPPID  = "GOLDBRIDGE_CHLOCAL_PPID"
 	envRead  = "GOLDBRIDGE_CHLOCAL_READ" // Options.ReadDirs, filepath.ListSeparator between
+	// envCluster: Options.Cluster as JSON (names and addresses; the password the nodes
+	// log in to each other with is the admin's, on stdin).
+	envCluster = "GOLDBRIDGE_CHLOCAL_CLUSTER"
 )
 
 // MaybeRunChild turns this process into a server child when Start launched it
@@ -315,6 +318,12 @@ func runChild() error {
 	}
 	if r := os.Getenv(envRead); r != "" {
 		opt.ReadDirs = filepath.SplitList(r)
+	}
+	if c := os.Getenv(envCluster); c != "" {
+		opt.Cluster = &Cluster{}
+		if err := json.Unmarshal([]byte(c), opt.Cluster); err != nil {
+			return fmt.Errorf("%s: %w", envCluster, err)
+		}
 	}
 	if err := Confine(opt); err != nil { // before the users are read from stdin: Confine re-executes
 		return err

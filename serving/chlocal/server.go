@@ -409,6 +409,10 @@ func childEnv(opt Options) []string {
 	if opt.MaxServerMemory > 0 {
 		env = append(env, envMem+"="+strconv.FormatInt(opt.MaxServerMemory, 10))
 	}
+	if opt.Cluster != nil {
+		b, _ := json.Marshal(opt.Cluster) // strings only: cannot fail
+		env = append(env, envCluster+"="+string(b))
+	}
 	if tz, ok := os.LookupEnv("TZ"); ok {
 		env = append(env, "TZ="+tz)
 	}

@@ -193,3 +193,118 @@ func Strings(t testing.TB, conn driver.Conn, query string) []string {
 	}
 	return out
 }
+
+// Cluster is a private topology of plain nodes in shards (chlocal.Cluster), started
+// for one test: a Distributed table over it reads one node of each shard.
+type Cluster struct {
+	Name     string
+	User     string
+	Password string
+	Nodes    [][]*chlocal.Server // by shard
+	opts     [][]chlocal.Options
+}
+
+// StartCluster starts shards × replicas nodes (the cluster "gb"), in parallel, on free
+// loopback ports, each with its own data directory; they are stopped at cleanup. It
+// skips under -short like Require.
+func StartCluster(t testing.TB, shards, replicas int) *Cluster {
+	t.Helper()
+	Require(t)
+	dir := t.TempDir()
+	ports, err := chlocal.FreePorts(2 * shards * replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := chlocal.EnsurePassword(filepath.Join(dir, "admin.password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Name: "gb", User: chlocal.DefaultUser, Password: pw}
+	topo := &chlocal.Cluster{Name: c.Name}
+	for s := range shards {
+		var nodes []string
+		for r := range replicas {
+			nodes = append(nodes, fmt.Sprintf("127.0.0.1:%d", ports[2*(s*replicas+r)]))
+		}
+		topo.Shards = append(topo.Shards, nodes)
+	}
+	c.Nodes = make([][]*chlocal.Server, shards)
+	c.opts = make([][]chlocal.Options, shards)
+	var wg sync.WaitGroup
+	errs := make(chan error, shards*replicas)
+	for s := range shards {
+		c.Nodes[s] = make([]*chlocal.Server, replicas)
+		c.opts[s] = make([]chlocal.Options, replicas)
+		for r := range replicas {
+			i := 2 * (s*replicas + r)
+			c.opts[s][r] = chlocal.Options{Path: filepath.Join(dir, fmt.Sprintf("s%dr%d", s+1, r+1)), TCPPort: ports[i], HTTPPort: ports[i+1], Password: pw, Cluster: topo}
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				defer cancel()
+				srv, err := chlocal.Start(ctx, c.opts[s][r])
+				c.Nodes[s][r] = srv
+				errs <- err
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	t.Cleanup(c.stop)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("chtest: cluster: %v", err)
+		}
+	}
+	return c
+}
+
+// Addresses are the nodes' native addresses, by shard.
+func (c *Cluster) Addresses() [][]string {
+	out := make([][]string, len(c.Nodes))
+	for s, nodes := range c.Nodes {
+		for _, n := range nodes {
+			out[s] = append(out[s], n.TCPAddr())
+		}
+	}
+	return out
+}
+
+// StopNode stops one node (its data stays); StartNode starts it again.
+func (c *Cluster) StopNode(t testing.TB, shard, replica int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Nodes[shard][replica].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartNode starts a node StopNode stopped, with its data.
+func (c *Cluster) StartNode(t testing.TB, shard, replica int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, err := chlocal.Start(ctx, c.opts[shard][replica])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Nodes[shard][replica] = srv
+}
+
+// stop stops every node, in parallel (a node takes seconds).
+func (c *Cluster) stop() {
+	var wg sync.WaitGroup
+	for _, nodes := range c.Nodes {
+		for _, n := range nodes {
+			if n == nil {
+				continue
+			}
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = n.Stop(ctx)
+			})
+		}
+	}
+	wg.Wait()
+}

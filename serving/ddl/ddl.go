@@ -41,10 +41,21 @@ const (
 	// PrevSuffix: the version of <t> before the last exchange (serving/push), kept to
 	// build the next version from.
 	PrevSuffix = "__prev"
+	// DistSuffix: the Distributed table over the nodes' <t> (a cluster).
+	DistSuffix = "_dist"
 )
 
+// onCluster is the ON CLUSTER name of the mart's DDL: none for a single server or a
+// sharded topology, whose nodes each run it themselves.
+func onCluster(m *serving.Mart) string {
+	if m.Sharded {
+		return ""
+	}
+	return m.Cluster
+}
+
 func on(m *serving.Mart) string {
-	if m.Cluster == "" {
+	if onCluster(m) == "" {
 		return ""
 	}
 	return " ON CLUSTER " + serving.Q(m.Cluster)
@@ -160,7 +171,7 @@ func names(cols []Column) string {
 func engine(m *serving.Mart, table string, replicated bool) string {
 	base := "AggregatingMergeTree"
 	var args []string
-	if replicated && m.Cluster != "" {
+	if replicated && onCluster(m) != "" {
 		base = "Replicated" + base
 		args = append([]string{
 			serving.QS("/clickhouse/tables/{shard}/" + m.Database + "/" + table), serving.QS("{replica}"),
@@ -176,7 +187,7 @@ func ttlDays(d time.Duration) int64 { return int64((d + 24*time.Hour - 1) / (24 
 func Statements(m *serving.Mart) []string {
 	out := []string{
 		"CREATE DATABASE IF NOT EXISTS " + serving.Q(m.Database) + on(m),
-		SyncTableDDL(m.Database, m.Cluster),
+		SyncTableDDL(m.Database, onCluster(m)),
 		createTable(m, m.Table, true, true),
 		createTable(m, m.Table+StagingSuffix, false, false),
 	}
@@ -186,7 +197,7 @@ func Statements(m *serving.Mart) []string {
 	}
 	if m.Cluster != "" {
 		out = append(out, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s AS %s\nENGINE = Distributed(%s, %s, %s, rand())",
-			Name(m, m.Table+"_dist"), on(m), Name(m, m.Table), serving.QS(m.Cluster), serving.QS(m.Database), serving.QS(m.Table)))
+			Name(m, m.Table+DistSuffix), on(m), Name(m, m.Table), serving.QS(m.Cluster), serving.QS(m.Database), serving.QS(m.Table)))
 	}
 	out = append(out, View(m))
 	return out
@@ -241,8 +252,17 @@ func View(m *serving.Mart) string {
 	return fmt.Sprintf("CREATE OR REPLACE VIEW %s%s AS\n%s", Name(m, m.Table+ViewSuffix), on(m), viewSelect(m))
 }
 
-// viewSelect is the SELECT of the _final view.
+// viewSelect is the SELECT of the _final view: over <t>, or over <t>_dist when sharded.
 func viewSelect(m *serving.Mart) string {
+	if m.Sharded {
+		return FinalSelect(m, m.Table+DistSuffix)
+	}
+	return FinalSelect(m, m.Table)
+}
+
+// FinalSelect is the SELECT of finished values per key (the _final view's) over the
+// mart's table named table: <t> itself reads one node's rows only.
+func FinalSelect(m *serving.Mart, table string) string {
 	keys := keyColumns(m)
 	var sel []string
 	sel = append(sel, serving.Q(m.Grain.As))
@@ -256,7 +276,7 @@ func viewSelect(m *serving.Mart) string {
 	for _, ms := range m.Measures {
 		sel = append(sel, FinalExpr(m, ms)+" AS "+serving.Q(ms.Name))
 	}
-	return fmt.Sprintf("SELECT\n    %s\nFROM %s\nGROUP BY %s", strings.Join(sel, ",\n    "), Name(m, m.Table), names(keys))
+	return fmt.Sprintf("SELECT\n    %s\nFROM %s\nGROUP BY %s", strings.Join(sel, ",\n    "), Name(m, table), names(keys))
 }
 
 // FinalExpr is the aggregate expression that finishes measure ms over the rows of <t>

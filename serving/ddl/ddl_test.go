@@ -42,11 +42,14 @@ func kpi(db, cluster string, aggregating bool) *serving.Mart {
 	return m
 }
 
+func sharded(m *serving.Mart) *serving.Mart { m.Sharded = true; return m }
+
 func TestGolden(t *testing.T) {
 	for name, m := range map[string]*serving.Mart{
 		"summing":             kpi("marts", "", false),
 		"aggregating":         kpi("marts", "", true),
 		"aggregating_cluster": kpi("marts", "prod", true),
+		"aggregating_sharded": sharded(kpi("marts", "gb", true)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := m.Validate(); err != nil {

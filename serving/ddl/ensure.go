@@ -174,7 +174,7 @@ func Ensure(ctx context.Context, conn driver.Conn, m *serving.Mart) (Outcome, er
 			helpers[c.Table] = true
 		}
 	}
-	if out.Rebuild && m.Cluster != "" {
+	if out.Rebuild && onCluster(m) != "" {
 		var s []string
 		for _, c := range out.Changes {
 			s = append(s, c.String())
@@ -270,7 +270,7 @@ func TargetDrift(ctx context.Context, conn driver.Conn, m *serving.Mart) ([]Chan
 // Drop removes the mart's tables and view (for --rebuild); the sync state rows are
 // the caller's to retire.
 func Drop(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
-	for _, t := range []string{m.Table + ViewSuffix, m.Table, m.Table + StagingSuffix, m.Table + DetailSuffix, m.Table + PrevSuffix, m.Table + "_dist"} {
+	for _, t := range []string{m.Table + ViewSuffix, m.Table, m.Table + StagingSuffix, m.Table + DetailSuffix, m.Table + PrevSuffix, m.Table + DistSuffix} {
 		kind := "TABLE"
 		if strings.HasSuffix(t, ViewSuffix) {
 			kind = "VIEW"

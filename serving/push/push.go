@@ -389,9 +389,9 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 }
 
 // CanExchange reports whether the mart's table can be replaced by EXCHANGE TABLES:
-// no cluster, and an Atomic database.
+// no ON CLUSTER topology (a sharded node is a single server), and an Atomic database.
 func CanExchange(ctx context.Context, c *chconn.Client, m *serving.Mart) (bool, error) {
-	if m.Cluster != "" {
+	if m.Cluster != "" && !m.Sharded {
 		return false, nil
 	}
 	var engine string
