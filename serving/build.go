@@ -17,6 +17,7 @@ type Target struct {
 	Database    string
 	Table       string
 	Cluster     string
+	Sharded     bool // Cluster is a topology of plain nodes in shards (Mart.Sharded)
 	PartitionBy string
 	HotWindow   time.Duration
 	HotAnchor   string
@@ -31,7 +32,7 @@ type Target struct {
 // sum_if as sum).
 func NewMart(spec gold.MartSpec, t Target) (*Mart, error) {
 	m := &Mart{
-		Name: spec.Name, Database: t.Database, Table: t.Table, Cluster: t.Cluster,
+		Name: spec.Name, Database: t.Database, Table: t.Table, Cluster: t.Cluster, Sharded: t.Sharded,
 		Grain:    Grain{As: spec.GrainAs, Unit: spec.GrainUnit},
 		Grouping: spec.Grouping, Sets: spec.GroupingSets,
 		PartitionBy: t.PartitionBy, HotWindow: t.HotWindow, HotAnchor: t.HotAnchor, TTL: t.TTL, Distinct: t.Distinct,

@@ -265,3 +265,8 @@ func sameLevels(a, b map[string]*LevelStats) bool {
 	}
 	return true
 }
+
+// Prepare ensures the mart's tables on every node ahead of its Sync (ClickHouse.Prepare).
+func (s *Sharded) Prepare(ctx context.Context, m *serving.Mart, tbl *table.Table) error {
+	return s.each(func(_ int, t *ClickHouse) error { return t.Prepare(ctx, m, tbl) })
+}

@@ -114,7 +114,7 @@ func servedMart(cfg *config.Config, name string) (*serving.Mart, error) {
 	}
 	mc := cfg.Marts[name]
 	return serving.NewMart(spec, serving.Target{
-		Database: cfg.ClickHouse.Database, Table: mc.Serving.Table, Cluster: cfg.ClickHouse.Cluster,
+		Database: cfg.ClickHouse.Database, Table: mc.Serving.Table, Cluster: cfg.ClickHouse.Cluster, Sharded: len(cfg.ClickHouse.Shards) > 0,
 		PartitionBy: mc.Serving.PartitionBy, HotWindow: mc.Serving.HotWindow.D(), HotAnchor: mc.Serving.HotWindowAnchor,
 		TTL: mc.Serving.TTL.D(), Distinct: mc.Serving.Distinct,
 	})
@@ -122,25 +122,16 @@ func servedMart(cfg *config.Config, name string) (*serving.Mart, error) {
 
 // openClickHouse connects to the configured ClickHouse; for the embedded server it
 // reuses one already listening or starts one, and returns the function that stops it.
+// With clickhouse.shards it connects to the first node (openTarget connects to all).
 func (a *app) openClickHouse(ctx context.Context, cfg *config.Config) (*chconn.Client, func(), error) {
 	ch := cfg.ClickHouse
-	pw, err := clickhousePassword(cfg)
+	opt, err := clientOptions(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	opt := chconn.Options{
-		HTTP: ch.Protocol == "http", Database: ch.Database, User: ch.User, Password: pw,
-		DialTimeout: ch.DialTimeout.D(), Settings: ch.Settings, MaxRetries: ch.MaxRetries, RetryBackoff: ch.RetryBackoff.D(),
-	}
-	if ch.TLS.Enabled {
-		tc, err := tlsConfig(ch.TLS)
-		if err != nil {
-			return nil, nil, fmt.Errorf("clickhouse.tls: %w", err)
-		}
-		opt.TLS = tc
-	}
 	stop := func() {}
-	if ch.IsEmbedded() {
+	switch {
+	case ch.IsEmbedded():
 		port := ch.Local.TCPPort
 		if opt.HTTP {
 			port = ch.Local.HTTPPort
@@ -154,29 +145,93 @@ func (a *app) openClickHouse(ctx context.Context, cfg *config.Config) (*chconn.C
 			}
 			stop = stopSrv
 		}
-	} else {
+	case len(ch.Shards) > 0:
+		opt.Addresses = ch.Shards[0][:1]
+	default:
 		opt.Addresses = ch.Addresses
 	}
-	// The connection's default database must exist before the handshake; the marts'
-	// DDL creates it too, so this only matters on a fresh server.
+	c, err := a.connect(ctx, opt)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return c, stop, nil
+}
+
+// clientOptions are the connection options of the clickhouse section, addresses aside.
+func clientOptions(cfg *config.Config) (chconn.Options, error) {
+	ch := cfg.ClickHouse
+	pw, err := clickhousePassword(cfg)
+	if err != nil {
+		return chconn.Options{}, err
+	}
+	opt := chconn.Options{
+		HTTP: ch.Protocol == "http", Database: ch.Database, User: ch.User, Password: pw,
+		DialTimeout: ch.DialTimeout.D(), Settings: ch.Settings, MaxRetries: ch.MaxRetries, RetryBackoff: ch.RetryBackoff.D(),
+	}
+	if ch.TLS.Enabled {
+		tc, err := tlsConfig(ch.TLS)
+		if err != nil {
+			return chconn.Options{}, fmt.Errorf("clickhouse.tls: %w", err)
+		}
+		opt.TLS = tc
+	}
+	return opt, nil
+}
+
+// connect opens a client with opt after creating its database: the connection's
+// default database must exist before the handshake (the marts' DDL creates it too, so
+// this only matters on a fresh server).
+func (a *app) connect(ctx context.Context, opt chconn.Options) (*chconn.Client, error) {
 	boot := opt
 	boot.Database = "default"
 	bc, err := chconn.Open(ctx, boot)
 	if err != nil {
-		stop()
-		return nil, nil, err
+		return nil, err
 	}
-	err = bc.Conn().Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+serving.Q(ch.Database))
+	err = bc.Conn().Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+serving.Q(opt.Database))
 	bc.Close()
 	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("create database %s: %w", ch.Database, err)
+		return nil, fmt.Errorf("create database %s: %w", opt.Database, err)
 	}
 	c, err := chconn.Open(ctx, opt)
 	if err != nil {
-		stop()
-		return nil, nil, err
+		return nil, err
 	}
 	a.log.Debug("connected", "clickhouse", c.String())
-	return c, stop, nil
+	return c, nil
+}
+
+// openSharded connects to every node of clickhouse.shards, as the sync target of the
+// sharded topology (gbsync.Sharded); done closes the clients.
+func (a *app) openSharded(ctx context.Context, cfg *config.Config) (t *gbsync.Sharded, done func(), err error) {
+	opt, err := clientOptions(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var all []*chconn.Client
+	done = func() {
+		for _, c := range all {
+			c.Close()
+		}
+	}
+	shards := make([][]*chconn.Client, len(cfg.ClickHouse.Shards))
+	for i, nodes := range cfg.ClickHouse.Shards {
+		for _, addr := range nodes {
+			o := opt
+			o.Addresses = []string{addr}
+			c, err := a.connect(ctx, o)
+			if err != nil {
+				done()
+				return nil, nil, fmt.Errorf("clickhouse.shards[%d] %s: %w", i, addr, err)
+			}
+			all = append(all, c)
+			shards[i] = append(shards[i], c)
+		}
+	}
+	if t, err = gbsync.NewSharded(shards); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return t, done, nil
 }

@@ -10,12 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
+
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/cmd/goldbridge/internal/metrics"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
+	"goldbridge/serving"
 	gbsync "goldbridge/sync"
 )
 
@@ -39,7 +42,7 @@ type pipeline struct {
 // chOpening is a ClickHouse connection being opened while earlier stages run.
 type chOpening struct {
 	done  chan struct{}
-	t     *gbsync.ClickHouse
+	t     hotTarget
 	close func() // closes the connection and stops the embedded server it started
 	err   error
 	taken bool
@@ -73,8 +76,15 @@ func (p *pipeline) openClickHouseAhead(ctx context.Context, ensure []string) {
 	p.ch = o
 }
 
+// hotTarget is the sync target of the configured ClickHouse (gbsync.ClickHouse, or
+// gbsync.Sharded with clickhouse.shards), which can ensure a mart's tables ahead.
+type hotTarget interface {
+	gbsync.Target
+	Prepare(ctx context.Context, m *serving.Mart, tbl *table.Table) error
+}
+
 // clickhouse returns the target opened ahead, or opens one; done closes it.
-func (p *pipeline) clickhouse(ctx context.Context) (t *gbsync.ClickHouse, done func(), err error) {
+func (p *pipeline) clickhouse(ctx context.Context) (t hotTarget, done func(), err error) {
 	if o := p.ch; o != nil && !o.taken {
 		<-o.done
 		o.taken = true
@@ -83,8 +93,12 @@ func (p *pipeline) clickhouse(ctx context.Context) (t *gbsync.ClickHouse, done f
 	return p.openTarget(ctx)
 }
 
-// openTarget connects to the configured ClickHouse (openClickHouse) as a sync target.
-func (p *pipeline) openTarget(ctx context.Context) (*gbsync.ClickHouse, func(), error) {
+// openTarget connects to the configured ClickHouse (openClickHouse, or every node of
+// clickhouse.shards: openSharded) as a sync target.
+func (p *pipeline) openTarget(ctx context.Context) (hotTarget, func(), error) {
+	if len(p.cfg.ClickHouse.Shards) > 0 {
+		return p.a.openSharded(ctx, p.cfg)
+	}
 	c, stop, err := p.a.openClickHouse(ctx, p.cfg)
 	if err != nil {
 		return nil, nil, err

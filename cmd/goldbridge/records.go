@@ -29,6 +29,13 @@ func syncTarget(cfg *config.Config) string {
 	if ch.IsEmbedded() {
 		return fmt.Sprintf("embedded %s %d %d db %s", ch.Local.Path, ch.Local.TCPPort, ch.Local.HTTPPort, ch.Database)
 	}
+	if len(ch.Shards) > 0 {
+		var shards []string
+		for _, nodes := range ch.Shards {
+			shards = append(shards, strings.Join(nodes, ","))
+		}
+		return fmt.Sprintf("shards %s db %s cluster %s", strings.Join(shards, ";"), ch.Database, ch.Cluster)
+	}
 	return fmt.Sprintf("%s db %s cluster %s", strings.Join(ch.Addresses, ","), ch.Database, ch.Cluster)
 }
 

@@ -19,8 +19,10 @@ import (
 )
 
 // TestMain lets the test binary act as the slow ClickHouse client that
-// TestServeSurvivesAbuse kills mid-query (a real process: its sockets die with it).
+// TestServeSurvivesAbuse kills mid-query (a real process: its sockets die with it), and
+// as the server child of the cluster nodes chtest.StartCluster starts.
 func TestMain(m *testing.M) {
+	chlocal.MaybeRunChild()
 	if addr := os.Getenv("GB_TEST_SLOW_CLIENT"); addr != "" {
 		conn, err := clickhouse.Open(&clickhouse.Options{
 			Addr: []string{addr},

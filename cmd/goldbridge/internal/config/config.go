@@ -64,16 +64,19 @@ type Namespaces struct {
 
 // ClickHouse is the serving tier connection, or the embedded local server.
 type ClickHouse struct {
-	Embedded     *bool             `yaml:"embedded"`
-	Local        LocalServer       `yaml:"local"`
-	Addresses    []string          `yaml:"addresses"`
-	Protocol     string            `yaml:"protocol"` // native | http
-	Database     string            `yaml:"database"`
-	User         string            `yaml:"user"`
-	Password     Secret            `yaml:"password"`
-	PasswordFile string            `yaml:"password_file"`
-	TLS          TLS               `yaml:"tls"`
-	Cluster      string            `yaml:"cluster"`
+	Embedded     *bool       `yaml:"embedded"`
+	Local        LocalServer `yaml:"local"`
+	Addresses    []string    `yaml:"addresses"`
+	Protocol     string      `yaml:"protocol"` // native | http
+	Database     string      `yaml:"database"`
+	User         string      `yaml:"user"`
+	Password     Secret      `yaml:"password"`
+	PasswordFile string      `yaml:"password_file"`
+	TLS          TLS         `yaml:"tls"`
+	Cluster      string      `yaml:"cluster"`
+	// Shards, with cluster, serve from shards of plain nodes (no Keeper): each entry the
+	// host:port of every node of one shard, in the order of the cluster's remote_servers.
+	Shards       [][]string        `yaml:"shards"`
 	DialTimeout  Duration          `yaml:"dial_timeout"`
 	MaxRetries   int               `yaml:"max_retries"`
 	RetryBackoff Duration          `yaml:"retry_backoff"`

@@ -267,6 +267,35 @@ func (c *Config) validateSQLCatalog(v *validator) {
 	}
 }
 
+// validateShards checks clickhouse.shards: a cluster name (the nodes' remote_servers),
+// and host:port nodes in every shard, each node once.
+func validateShards(v *validator, ch ClickHouse) {
+	if len(ch.Shards) == 0 {
+		return
+	}
+	if ch.IsEmbedded() {
+		v.add("clickhouse.shards", "the embedded server is a single node; set embedded: false")
+	}
+	if ch.Cluster == "" {
+		v.add("clickhouse.cluster", "required with clickhouse.shards: the cluster of the nodes' remote_servers that <t>_dist reads")
+	}
+	seen := map[string]bool{}
+	for i, nodes := range ch.Shards {
+		if len(nodes) == 0 {
+			v.add(fmt.Sprintf("clickhouse.shards[%d]", i), "a shard needs at least one node")
+		}
+		for j, a := range nodes {
+			path := fmt.Sprintf("clickhouse.shards[%d][%d]", i, j)
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				v.add(path, "must be host:port, got %q", a)
+			} else if seen[a] {
+				v.add(path, "node %s is listed twice", a)
+			}
+			seen[a] = true
+		}
+	}
+}
+
 func (c *Config) validateClickHouse(v *validator) {
 	ch := c.ClickHouse
 	if ch.IsEmbedded() {
@@ -289,7 +318,10 @@ func (c *Config) validateClickHouse(v *validator) {
 		if len(ch.Local.Readers) > 0 {
 			v.add("clickhouse.local.readers", "only for the embedded server; create readers on your own server")
 		}
-		if len(ch.Addresses) == 0 {
+		switch {
+		case len(ch.Shards) > 0 && len(ch.Addresses) > 0:
+			v.add("clickhouse.addresses", "not used with clickhouse.shards (the shards list every node)")
+		case len(ch.Shards) == 0 && len(ch.Addresses) == 0:
 			v.add("clickhouse.addresses", "required when embedded is false")
 		}
 		for i, a := range ch.Addresses {
@@ -298,6 +330,7 @@ func (c *Config) validateClickHouse(v *validator) {
 			}
 		}
 	}
+	validateShards(v, ch)
 	v.oneOf("clickhouse.protocol", ch.Protocol, "native", "http")
 	if !chIdentRe.MatchString(ch.Database) {
 		v.add("clickhouse.database", "invalid identifier %q", ch.Database)
