@@ -48,7 +48,7 @@ func TestShardedServing(t *testing.T) {
 
 	// placed checks that each hot partition is on its home shard only, on both nodes
 	// with the same rows, and that both shards serve some.
-	placed := func() {
+	placed := func(clients [][]*chconn.Client) {
 		t.Helper()
 		perShard := map[int]int{}
 		for _, d := range days {
@@ -90,7 +90,7 @@ func TestShardedServing(t *testing.T) {
 	if err != nil || len(res.Pushed) != len(days) {
 		t.Fatalf("sync: pushed %d, %v", len(res.Pushed), err)
 	}
-	placed()
+	placed(clients)
 	for _, nodes := range clients {
 		for _, c := range nodes {
 			served(c, rows)
@@ -122,7 +122,7 @@ func TestShardedServing(t *testing.T) {
 	if _, err := gbsync.Sync(ctx, target, m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatalf("sync after the node is back: %v", err)
 	}
-	placed()
+	placed(clients)
 	for _, nodes := range clients {
 		for _, c := range nodes {
 			served(c, next)
@@ -142,6 +142,22 @@ func TestShardedServing(t *testing.T) {
 	if _, err := gbsync.Sync(ctx, target, m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
 		t.Fatal(err)
 	}
-	placed()
+	placed(clients)
+	clean()
+
+	// The shards in the other order: every partition's home changes. One sync moves each
+	// to its new home and drops the copy left behind; readers get Gold's rows after it.
+	swapped := [][]*chconn.Client{clients[1], clients[0]}
+	if target, err = gbsync.NewSharded(swapped); err != nil {
+		t.Fatal(err)
+	}
+	if drifts, err := gbsync.Check(ctx, target, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) == 0 {
+		t.Fatalf("check with the shards swapped found no misplaced copy: %v", err)
+	}
+	if res, err := gbsync.Sync(ctx, target, m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != len(days) {
+		t.Fatalf("sync after the swap: pushed %d of %d, %v", len(res.Pushed), len(days), err)
+	}
+	placed(swapped)
+	served(other, next)
 	clean()
 }
