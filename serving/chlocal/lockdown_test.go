@@ -2,6 +2,7 @@ package chlocal_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -213,5 +214,46 @@ func assertPrivate(t *testing.T, root string) {
 	}
 	if n < 10 {
 		t.Fatalf("only %d entries under %s", n, root)
+	}
+}
+
+// TestClusterNodePrivate: a cluster node (Options.Cluster) keeps its private files
+// private, its config (remote_servers, with the password the nodes log in to each other
+// with) 0600 in its data directory, and the password out of its child's environment; a
+// Distributed table over the cluster reads the other node.
+func TestClusterNodePrivate(t *testing.T) {
+	cl := chtest.StartCluster(t, 2, 1)
+	a, b := cl.Nodes[0][0], cl.Nodes[1][0]
+	exec := func(srv *chlocal.Server, q string) string {
+		t.Helper()
+		code, body := post(t, srv, cl.User, cl.Password, q, nil)
+		if code != http.StatusOK {
+			t.Fatalf("%s: HTTP %d %s", q, code, body)
+		}
+		return body
+	}
+	for _, srv := range []*chlocal.Server{a, b} {
+		exec(srv, "CREATE DATABASE IF NOT EXISTS marts")
+		exec(srv, "CREATE TABLE marts.kpi (d Date, v UInt64) ENGINE = MergeTree ORDER BY d")
+		exec(srv, "CREATE TABLE marts.kpi_dist AS marts.kpi ENGINE = Distributed('gb', 'marts', 'kpi', rand())")
+	}
+	exec(a, "INSERT INTO marts.kpi VALUES ('2026-01-01', 7)")
+	exec(b, "INSERT INTO marts.kpi VALUES ('2026-01-02', 5)")
+	if got := exec(a, "SELECT sum(v) FROM marts.kpi_dist"); got != "12" {
+		t.Fatalf("Distributed read through node 1: %q, want 12", got)
+	}
+	for _, srv := range []*chlocal.Server{a, b} {
+		assertPrivate(t, srv.Path())
+		cfg, err := os.ReadFile(filepath.Join(srv.Path(), "goldbridge-config.xml"))
+		if err != nil || !strings.Contains(string(cfg), "<remote_servers><gb>") {
+			t.Fatalf("config of %s: %v\n%s", srv.Path(), err, cfg)
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", srv.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(env), cl.Password) {
+			t.Fatal("the admin password is in a cluster node's environment")
+		}
 	}
 }
