@@ -22,18 +22,7 @@ import (
 func TestShardedServing(t *testing.T) {
 	ctx := context.Background()
 	cl := chtest.StartCluster(t, 2, 2)
-	clients := make([][]*chconn.Client, 2)
-	for s, nodes := range cl.Addresses() {
-		for _, addr := range nodes {
-			c, err := chconn.Open(ctx, chconn.Options{Addresses: []string{addr}, User: cl.User, Password: cl.Password, Database: "default",
-				MaxRetries: 2, RetryBackoff: 50 * time.Millisecond, DialTimeout: 2 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
-			clients[s] = append(clients[s], c)
-		}
-	}
+	clients := cl.Clients(t)
 	target, err := gbsync.NewSharded(clients)
 	if err != nil {
 		t.Fatal(err)

@@ -48,17 +48,7 @@ func TestShardedServingCLI(t *testing.T) {
 			t.Fatalf("%s: exit %d\n%s", strings.Join(args, " "), code, out)
 		}
 	}
-	clients := make([][]*chconn.Client, 2)
-	for s, nodes := range cl.Addresses() {
-		for _, addr := range nodes {
-			c, err := chconn.Open(context.Background(), chconn.Options{Addresses: []string{addr}, User: cl.User, Password: cl.Password, Database: "default", MaxRetries: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
-			clients[s] = append(clients[s], c)
-		}
-	}
+	clients := cl.Clients(t)
 	strs := func(c *chconn.Client, q string) []string {
 		t.Helper()
 		return chtest.Strings(t, c.Conn(), q)

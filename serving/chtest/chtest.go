@@ -25,6 +25,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
 )
 
@@ -307,4 +308,23 @@ func (c *Cluster) stop() {
 		}
 	}
 	wg.Wait()
+}
+
+// Clients opens a client to every node as the admin (default database), by shard,
+// closed at cleanup.
+func (c *Cluster) Clients(t testing.TB) [][]*chconn.Client {
+	t.Helper()
+	out := make([][]*chconn.Client, len(c.Nodes))
+	for s, nodes := range c.Addresses() {
+		for _, addr := range nodes {
+			cc, err := chconn.Open(context.Background(), chconn.Options{Addresses: []string{addr}, User: c.User, Password: c.Password,
+				Database: "default", MaxRetries: 2, RetryBackoff: 50 * time.Millisecond, DialTimeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cc.Close() })
+			out[s] = append(out[s], cc)
+		}
+	}
+	return out
 }
