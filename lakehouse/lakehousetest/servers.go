@@ -34,11 +34,23 @@ type SeaweedFS struct {
 	Bucket      string
 	TableBucket string
 	dir         string
+	env         []string // what scripts/seaweedfs.sh start needs: the ports and the keys
 }
 
 // S3 is the catalog S3 configuration for this store (path-style, the admin keys).
 func (s *SeaweedFS) S3() catalog.S3Config {
 	return catalog.S3Config{Endpoint: s.Endpoint, Region: "us-east-1", AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey, PathStyle: true}
+}
+
+// Start starts the server (again, after Stop: on the same ports, with the same keys and
+// buckets, and the objects it stored before).
+func (s *SeaweedFS) Start(t testing.TB) {
+	t.Helper()
+	start := time.Now()
+	if out, err := script("seaweedfs.sh", s.env, "start", s.dir); err != nil {
+		t.Fatalf("start seaweedfs: %v\n%s\n%s", err, out, tailFile(filepath.Join(s.dir, "stdout")))
+	}
+	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
 }
 
 // Stop stops the server (data stays in its directory); Start brings it back on the same
@@ -88,7 +100,7 @@ func StartSeaweedFS(t testing.TB) *SeaweedFS {
 	for _, p := range ports[2:] {
 		rest = append(rest, strconv.Itoa(p))
 	}
-	env := []string{
+	s.env = []string{
 		"GB_S3_PORT=" + strconv.Itoa(ports[0]), "GB_ICEBERG_PORT=" + strconv.Itoa(ports[1]),
 		"GB_WEED_PORTS=" + strings.Join(rest, " "),
 		"GB_S3_ACCESS_KEY=" + s.AccessKey, "GB_S3_SECRET_KEY=" + s.SecretKey,
@@ -100,11 +112,7 @@ func StartSeaweedFS(t testing.TB) *SeaweedFS {
 		}
 		_ = os.RemoveAll(s.dir)
 	})
-	start := time.Now()
-	if out, err := script("seaweedfs.sh", env, "start", s.dir); err != nil {
-		t.Fatalf("start seaweedfs: %v\n%s\n%s", err, out, tailFile(filepath.Join(s.dir, "stdout")))
-	}
-	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
+	s.Start(t)
 	return s
 }
 
