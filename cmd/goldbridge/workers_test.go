@@ -21,8 +21,8 @@ import (
 
 // workersConfig is examples/orders.yaml with a second mart, both unserved (each worker
 // would otherwise serve its own embedded ClickHouse), on the given catalog and warehouse,
-// reading the shared landing directory.
-func workersConfig(t *testing.T, path, catalogURI, warehouse, landing string) {
+// reading the shared landing directory, then changed by more.
+func workersConfig(t *testing.T, path, catalogURI, warehouse, landing string, more ...func(cfg map[string]any)) {
 	t.Helper()
 	writeOrdersConfig(t, path, func(cfg map[string]any) {
 		lh := cfg["lakehouse"].(map[string]any)
@@ -39,6 +39,9 @@ func workersConfig(t *testing.T, path, catalogURI, warehouse, landing string) {
 		byCountry["checks"] = nil
 		marts["revenue_by_country"] = byCountry
 		delete(cfg, "schedules")
+		for _, edit := range more {
+			edit(cfg)
+		}
 	})
 }
 
