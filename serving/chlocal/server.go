@@ -121,6 +121,15 @@ func (s *Server) current() *proc {
 	return s.p
 }
 
+// ExitStatus reports whether the current child has exited, and its exit status then.
+func (s *Server) ExitStatus() (exited bool, status error) {
+	p := s.current()
+	if p == nil || !p.exited() {
+		return false, nil
+	}
+	return true, p.err
+}
+
 // Output returns the last bytes the child wrote to stdout and stderr.
 func (s *Server) Output() string {
 	p := s.current()

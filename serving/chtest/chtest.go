@@ -211,7 +211,10 @@ type Cluster struct {
 func StartCluster(t testing.TB, shards, replicas int) *Cluster {
 	t.Helper()
 	Require(t)
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "goldbridge-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ports, err := chlocal.FreePorts(2 * shards * replicas)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +253,25 @@ func StartCluster(t testing.TB, shards, replicas int) *Cluster {
 	}
 	wg.Wait()
 	close(errs)
-	t.Cleanup(c.stop)
+	t.Cleanup(func() {
+		if t.Failed() { // which node died, and what it said
+			for s, nodes := range c.Nodes {
+				for r, n := range nodes {
+					if n != nil {
+						out := n.Output()
+						exited, status := n.ExitStatus()
+						t.Logf("cluster node shard %d replica %d (%s): pid %d, exited %v (%v); output tail:\n%s", s+1, r+1, n.TCPAddr(), n.PID(), exited, status, out[max(0, len(out)-3000):])
+					}
+				}
+			}
+		}
+		c.stop()
+		if t.Failed() {
+			t.Logf("cluster data kept in %s", dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	})
 	for err := range errs {
 		if err != nil {
 			t.Fatalf("chtest: cluster: %v", err)
