@@ -27,10 +27,11 @@ import (
 	"goldbridge/lakehouse/filescan"
 )
 
-// lookupThreshold is the number of winners up to which stored versions are looked up
-// with an IN filter on the key (bucket and file pruning); above it one projected scan of
-// the ordering columns is cheaper.
-const lookupThreshold = 20_000
+// pruneMaxKeys is the number of keys up to which the stored-version lookup prunes the
+// files and row groups it reads to those that can hold one (see keyPruner); a delta of
+// more keys than that reads the whole table (it touches most of it anyway, and sorting
+// the keys would cost more than it saves).
+const pruneMaxKeys = 1 << 20
 
 // resolve decides each winner's fate against what Silver (or the keys table) holds.
 func (e *engine) resolve(ctx context.Context, silverTbl, keysTbl *table.Table) error {
@@ -40,42 +41,64 @@ func (e *engine) resolve(ctx context.Context, silverTbl, keysTbl *table.Table) e
 	return e.resolveAgainstStored(ctx, silverTbl)
 }
 
-// keyFilter returns an IN filter on the key for up to lookupThreshold keys of a
-// single-column string or integer key (bucket, partition and column-stats pruning), or
-// nil: then the caller reads the projected key columns of the whole table.
-func (e *engine) keyFilter(keys []string) iceberg.BooleanExpression {
-	if len(keys) == 0 || len(keys) > lookupThreshold || len(e.keyIdx) != 1 {
+// pruner returns the keyPruner of tbl for keys (each the key column values of one key),
+// or nil when there are none or too many to prune by (pruneMaxKeys); the run keeps it
+// for the counts it logs.
+func (e *engine) pruner(tbl *table.Table, keys [][]Value) *keyPruner {
+	if len(keys) == 0 || len(keys) > pruneMaxKeys {
 		return nil
 	}
-	c := e.cols[e.keyIdx[0]]
-	ref := iceberg.Reference(c.Name)
-	switch c.Type.Kind {
-	case String:
-		return iceberg.IsIn(ref, keys...)
-	case Int32, Int64:
-		vals := make([]int64, 0, len(keys))
-		for _, k := range keys {
-			n, err := strconv.ParseInt(k, 10, 64)
-			if err != nil {
-				return nil
-			}
-			vals = append(vals, n)
-		}
-		if c.Type.Kind == Int32 {
-			v32 := make([]int32, len(vals))
-			for i, v := range vals {
-				v32[i] = int32(v)
-			}
-			return iceberg.IsIn(ref, v32...)
-		}
-		return iceberg.IsIn(ref, vals...)
+	p, ok := newKeyPruner(tbl.Schema(), keyColumns(e.cols, e.spec.Key), keys)
+	if !ok {
+		return nil
 	}
-	return nil
+	e.lookupPruner = p
+	return p
 }
 
-// scanKeys reads the key columns (and extra columns) of tbl, filtered, and calls fn
-// with each row's rendered key and row (key cells and extra cells filled).
-func (e *engine) scanKeys(ctx context.Context, tbl *table.Table, filter iceberg.BooleanExpression, extra []int, fn func(key string, row []Value)) error {
+// winnerKeyValues returns the key column values of every winner, for the pruner (the
+// strings point into the winners' storage).
+func (e *engine) winnerKeyValues() [][]Value {
+	n, width := e.winnerCount(), len(e.keyIdx)
+	if n > pruneMaxKeys {
+		return nil
+	}
+	flat := make([]Value, n*width)
+	out := make([][]Value, 0, n)
+	for _, w := range e.ws {
+		for slot := range w.len() {
+			k := flat[:width:width]
+			flat = flat[width:]
+			for i, ki := range e.keyIdx {
+				k[i] = w.get(ki, slot)
+			}
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// plan plans a scan of tbl and keeps the tasks whose files can hold one of the
+// pruner's keys (all of them when p is nil).
+func plan(ctx context.Context, tbl *table.Table, scan *table.Scan, p *keyPruner) ([]prunedTask, error) {
+	tasks, err := scan.PlanFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		out := make([]prunedTask, len(tasks))
+		for i, t := range tasks {
+			out[i] = prunedTask{task: t}
+		}
+		return out, nil
+	}
+	return p.prune(tbl.Metadata(), tasks), nil
+}
+
+// scanKeys reads the key columns (and extra columns) of tbl's data files that can hold
+// one of p's keys (all if p is nil), filtered, and calls fn with each row's rendered
+// key and row (key cells and extra cells filled).
+func (e *engine) scanKeys(ctx context.Context, tbl *table.Table, p *keyPruner, filter iceberg.BooleanExpression, extra []int, fn func(key string, row []Value)) error {
 	if tbl.CurrentSnapshot() == nil {
 		return nil
 	}
@@ -90,7 +113,16 @@ func (e *engine) scanKeys(ctx context.Context, tbl *table.Table, filter iceberg.
 	if filter != nil {
 		opts = append(opts, table.WithRowFilter(filter))
 	}
-	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	scan := tbl.Scan(opts...)
+	kept, err := plan(ctx, tbl, scan, p)
+	if err != nil {
+		return fmt.Errorf("plan %s: %w", tbl.Identifier(), err)
+	}
+	tasks := make([]table.FileScanTask, len(kept))
+	for i, t := range kept {
+		tasks[i] = t.task
+	}
+	_, recs, err := scan.ReadTasks(ctx, tasks)
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", tbl.Identifier(), err)
 	}
@@ -128,11 +160,7 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 		if len(ks.fresh) == 0 {
 			return nil
 		}
-		cand := make([]string, 0, len(ks.slots))
-		for k := range ks.slots {
-			cand = append(cand, k)
-		}
-		err := e.scanKeys(ctx, keysTbl, e.keyFilter(cand), nil, func(key string, _ []Value) {
+		err := e.scanKeys(ctx, keysTbl, e.pruner(keysTbl, ks.values()), nil, nil, func(key string, _ []Value) {
 			if slot, ok := ks.slots[key]; ok {
 				ks.fresh[slot] = false
 			}
@@ -152,9 +180,9 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 	if e.winnerCount() == 0 {
 		return nil
 	}
-	filter := e.keyFilter(e.winnerKeys())
+	p := e.pruner(silverTbl, e.winnerKeyValues())
 	if e.spec.Lookback <= 0 || e.etIdx < 0 {
-		return e.scanKeys(ctx, silverTbl, filter, nil, func(key string, _ []Value) {
+		return e.scanKeys(ctx, silverTbl, p, nil, nil, func(key string, _ []Value) {
 			if w, slot, ok := e.lookupKey(key); ok {
 				w.fate[slot] = fateSame
 			}
@@ -174,10 +202,7 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 	} else {
 		window = iceberg.GreaterThanEqual(ref, iceberg.Timestamp(lo-lb))
 	}
-	if filter != nil {
-		window = iceberg.NewAnd(window, filter)
-	}
-	return e.scanKeys(ctx, silverTbl, window, []int{e.etIdx}, func(key string, row []Value) {
+	return e.scanKeys(ctx, silverTbl, p, window, []int{e.etIdx}, func(key string, row []Value) {
 		w, slot, ok := e.lookupKey(key)
 		if ok && !row[e.etIdx].Null && row[e.etIdx].I >= w.get(e.etIdx, slot).I-lb {
 			w.fate[slot] = fateSame
@@ -224,7 +249,8 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	for _, c := range tracked {
 		e.replaced[c] = map[int64]bool{}
 	}
-	streams, err := e.storedRows(ctx, tbl, fields)
+	p := e.pruner(tbl, e.winnerKeyValues())
+	streams, err := e.storedRows(ctx, tbl, p, fields)
 	if err != nil {
 		return err
 	}
@@ -350,50 +376,70 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 }
 
 // storedRows reads the columns fields of the rows stored in Silver that may hold the
-// winners' keys. When the table's schema never changed, its data files are read
-// directly, without applying the equality deletes (iceberg-go's scan of a deleted-from
-// file costs a filter kernel per batch and regrows every string buffer): that is
-// correct for the lookup of stored versions because a run only writes a version newer
-// than the stored one, deleting the stored one, so the newest row of a key is its
-// current version. Otherwise (columns added or renamed since some files were written)
-// the table scan reads them.
-func (e *engine) storedRows(ctx context.Context, tbl *table.Table, fields []string) ([]iter.Seq2[arrow.RecordBatch, error], error) {
-	filter := e.keyFilter(e.winnerKeys())
+// winners' keys: the data files the keyPruner cannot rule out. When the table's schema
+// never changed, those files are read directly, without applying the equality deletes
+// (iceberg-go's scan of a deleted-from file costs a filter kernel per batch and regrows
+// every string buffer): that is correct for the lookup of stored versions because a
+// run only writes a version newer than the stored one, deleting the stored one, so the
+// newest row of a key is its current version. Otherwise (columns added or renamed
+// since some files were written) the table scan reads them, deletes applied.
+func (e *engine) storedRows(ctx context.Context, tbl *table.Table, p *keyPruner, fields []string) ([]iter.Seq2[arrow.RecordBatch, error], error) {
 	if !filescan.Evolved(tbl) {
-		opts := []table.ScanOption{}
-		if filter != nil {
-			opts = append(opts, table.WithRowFilter(filter)) // prunes buckets and files
-		}
-		tasks, err := tbl.Scan(opts...).PlanFiles(ctx)
+		kept, err := plan(ctx, tbl, tbl.Scan(), p)
 		if err != nil {
 			return nil, fmt.Errorf("plan stored versions: %w", err)
 		}
-		for i := range tasks {
-			tasks[i].DeleteFiles, tasks[i].EqualityDeleteFiles, tasks[i].DeletionVectorFiles = nil, nil, nil
+		for i := range kept {
+			t := &kept[i].task
+			t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles = nil, nil, nil
 		}
 		// One stream per core, the tasks dealt out largest first.
-		slices.SortFunc(tasks, func(a, b table.FileScanTask) int { return cmp.Compare(b.Length, a.Length) })
-		n := max(1, min(runtime.GOMAXPROCS(0), len(tasks)))
-		parts := make([][]table.FileScanTask, n)
-		for i, t := range tasks {
+		slices.SortFunc(kept, func(a, b prunedTask) int { return cmp.Compare(b.task.Length, a.task.Length) })
+		n := max(1, min(runtime.GOMAXPROCS(0), len(kept)))
+		parts := make([][]prunedTask, n)
+		for i, t := range kept {
 			parts[i%n] = append(parts[i%n], t)
 		}
 		pool := arrowmem.NewPool(scanPoolIdle)
 		streams := make([]iter.Seq2[arrow.RecordBatch, error], n)
 		for i, part := range parts {
-			streams[i] = filescan.Read(ctx, tbl, part, fields, filescan.Options{BatchRows: bronzeReadBatch, Mem: pool})
+			streams[i] = readPruned(ctx, tbl, part, fields, p, pool)
 		}
 		return streams, nil
 	}
-	opts := []table.ScanOption{table.WithSelectedFields(fields...)}
-	if filter != nil {
-		opts = append(opts, table.WithRowFilter(filter))
+	scan := tbl.Scan(table.WithSelectedFields(fields...))
+	kept, err := plan(ctx, tbl, scan, p)
+	if err != nil {
+		return nil, fmt.Errorf("plan stored versions: %w", err)
 	}
-	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	tasks := make([]table.FileScanTask, len(kept))
+	for i, t := range kept {
+		tasks[i] = t.task
+	}
+	_, recs, err := scan.ReadTasks(ctx, tasks)
 	if err != nil {
 		return nil, fmt.Errorf("scan stored versions: %w", err)
 	}
 	return []iter.Seq2[arrow.RecordBatch, error]{recs}, nil
+}
+
+// readPruned reads the columns fields of the data files of tasks directly (filescan),
+// each file's row groups pruned to those whose key statistics can hold one of the keys
+// the pruner kept the file for (all row groups when p is nil).
+func readPruned(ctx context.Context, tbl *table.Table, tasks []prunedTask, fields []string, p *keyPruner, mem memory.Allocator) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for _, t := range tasks {
+			opt := filescan.Options{BatchRows: bronzeReadBatch, Mem: mem}
+			if p != nil {
+				opt.KeepRowGroup = p.rowGroupFilter(t)
+			}
+			for rec, err := range filescan.Read(ctx, tbl, []table.FileScanTask{t.task}, fields, opt) {
+				if !yield(rec, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
 }
 
 // ValueAt reads one cell of an Arrow column of a Silver (or Gold) table as a Value;

@@ -47,6 +47,7 @@ func TestLookupScale(t *testing.T) {
 		landing, held  string
 		full           time.Duration
 		inc, res, rest []time.Duration
+		scan, write    []time.Duration // the rest's Bronze scan and its write and commit
 		lookup         string
 	}
 	ctx := context.Background()
@@ -92,8 +93,14 @@ func TestLookupScale(t *testing.T) {
 			resolve := logs.get("silver resolve")
 			secs, _ := strconv.ParseFloat(resolve["seconds"], 64)
 			lookup := time.Duration(secs * float64(time.Second))
+			stage := func(msg string) time.Duration {
+				s, _ := strconv.ParseFloat(logs.get(msg)["seconds"], 64)
+				return time.Duration(s * float64(time.Second))
+			}
 			b.inc, b.res, b.rest = append(b.inc, inc), append(b.res, lookup), append(b.rest, inc-lookup)
-			b.lookup = resolve["files_read"] + "/" + resolve["files"] + " files, " + resolve["row_groups_read"] + "/" + resolve["row_groups"] + " row groups"
+			b.scan, b.write = append(b.scan, stage("silver scan")), append(b.write, stage("silver write and commit"))
+			b.lookup = resolve["files_read"] + "/" + resolve["files"] + " files, " + resolve["row_groups_read"] + "/" + resolve["row_groups"] +
+				" row groups, " + resolve["rows_read"] + " rows"
 		}
 	}
 	median := func(d []time.Duration) time.Duration {
@@ -102,8 +109,9 @@ func TestLookupScale(t *testing.T) {
 		return d[len(d)/2].Round(time.Millisecond)
 	}
 	for _, b := range bases {
-		t.Logf("base %9d: full Silver %7v | +%d incremental Silver, median of %d: %6v (%v), of which lookup %6v (%v), the rest %6v; last lookup read %s",
-			b.n, b.full.Round(time.Millisecond), tail, rounds, median(b.inc), roundAll(b.inc), median(b.res), roundAll(b.res), median(b.rest), b.lookup)
+		t.Logf("base %9d: full Silver %7v | +%d incremental Silver, median of %d: %6v %v, of which lookup %6v %v, the rest %6v (Bronze scan %v, write and commit %v); last lookup read %s",
+			b.n, b.full.Round(time.Millisecond), tail, rounds, median(b.inc), roundAll(b.inc), median(b.res), roundAll(b.res), median(b.rest),
+			median(b.scan), median(b.write), b.lookup)
 	}
 	if len(bases) > 1 {
 		first, last := bases[0], bases[len(bases)-1]

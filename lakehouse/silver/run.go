@@ -266,7 +266,12 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 		if err := e.resolve(ctx, silverTbl, keysTbl); err != nil {
 			return fail(err)
 		}
-		opt.Log.Debug("silver resolve", "seconds", time.Since(t0).Seconds())
+		attrs := []any{"seconds", time.Since(t0).Seconds()}
+		if p := e.lookupPruner; p != nil {
+			attrs = append(attrs, "files", p.files, "files_read", p.filesKept, "row_groups", p.rowGroups.Load(), "row_groups_read", p.rowGroupsKept.Load(),
+				"rows_read", p.rowsKept.Load())
+		}
+		opt.Log.Debug("silver resolve", attrs...)
 	}
 	if need(sinkSilver) {
 		t0 := time.Now()
@@ -370,6 +375,8 @@ type engine struct {
 	decrypt      func([]byte) ([]byte, error)
 
 	quality Quality
+
+	lookupPruner *keyPruner // the stored-version lookup's, for its counts (nil: none)
 
 	startWatermark     int64 // Silver's Bronze watermark when the run started
 	startKeysWatermark int64 // the keys table's
@@ -697,22 +704,6 @@ func (e *engine) winnerCount() int {
 		n += w.len()
 	}
 	return n
-}
-
-// winnerKeys lists the keys the run holds when they are few enough for an IN filter
-// (see keyFilter), else nil.
-func (e *engine) winnerKeys() []string {
-	n := e.winnerCount()
-	if n > lookupThreshold {
-		return nil
-	}
-	keys := make([]string, 0, n)
-	for _, w := range e.ws {
-		for slot := range w.len() {
-			keys = append(keys, w.key(slot))
-		}
-	}
-	return keys
 }
 
 // scanPoolIdle bounds the freed buffers the Bronze scan keeps for reuse.

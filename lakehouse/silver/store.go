@@ -743,6 +743,24 @@ func (k *keySet) add(key string, row []Value, keyIdx []int, pre bool) {
 	k.pre = append(k.pre, pre)
 }
 
+// values returns the key column values of every key of the set, in slot order (the
+// strings point into the set's storage), or nil above pruneMaxKeys.
+func (k *keySet) values() [][]Value {
+	n, width := len(k.fresh), len(k.cols)
+	if n > pruneMaxKeys {
+		return nil
+	}
+	flat := make([]Value, n*width)
+	out := make([][]Value, n)
+	for slot := range out {
+		out[slot] = flat[slot*width : (slot+1)*width : (slot+1)*width]
+		for i := range k.cols {
+			out[slot][i] = k.cols[i].get(slot)
+		}
+	}
+	return out
+}
+
 // seq is an append-only sequence stored in fixed-size chunks: growing it never copies
 // what it holds (a slice of millions of winners would be copied at every doubling).
 type seq[T any] struct {
