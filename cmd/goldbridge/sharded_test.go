@@ -32,9 +32,11 @@ func TestShardedServingCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "pipeline.yaml")
+	// Retries outlast a node's restart: libchdb aborts on routine client socket errors and
+	// the nodes are supervised (chtest.StartCluster), as a real server would be restarted.
 	writeOrdersConfig(t, cfg, func(c map[string]any) {
 		c["clickhouse"] = map[string]any{"embedded": false, "database": "marts", "user": cl.User, "password_file": pwFile,
-			"cluster": cl.Name, "shards": cl.Addresses(), "max_retries": 1, "dial_timeout": "2s"}
+			"cluster": cl.Name, "shards": cl.Addresses(), "max_retries": 3, "retry_backoff": "500ms", "dial_timeout": "2s"}
 	})
 	gb := func(args ...string) (int, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -243,9 +243,7 @@ func StartCluster(t testing.TB, shards, replicas int) *Cluster {
 			i := 2 * (s*replicas + r)
 			c.opts[s][r] = chlocal.Options{Path: filepath.Join(dir, fmt.Sprintf("s%dr%d", s+1, r+1)), TCPPort: ports[i], HTTPPort: ports[i+1], Password: pw, Cluster: topo}
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-				defer cancel()
-				srv, err := chlocal.Start(ctx, c.opts[s][r])
+				srv, err := c.start(t, s, r)
 				c.Nodes[s][r] = srv
 				errs <- err
 			})
@@ -304,13 +302,30 @@ func (c *Cluster) StopNode(t testing.TB, shard, replica int) {
 // StartNode starts a node StopNode stopped, with its data.
 func (c *Cluster) StartNode(t testing.TB, shard, replica int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	srv, err := chlocal.Start(ctx, c.opts[shard][replica])
+	srv, err := c.start(t, shard, replica)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Nodes[shard][replica] = srv
+}
+
+// start starts a node, supervised as goldbridge supervises every server it starts: libchdb
+// 26.7 aborts on routine client socket errors (docs/operations.md, "Supervision"), which
+// a node meets when a peer or a client goes away mid-query; a node that exits on its own
+// is started again at once (and logged), until Stop or the end of the test.
+func (c *Cluster) start(t testing.TB, shard, replica int) (*chlocal.Server, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, err := chlocal.Start(ctx, c.opts[shard][replica])
+	if err != nil {
+		return nil, err
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go srv.Supervise(sctx, func(exit, err error) {
+		t.Logf("cluster node shard %d replica %d exited on its own (%v): restarted (%v)", shard+1, replica+1, exit, err)
+	})
+	return srv, nil
 }
 
 // stop stops every node, in parallel (a node takes seconds).
