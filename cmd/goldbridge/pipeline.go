@@ -97,7 +97,11 @@ func (p *pipeline) clickhouse(ctx context.Context) (t hotTarget, done func(), er
 // clickhouse.shards: openSharded) as a sync target.
 func (p *pipeline) openTarget(ctx context.Context) (hotTarget, func(), error) {
 	if len(p.cfg.ClickHouse.Shards) > 0 {
-		return p.a.openSharded(ctx, p.cfg)
+		t, done, err := p.a.openSharded(ctx, p.cfg)
+		if err != nil {
+			return nil, nil, err // not a nil *Sharded in a non-nil interface
+		}
+		return t, done, nil
 	}
 	c, stop, err := p.a.openClickHouse(ctx, p.cfg)
 	if err != nil {
