@@ -219,6 +219,10 @@ for _ in $(seq 300); do
 	sleep 0.1
 done
 [[ "$(curl -s "$CH/ping" || true)" == "Ok." ]] || die "ClickHouse did not answer /ping"
+# `clickhouse serve` supervises the server in a child process: its RSS and CPU are the
+# newest descendant's, not the supervisor's ($chpid, which is what is stopped).
+srvpid=$chpid
+while kid=$(pgrep -n -P "$srvpid"); do srvpid=$kid; done
 # The server's admin password, generated on its first start; curl reads it from a 0600
 # file (-K), never from its command line.
 export GB_BENCH_CH_PASSWORD_FILE="$R/clickhouse.password"
@@ -233,7 +237,7 @@ chq() {
 	fi
 	printf '%s' "$out"
 }
-ch_vm() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$chpid/status"; }
+ch_vm() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$srvpid/status"; }
 
 # ---------------------------------------------------------------- peers
 # sanity JSON of every engine: one line each, compared at the end; peers' seconds
@@ -258,7 +262,7 @@ clickhouse_peer() { # label landing-dir rows
 	((${#stmts[@]} == 4)) || die "bench/peers/clickhouse.sql: expected 4 statements, got ${#stmts[@]}"
 	chq "${stmts[0]}" >/dev/null
 	chq "${stmts[1]}" >/dev/null
-	echo 5 >"/proc/$chpid/clear_refs" # reset the server's peak RSS to its current RSS
+	echo 5 >"/proc/$srvpid/clear_refs" # reset the server's peak RSS to its current RSS
 	settle
 	t0=$(date +%s%N)
 	chq "${stmts[2]}" >/dev/null
@@ -433,7 +437,7 @@ gb check-run run check
 log "BI latency: $BI_CLIENTS clients × ${BI_SECS}s each side, hot (gb_run.daily_revenue_kpi_final) vs cold (Gold via icebergLocal)"
 measure bilat "$R/bilat" -addr "127.0.0.1:$GB_BENCH_CH_TCP" -user goldbridge -password-file "$GB_BENCH_CH_PASSWORD_FILE" \
 	-db gb_run -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
-	-clients "$BI_CLIENTS" -duration "${BI_SECS}s" -server-pid "$chpid"
+	-clients "$BI_CLIENTS" -duration "${BI_SECS}s" -server-pid "$srvpid"
 bi=$(cat "$R/logs/bilat.out")
 bi_q=$(jq -r '.checked_rows | length' <<<"$bi")
 bi_rows=$(jq -r '[.checked_rows | to_entries[] | "\(.key) \(.value)"] | join(", ")' <<<"$bi")
