@@ -52,6 +52,9 @@ type Record struct {
 	// freshness gauges of a sync that the record answers.
 	NewestGrain string    `json:"newest_grain,omitempty"`
 	PushedAt    time.Time `json:"pushed_at"`
+	// Cold is set when that Sync served nothing (ColdError): a sync the record answers
+	// fails with it again, without reaching ClickHouse.
+	Cold *ColdError `json:"cold,omitempty"`
 }
 
 // RecordKey identifies what a sync of m planned from: the Gold table state of tbl, the
@@ -117,6 +120,16 @@ func (r Records) Begin(mart string) error {
 // Write records that ClickHouse holds tbl's hot window as res (a Sync of m on tbl that
 // returned nil) says; newestGrain is Gold's newest grain value (kept for the gauges).
 func (r Records) Write(m *serving.Mart, tbl *table.Table, target string, res Result, newestGrain string) error {
+	return r.write(m, tbl, target, res, newestGrain, nil)
+}
+
+// WriteCold records a Sync of m on tbl that did all its work and returned cold: ClickHouse
+// serves nothing of tbl until the window or Gold changes.
+func (r Records) WriteCold(m *serving.Mart, tbl *table.Table, target string, res Result, newestGrain string, cold *ColdError) error {
+	return r.write(m, tbl, target, res, newestGrain, cold)
+}
+
+func (r Records) write(m *serving.Mart, tbl *table.Table, target string, res Result, newestGrain string, cold *ColdError) error {
 	if r.Dir == "" || res.Skipped != "" {
 		return nil
 	}
@@ -125,7 +138,7 @@ func (r Records) Write(m *serving.Mart, tbl *table.Table, target string, res Res
 		return err
 	}
 	rec := Record{Version: recordVersion, Key: key, Metadata: tbl.MetadataLocation(), Hot: len(res.Pushed) + res.Unchanged,
-		Unservable: res.Unservable, NewestGrain: newestGrain, PushedAt: time.Now().UTC()}
+		Unservable: res.Unservable, NewestGrain: newestGrain, PushedAt: time.Now().UTC(), Cold: cold}
 	if s := tbl.CurrentSnapshot(); s != nil {
 		rec.Snapshot = s.SnapshotID
 	}

@@ -79,3 +79,35 @@ func TestRecordsMatchOnlyWhatWasPushed(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordsKeepACold: the record of a sync that served nothing (ColdError) answers the
+// next sync of the same state with that error, exactly, and a plain record carries none.
+func TestRecordsKeepACold(t *testing.T) {
+	ctx := context.Background()
+	lh, err := catalog.Open(ctx, lakehousetest.Config(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lh.Close()
+	days := daysFrom(day0, 2)
+	tbl := writeGold(t, lh, goldRows(genOrders(1, days, 20)), days)
+	now := day0.AddDate(1, 0, 0)
+	recs := gbsync.Records{Dir: filepath.Join(t.TempDir(), "pushed")}
+	const target = "embedded /ch 1 2 db marts"
+	m := testMart("marts", true)
+	cutoff := gbsync.Cutoff(m, now, nil)
+	cold := &gbsync.ColdError{Mart: m.Name, Partitions: 2, Newest: days[1], Cutoff: cutoff}
+	if err := recs.WriteCold(m, tbl, target, gbsync.Result{Cutoff: cutoff}, "", cold); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := recs.Unchanged(m, tbl, target, now)
+	if !ok || rec.Cold == nil || rec.Cold.Error() != cold.Error() || *rec.Cold != *cold || rec.Hot != 0 {
+		t.Fatalf("cold record: %+v %v, want %+v", rec, ok, cold)
+	}
+	if err := recs.Write(m, tbl, target, gbsync.Result{Unchanged: 2, Cutoff: cutoff}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok := recs.Unchanged(m, tbl, target, now); !ok || rec.Cold != nil {
+		t.Fatalf("plain record after a cold one: %+v %v", rec, ok)
+	}
+}

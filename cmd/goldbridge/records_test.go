@@ -72,3 +72,25 @@ func TestNoChangeRunLeavesClickHouseAlone(t *testing.T) {
 		t.Fatalf("check:\n%s", tail(out, 3000))
 	}
 }
+
+// TestColdRunLeavesClickHouseAlone: a clock-anchored mart whose Gold is all older than
+// its hot window serves nothing, and the run fails saying so; the next runs with nothing
+// new fail the same way from the push record, without starting the embedded ClickHouse,
+// until --force plans against ClickHouse again (issue 21 goal 2).
+func TestColdRunLeavesClickHouseAlone(t *testing.T) {
+	e := newForgetEnv(t)
+	const started, answered, cold = "started embedded clickhouse", "ClickHouse not reached", "nothing served"
+	e.run("demo", "generate", "--events", "2000", "--seed", "5", "--end", "2020-06-30")
+	fails := func(why string, reach bool, args ...string) {
+		t.Helper()
+		out, err := e.exec(args...)
+		if err == nil || !strings.Contains(out, cold) || strings.Contains(out, started) != reach || strings.Contains(out, answered) == reach {
+			t.Fatalf("%s: %s (reached ClickHouse: want %v): err %v\n%s", why, strings.Join(args, " "), reach, err, tail(out, 3000))
+		}
+	}
+	fails("the first run", true, "run")
+	fails("a run with nothing new", false, "run")
+	fails("a sync with nothing new", false, "sync")
+	fails("--force", true, "sync", "--force")
+	fails("a sync after --force", false, "sync")
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -105,6 +106,11 @@ func (a *app) servedJobs(ctx context.Context, p *pipeline, stage string, marts [
 			if rec, ok := unchangedRecord(p.cfg, recs, m, tbl, target, time.Now()); ok {
 				res := rec.Result()
 				fmt.Fprintln(a.stdout, res.Summary(name))
+				if rec.Cold != nil {
+					p.coldMetrics(ctx, name)
+					failed.add(name, explainCold(name, rec.Cold))
+					continue
+				}
 				p.syncedMetrics(name, res, rec.NewestGrain)
 				continue
 			}
@@ -135,8 +141,12 @@ func (a *app) syncMart(ctx context.Context, p *pipeline, t gbsync.Target, j serv
 	fmt.Fprintln(a.stdout, prefix+res.Summary(j.name))
 	fresh := <-freshc
 	if err != nil {
-		if !fresh.LastCalculated.IsZero() {
-			p.m.SyncLag.WithLabelValues(j.name).Set(time.Since(fresh.LastCalculated).Seconds())
+		p.lagMetric(j.name, fresh)
+		var cold *gbsync.ColdError
+		if errors.As(err, &cold) {
+			if err := recs.WriteCold(j.m, j.tbl, syncTarget(p.cfg), res, fresh.NewestGrain, cold); err != nil {
+				a.log.Warn("the next sync plans against ClickHouse again", "mart", j.name, "err", err)
+			}
 		}
 		return err
 	}
@@ -179,6 +189,20 @@ func (a *app) checkMart(ctx context.Context, p *pipeline, t gbsync.Target, j ser
 		fmt.Fprintf(a.stdout, "check %s: no drift\n", j.name)
 	}
 	return len(drifts) > 0, err
+}
+
+// lagMetric records how long ago Gold was calculated, for a sync that served nothing.
+func (p *pipeline) lagMetric(mart string, fresh gold.Freshness) {
+	if !fresh.LastCalculated.IsZero() {
+		p.m.SyncLag.WithLabelValues(mart).Set(time.Since(fresh.LastCalculated).Seconds())
+	}
+}
+
+// coldMetrics records the metrics of a sync answered by a cold push record, as syncMart
+// records those of the cold sync itself.
+func (p *pipeline) coldMetrics(ctx context.Context, mart string) {
+	fresh, _ := gold.ReadFreshness(ctx, p.lh, p.cfg.Marts[mart].Table)
+	p.lagMetric(mart, fresh)
 }
 
 // syncedMetrics records a sync of mart that left ClickHouse equal to Gold.
