@@ -47,7 +47,7 @@ after changing the entity's rules. Replaying again is safe.`,
 				return err
 			}
 			res, err := silver.Replay(ctx, lh, spec, cfg.Entities[name].Bronze.Table, silver.Options{
-				Log: a.log.With("stage", "replay", "entity", name), Decrypt: decrypt,
+				Log: a.log.With("stage", "replay", "entity", name), Decrypt: decrypt, PassRows: cfg.Entities[name].Silver.PassRows,
 			})
 			if err != nil {
 				return fmt.Errorf("replay %s: %w", name, err)

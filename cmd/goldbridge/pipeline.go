@@ -273,7 +273,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 			return err
 		}
 		res, err := silver.Run(ctx, p.lh, spec, p.cfg.Entities[name].Bronze.Table, silver.Options{
-			Log: a.log.With("stage", "silver", "entity", name), Decrypt: decrypt,
+			Log: a.log.With("stage", "silver", "entity", name), Decrypt: decrypt, PassRows: p.cfg.Entities[name].Silver.PassRows,
 		})
 		if ctx.Err() != nil {
 			return ctx.Err()

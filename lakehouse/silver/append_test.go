@@ -121,7 +121,13 @@ func appendRow(id, amount, ts string) string {
 
 var appendSkip = []string{ColEventID, ColRunID, ColUpdatedTS}
 
-func TestAppendMode(t *testing.T) {
+func TestAppendMode(t *testing.T) { testAppendMode(t, Options{}) }
+
+// TestAppendModeInPasses is TestAppendMode with every run built in passes over key
+// groups (a PassRows of 1): the same rows, quarantine, keys table and counts.
+func TestAppendModeInPasses(t *testing.T) { testAppendMode(t, Options{PassRows: 1}) }
+
+func testAppendMode(t *testing.T, opt Options) {
 	// Two payloads of e5 in one Bronze batch: the lower payload hash arrives "first".
 	e5a, e5b := event("e5", "2026-01-11T09:00:00Z", "5.00"), event("e5", "2026-01-11T09:00:00Z", "6.00")
 	e5amount := "5.00"
@@ -163,9 +169,12 @@ func TestAppendMode(t *testing.T) {
 				event("e4", "2026-01-10T12:00:00Z", "4"),
 			)
 			ingestInto(t, lh, "bronze.events", landing)
-			res, err := Run(ctx, lh, spec, "bronze.events", Options{})
+			res, err := Run(ctx, lh, spec, "bronze.events", opt)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if opt.PassRows > 0 && res.Passes < 2 {
+				t.Fatalf("run 1 built Silver in %d passes, want several", res.Passes)
 			}
 			if want := (Counts{Read: 6, Current: 3, Inserted: 3, Duplicates: 1, Quarantined: 2}); res.Counts != want {
 				t.Fatalf("run 1 counts %+v, want %+v", res.Counts, want)
@@ -183,7 +192,7 @@ func TestAppendMode(t *testing.T) {
 			}
 
 			// Running again changes nothing.
-			res, err = Run(ctx, lh, spec, "bronze.events", Options{})
+			res, err = Run(ctx, lh, spec, "bronze.events", opt)
 			if err != nil || res.SnapshotID != 0 || res.QuarantineSnapshotID != 0 || res.KeysSnapshotID != 0 {
 				t.Fatalf("rerun committed: %+v, %v", res, err)
 			}
@@ -197,7 +206,7 @@ func TestAppendMode(t *testing.T) {
 				event("e1", "2026-01-20T10:00:00Z", "1"), // re-delivered ten days later
 			)
 			ingestInto(t, lh, "bronze.events", landing)
-			res, err = Run(ctx, lh, spec, "bronze.events", Options{})
+			res, err = Run(ctx, lh, spec, "bronze.events", opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +233,7 @@ func TestAppendMode(t *testing.T) {
 			}
 			// Replay gives the incremental history back, except the duplicate beyond the
 			// lookback: replay reads both copies in one increment and keeps the first.
-			if _, err := Replay(ctx, lh, spec, "bronze.events", Options{}); err != nil {
+			if _, err := Replay(ctx, lh, spec, "bronze.events", opt); err != nil {
 				t.Fatal(err)
 			}
 			wantReplay := slices.DeleteFunc(slices.Clone(want), func(r string) bool { return slices.Contains(tc.extra, r) })

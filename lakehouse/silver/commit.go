@@ -245,9 +245,11 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			}
 		}
 	}
-	e.replaced = make(map[int]map[int64]bool, len(tracked))
-	for _, c := range tracked {
-		e.replaced[c] = map[int64]bool{}
+	if e.replaced == nil { // one map for every pass of the run
+		e.replaced = make(map[int]map[int64]bool, len(tracked))
+		for _, c := range tracked {
+			e.replaced[c] = map[int64]bool{}
+		}
 	}
 	p := e.pruner(tbl, e.winnerKeyValues())
 	streams, err := e.storedRows(ctx, tbl, p, fields)
@@ -469,11 +471,15 @@ func ValueAt(a arrow.Array, i int, t Type) Value {
 	panic(fmt.Sprintf("silver: unsupported Arrow type %s for a %s column", a.DataType(), t))
 }
 
-// finishCounts fills the accounting from the winners' fates and the payload hashes.
-func (e *engine) finishCounts() {
+// finishCounts adds the accounting of this pass's winners (their fates and payload
+// hashes) to the run's, and returns the rows the pass writes.
+func (e *engine) finishCounts() int64 {
 	n := int64(e.winnerCount())
+	var valid int64 // the rows offered to this pass's winners
+	for _, w := range e.ws {
+		valid += w.offered
+	}
 	if e.append {
-		valid := e.counts.Read - e.counts.Quarantined
 		var stored int64
 		for _, w := range e.ws {
 			for _, f := range w.fate {
@@ -482,10 +488,10 @@ func (e *engine) finishCounts() {
 				}
 			}
 		}
-		e.counts.Current = n - stored
-		e.counts.Inserted = e.counts.Current
-		e.counts.Duplicates = valid - n + stored
-		return
+		e.counts.Current += n - stored
+		e.counts.Inserted += n - stored
+		e.counts.Duplicates += valid - n + stored
+		return n - stored
 	}
 	distinct := make([]int64, len(e.ws))
 	var wg sync.WaitGroup
@@ -497,8 +503,7 @@ func (e *engine) finishCounts() {
 	for _, d := range distinct {
 		ndistinct += d
 	}
-	valid := e.counts.Read - e.counts.Quarantined
-	var same, older int64
+	var same, older, current int64
 	for _, w := range e.ws {
 		for slot, f := range w.fate {
 			switch f {
@@ -513,14 +518,16 @@ func (e *engine) finishCounts() {
 				older++
 				continue
 			}
+			current++
 			if w.op(slot) == 'd' {
 				e.counts.Deleted++
 			}
 		}
 	}
-	e.counts.Current = e.counts.Inserted + e.counts.Updated
-	e.counts.Duplicates = valid - ndistinct + same
-	e.counts.Superseded = ndistinct - n + older
+	e.counts.Current += current
+	e.counts.Duplicates += valid - ndistinct + same
+	e.counts.Superseded += ndistinct - n + older
+	return current
 }
 
 const batchRows = 65536
@@ -771,37 +778,47 @@ func watermarkProps(res Result) iceberg.Properties {
 	return props
 }
 
-// commitSilver writes the new versions and commits them with equality deletes of the
-// versions they replace, and the Bronze watermark, in one row-delta snapshot.
-//
-// An append entity's new rows are appended. A replay replaces every file of the table.
-func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident string, res Result, opt Options) (int64, error) {
-	e.finishCounts()
+// silverFiles are the files the passes of a run wrote to Silver, for its one commit.
+type silverFiles struct {
+	data, deletes []iceberg.DataFile
+}
+
+// writeSilver counts this pass's winners and writes the new versions of their keys, and
+// equality deletes of the versions they replace, adding the files to written.
+func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident string, written *silverFiles) error {
+	current := e.finishCounts()
 	e.checkRows()
-	e.quality.aggregate(e.counts, e.spec)
 	tbl, err := lh.LoadTable(ctx, ident)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	sch := arrowSchemaOf(e.tcols, e.spec.Key)
-	var dataFiles []iceberg.DataFile
-	if e.counts.Current > 0 {
+	if current > 0 {
 		// A few batches queued per partition writer, not iceberg-go's default 64: with
 		// one writer per bucket the queues held more memory than the winners.
 		for df, err := range table.WriteRecords(ctx, tbl, sch, e.winnerBatches(sch), table.WithRecordBatchBufferSize(writeQueue)) {
 			if err != nil {
-				return 0, fmt.Errorf("write silver data files: %w", err)
+				return fmt.Errorf("write silver data files: %w", err)
 			}
-			dataFiles = append(dataFiles, df)
+			written.data = append(written.data, df)
 		}
 	}
-	if opt.afterWrite != nil {
-		opt.afterWrite()
+	if e.append || !slices.ContainsFunc(e.ws, func(w *winners) bool { return slices.Contains(w.fate, fateUpdate) }) {
+		return nil
 	}
-	props, err := e.summary(res)
+	eqIDs, keySchema := e.keyFields(tbl)
+	// Written once, like the data files: a conflict retries only the commit. The
+	// transaction only lends the writer its table; it is never committed.
+	dels, err := tbl.NewTransaction().WriteEqualityDeletes(ctx, eqIDs, e.deleteBatches(keySchema))
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("write equality deletes: %w", err)
 	}
+	written.deletes = append(written.deletes, dels...)
+	return nil
+}
+
+// keyFields returns the field ids of the key columns in tbl and their Arrow schema.
+func (e *engine) keyFields(tbl *table.Table) ([]int, *arrow.Schema) {
 	var eqIDs []int
 	keyFields := make([]arrow.Field, len(e.keyIdx))
 	for i, k := range e.keyIdx {
@@ -809,16 +826,24 @@ func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident 
 		eqIDs = append(eqIDs, f.ID)
 		keyFields[i] = arrow.Field{Name: e.cols[k].Name, Type: arrowType(e.cols[k].Type)}
 	}
-	keySchema := arrow.NewSchema(keyFields, nil)
-	rowDelta := !res.Replay && !e.append && (len(dataFiles) > 0 || e.counts.Updated > 0)
-	var dels []iceberg.DataFile
-	if rowDelta && e.counts.Updated > 0 {
-		// Written once, like the data files: a conflict retries only the commit. The
-		// transaction only lends the writer its table; it is never committed.
-		if dels, err = tbl.NewTransaction().WriteEqualityDeletes(ctx, eqIDs, e.deleteBatches(keySchema)); err != nil {
-			return 0, fmt.Errorf("write equality deletes: %w", err)
-		}
+	return eqIDs, arrow.NewSchema(keyFields, nil)
+}
+
+// commitSilver commits the files the passes wrote (new versions, and equality deletes
+// of the versions they replace) with the Bronze watermark, in one row-delta snapshot.
+//
+// An append entity's new rows are appended. A replay replaces every file of the table.
+func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident string, res Result, opt Options, written silverFiles) (int64, error) {
+	e.quality.aggregate(e.counts, e.spec)
+	if opt.afterWrite != nil {
+		opt.afterWrite()
 	}
+	props, err := e.summary(res)
+	if err != nil {
+		return 0, err
+	}
+	dataFiles, dels := written.data, written.deletes
+	rowDelta := !res.Replay && !e.append && (len(dataFiles) > 0 || e.counts.Updated > 0)
 	committed, err := lh.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		if w := Watermark(tbl); w != e.startWatermark {
 			// Another run merged meanwhile: the versions resolved here may be stale.

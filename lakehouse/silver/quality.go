@@ -107,10 +107,9 @@ func pct(n, d int64) float64 {
 	return float64(int64(10000*float64(n)/float64(d)+0.5)) / 100
 }
 
-// checkRows runs the row level over the rows this run writes.
+// checkRows runs the row level over the rows this pass writes, adding to the run's counts.
 func (e *engine) checkRows() {
 	q := &e.quality
-	q.RowsChecked, q.FilterViolations, q.NullViolations = 0, nil, nil
 	var notNull []int
 	for i, c := range e.cols {
 		if c.Required || slices.Contains(e.keyIdx, i) || i == e.uaIdx || i == e.etIdx {

@@ -42,7 +42,15 @@ type Options struct {
 	// parsed (crypto-shredding: pii.Codec.Decrypt; shredded fields read as null). It
 	// must be safe for concurrent use; an error quarantines the row (pii_undecryptable).
 	Decrypt func(payload []byte) ([]byte, error)
+	// PassRows bounds the memory of a large run: when the Bronze rows Silver reads
+	// exceed it, the run builds Silver in passes over groups of keys (whole Iceberg
+	// buckets of the key), each pass reading Bronze again, holding only its group's
+	// winners and writing its group's data files, and commits every pass's files in
+	// one snapshot at the end. 0 means DefaultPassRows; a negative value, one pass
+	// whatever the size.
+	PassRows int64
 
+	afterPass   func(group int)          // test hook: after each pass's data files are written
 	afterWrite  func()                   // test hook: between writing Silver data files and committing
 	afterCommit func(ident string) error // test hook: after each table commit; an error stops the run there
 }
@@ -69,6 +77,7 @@ type Result struct {
 	SnapshotID           int64 // new Silver snapshot, 0 if none
 	QuarantineSnapshotID int64
 	KeysSnapshotID       int64 // new keys-table snapshot (append mode with a keys table)
+	Passes               int   // the passes over Bronze that built Silver (see Options.PassRows)
 	Counts
 	Quality Quality
 	Elapsed time.Duration
@@ -101,6 +110,26 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIden
 // after Bronze snapshots Silver still needed were expired, or after a rule change.
 func Replay(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIdent string, opt Options) (Result, error) {
 	return run(ctx, lh, spec, bronzeIdent, opt, true)
+}
+
+// DefaultPassRows is the Bronze rows one Silver pass reads at most by default (see
+// Options.PassRows): about 1.5 GB peak RSS for the demo's orders (~3.3 versions per
+// key, ten columns); see docs/silver.md.
+const DefaultPassRows = 12_000_000
+
+// passes is the number of key groups a run of rows Bronze rows builds Silver in.
+func (e *engine) passes(rows, limit int64) int {
+	if limit == 0 {
+		limit = DefaultPassRows
+	}
+	if limit < 0 || rows <= limit {
+		return 1
+	}
+	p := int((rows + limit - 1) / limit)
+	if maxG := e.maxGroups(); maxG > 0 {
+		p = min(p, maxG)
+	}
+	return max(p, 1)
 }
 
 // sink is a table a range of Bronze rows is read for.
@@ -219,23 +248,34 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	// new, some lag: each range between two distinct watermarks is read once, for the
 	// tables that have not processed it. Counts describe what Silver processed.
 	slices.SortStableFunc(marks, func(a, b mark) int { return cmp64(a.seq, b.seq) })
+	var ranges []bronzeRange
+	var silverRows int64
 	for i, m := range marks {
 		if m.id == res.BronzeTo || i+1 < len(marks) && marks[i+1].seq == m.seq {
 			continue // up to date, or the same range is read from the next mark
 		}
-		var sinks sink
+		r := bronzeRange{from: m.id, to: res.BronzeTo}
 		for _, o := range marks[:i+1] {
-			sinks |= o.sink
+			r.sinks |= o.sink
 		}
-		to := res.BronzeTo
 		if i+1 < len(marks) {
-			to = marks[i+1].id
+			r.to = marks[i+1].id
 		}
-		t0 := time.Now()
-		if err := e.scan(ctx, bronzeTbl, m.id, to, sinks); err != nil {
+		if r.tasks, err = planBronze(ctx, bronzeTbl, r.from, r.to); err != nil {
 			return fail(err)
 		}
-		opt.Log.Debug("silver scan", "from", m.id, "to", to, "keys", e.winnerCount(), "seconds", time.Since(t0).Seconds())
+		if r.sinks&sinkSilver != 0 {
+			silverRows += r.rows()
+		}
+		ranges = append(ranges, r)
+	}
+	e.groups = e.passes(silverRows, opt.PassRows)
+	res.Passes = e.groups
+	if e.groups > 1 {
+		opt.Log.Info("silver builds in passes", "bronze_rows", silverRows, "passes", e.groups)
+	}
+	if err := e.scanRanges(ctx, bronzeTbl, ranges, opt); err != nil {
+		return fail(err)
 	}
 	need := func(s sink) bool {
 		for _, m := range marks {
@@ -261,24 +301,45 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 			return fail(err)
 		}
 	}
-	if !replay {
-		t0 := time.Now()
-		if err := e.resolve(ctx, silverTbl, keysTbl); err != nil {
-			return fail(err)
+	var written silverFiles
+	for g := range e.groups {
+		if g > 0 {
+			// The next group: the winners of the last are written, Bronze is read again.
+			e.group = g
+			e.resetWinners()
+			if err := e.scanRanges(ctx, bronzeTbl, ranges, opt); err != nil {
+				return fail(err)
+			}
 		}
-		attrs := []any{"seconds", time.Since(t0).Seconds()}
-		if p := e.lookupPruner; p != nil {
-			attrs = append(attrs, "files", p.files, "files_read", p.filesKept, "row_groups", p.rowGroups.Load(), "row_groups_read", p.rowGroupsKept.Load(),
-				"rows_read", p.rowsKept.Load())
+		if !replay {
+			t0 := time.Now()
+			if err := e.resolve(ctx, silverTbl, keysTbl); err != nil {
+				return fail(err)
+			}
+			attrs := []any{"seconds", time.Since(t0).Seconds()}
+			if p := e.lookupPruner; p != nil {
+				attrs = append(attrs, "files", p.files, "files_read", p.filesKept, "row_groups", p.rowGroups.Load(), "row_groups_read", p.rowGroupsKept.Load(),
+					"rows_read", p.rowsKept.Load())
+			}
+			opt.Log.Debug("silver resolve", attrs...)
 		}
-		opt.Log.Debug("silver resolve", attrs...)
+		if need(sinkSilver) {
+			t0 := time.Now()
+			if err := e.writeSilver(ctx, lh, spec.Table, &written); err != nil {
+				return fail(err)
+			}
+			opt.Log.Debug("silver write", "pass", g, "seconds", time.Since(t0).Seconds())
+		}
+		if opt.afterPass != nil {
+			opt.afterPass(g)
+		}
 	}
 	if need(sinkSilver) {
 		t0 := time.Now()
-		if res.SnapshotID, err = e.commitSilver(ctx, lh, spec.Table, res, opt); err != nil {
+		if res.SnapshotID, err = e.commitSilver(ctx, lh, spec.Table, res, opt, written); err != nil {
 			return fail(err)
 		}
-		opt.Log.Debug("silver write and commit", "seconds", time.Since(t0).Seconds())
+		opt.Log.Debug("silver commit", "seconds", time.Since(t0).Seconds())
 		if err := hook(opt, spec.Table); err != nil {
 			return fail(err)
 		}
@@ -378,6 +439,8 @@ type engine struct {
 
 	lookupPruner *keyPruner // the stored-version lookup's, for its counts (nil: none)
 
+	group, groups int // the key group of this pass, of groups (see Options.PassRows)
+
 	startWatermark     int64 // Silver's Bronze watermark when the run started
 	startKeysWatermark int64 // the keys table's
 }
@@ -406,10 +469,7 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		now: time.Now().UTC(), quar: array.NewRecordBuilder(memory.DefaultAllocator, quarantineArrow),
 	}
 	e.ws = make([]*winners, mergeShards())
-	for i := range e.ws {
-		e.ws[i] = newWinners(cols)
-		e.ws[i].firstWins = e.append
-	}
+	e.groups = 1
 	idx := func(name string) int {
 		return slices.IndexFunc(cols, func(c ColumnSpec) bool { return c.Name == name })
 	}
@@ -435,11 +495,7 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		// Bucket-partitioned on the first key column with at least two buckets per shard.
 		e.bucketShards = !(spec.Mode == ModeAppend && spec.EventTime != "") && spec.Buckets >= 2*len(e.ws)
 	}
-	if len(e.keyIdx) == 1 && cols[e.keyIdx[0]].Type.Kind == String {
-		for _, w := range e.ws {
-			w.keyCol = e.keyIdx[0] // its rendered key is its value
-		}
-	}
+	e.resetWinners()
 	if e.append {
 		if spec.EventTime != "" {
 			if e.etIdx = idx(spec.EventTime); e.etIdx < 0 {
@@ -479,9 +535,59 @@ const bronzeReadBatch = 16384
 
 var bronzeFields = []string{bronze.ColPayload, bronze.ColEventID, bronze.ColIngestTS, bronze.ColFile}
 
-// scan reads Bronze rows appended in (from, to] and feeds them to the Silver and/or
-// quarantine side.
-func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sinks sink) error {
+// bronzeRange is a range (from, to] of Bronze snapshots a run reads, for sinks.
+type bronzeRange struct {
+	from, to int64
+	sinks    sink
+	tasks    []table.FileScanTask
+}
+
+// rows is the number of Bronze rows of the range.
+func (r bronzeRange) rows() int64 {
+	var n int64
+	for _, t := range r.tasks {
+		if t.Start == 0 {
+			n += t.File.Count()
+		}
+	}
+	return n
+}
+
+// planBronze plans the read of the Bronze rows appended in (from, to].
+func planBronze(ctx context.Context, bt *table.Table, from, to int64) ([]table.FileScanTask, error) {
+	var (
+		tasks []table.FileScanTask
+		err   error
+	)
+	if from == 0 {
+		tasks, err = bt.Scan(table.WithSnapshotID(to)).PlanFiles(ctx)
+	} else {
+		tasks, err = bt.NewIncrementalAppendScan().FromSnapshotExclusive(from).ToSnapshot(to).PlanFiles(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("plan bronze (%d, %d]: %w", from, to, err)
+	}
+	return tasks, nil
+}
+
+// scanRanges reads the ranges of the current pass: every range in the first, the
+// ranges Silver reads in the others (the quarantine and the keys are done by then).
+func (e *engine) scanRanges(ctx context.Context, bt *table.Table, ranges []bronzeRange, opt Options) error {
+	for _, r := range ranges {
+		if e.group > 0 && r.sinks&sinkSilver == 0 {
+			continue
+		}
+		t0 := time.Now()
+		if err := e.scan(ctx, bt, r); err != nil {
+			return err
+		}
+		opt.Log.Debug("silver scan", "from", r.from, "to", r.to, "pass", e.group, "keys", e.winnerCount(), "seconds", time.Since(t0).Seconds())
+	}
+	return nil
+}
+
+// scan reads the Bronze rows of r and feeds them to the Silver and/or quarantine side.
+func (e *engine) scan(ctx context.Context, bt *table.Table, r bronzeRange) error {
 	var (
 		recs iter.Seq2[arrow.RecordBatch, error]
 		err  error
@@ -491,24 +597,12 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, from, to int64, sink
 	// table scan (tasks with deletes, never written by goldbridge) keeps Go's allocator:
 	// arrow's filter kernels were seen to fail on recycled buffers.
 	pool := arrowmem.NewPool(scanPoolIdle)
-	var tasks []table.FileScanTask
-	if from == 0 {
-		tasks, err = bt.Scan(table.WithSnapshotID(to)).PlanFiles(ctx)
-	} else {
-		tasks, err = bt.NewIncrementalAppendScan().FromSnapshotExclusive(from).ToSnapshot(to).PlanFiles(ctx)
-	}
-	if err != nil {
-		return fmt.Errorf("plan bronze (%d, %d]: %w", from, to, err)
-	}
+	tasks, sinks := r.tasks, r.sinks
 	if !e.append && sinks&sinkSilver != 0 {
-		var rows int64
-		for _, t := range tasks {
-			if t.Start == 0 {
-				rows += t.File.Count()
-			}
-		}
-		for _, w := range e.ws { // room for the payload hashes of the shard's share, and some
-			w.hashes = slices.Grow(w.hashes, int(rows/int64(len(e.ws))*21/20))
+		// Room for the payload hashes of the shard's share (of the group's), and some.
+		share := r.rows() / int64(len(e.ws)*e.groups)
+		for _, w := range e.ws {
+			w.hashes = slices.Grow(w.hashes, int(share*21/20))
 		}
 	}
 	if filescan.Direct(tasks) {
@@ -607,7 +701,9 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 	for c := range ordered {
 		<-c.done
 		if ctxErr == nil {
-			e.merge(c, sinks, width)
+			if e.group == 0 { // the accounting, the quarantine and the keys: once
+				e.merge(c, sinks, width)
+			}
 			if ctxErr = ctx.Err(); ctxErr != nil {
 				close(stop)
 			}
@@ -633,6 +729,53 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 		return ctxErr
 	}
 	return scanErr
+}
+
+// resetWinners gives every shard empty winners (for the next group of keys).
+func (e *engine) resetWinners() {
+	for i := range e.ws {
+		w := newWinners(e.cols)
+		w.firstWins = e.append
+		if len(e.keyIdx) == 1 && e.cols[e.keyIdx[0]].Type.Kind == String {
+			w.keyCol = e.keyIdx[0] // its rendered key is its value
+		}
+		e.ws[i] = w
+	}
+}
+
+// otherGroup marks a row, in chunk.shard, whose key belongs to another pass's group.
+const otherGroup = math.MaxUint8
+
+// maxGroups is the most key groups a run can be split into so that each holds whole
+// Iceberg buckets (and each shard a share of each group's), or 0 when the key is not
+// bucketed by value (any number then).
+func (e *engine) maxGroups() int {
+	if _, ok := icebergBucket("0", e.cols[e.keyIdx[0]].Type.Kind, max(e.spec.Buckets, 1)); !ok {
+		return 0
+	}
+	b := max(e.spec.Buckets, 1)
+	if e.bucketShards {
+		b /= len(e.ws)
+	}
+	return max(b, 1)
+}
+
+// groupOf returns the key group of a rendered key whose hash is h: a function of the
+// key's Iceberg bucket (so each group writes whole buckets; with bucket shards, of the
+// bucket divided by the shard count, so each group spreads over every shard), or of
+// the hash's high bits.
+func (e *engine) groupOf(key string, h xxh3.Uint128) int {
+	if e.groups == 1 {
+		return 0
+	}
+	first, _, _ := strings.Cut(key, "\x1f")
+	if b, ok := icebergBucket(first, e.cols[e.keyIdx[0]].Type.Kind, max(e.spec.Buckets, 1)); ok {
+		if e.bucketShards {
+			b /= len(e.ws)
+		}
+		return b % e.groups
+	}
+	return int(h.Hi % uint64(e.groups))
 }
 
 // mergeShards is the number of winners shards: one per core, up to maxMergeShards.
@@ -843,6 +986,10 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		c.key[j] = unsafeString(pw.parser.arena[n:])
 		c.kh[j] = keyHash(c.key[j])
 		c.shard[j] = uint8(e.shardOfKey(c.key[j], c.kh[j].Lo))
+		if e.groupOf(c.key[j], c.kh[j]) != e.group {
+			c.shard[j] = otherGroup
+			continue
+		}
 		h := xxhash.Sum64(payload)
 		if e.append {
 			c.ver[j], c.op[j] = version{hash: h}, 0
@@ -900,6 +1047,7 @@ func (e *engine) offerShard(w *winners, s int, c *chunk, width int) {
 		if !e.append {
 			w.hashes = append(w.hashes, c.ver[j].hash)
 		}
+		w.offered++
 		w.offer(c.kh[j], c.key[j], c.vals[j*width:(j+1)*width], c.ver[j], c.op[j], b.events.Value(i), ts)
 	}
 }

@@ -107,15 +107,41 @@ func render(v Value, t Type) string {
 // state from the landing files: encoding/json, every version kept, sorted, last wins.
 func oracle(t *testing.T, dir string) (rows map[string]string, quarantined int) {
 	t.Helper()
-	type version struct {
-		ua   time.Time
-		rank int
-		row  string
+	versions := map[string][]oracleVersion{}
+	oracleLines(t, dir, func(_ []byte, v oracleVersion, ok bool) {
+		if !ok {
+			quarantined++
+			return
+		}
+		versions[v.id] = append(versions[v.id], v)
+	})
+	rows = map[string]string{}
+	for id, vs := range versions {
+		slices.SortStableFunc(vs, func(a, b oracleVersion) int {
+			if c := a.ua.Compare(b.ua); c != 0 {
+				return c
+			}
+			return a.rank - b.rank
+		})
+		rows[id] = vs[len(vs)-1].row
 	}
-	versions := map[string][]version{}
+	return rows, quarantined
+}
+
+// oracleVersion is one valid line of the orders stream as the oracle reads it.
+type oracleVersion struct {
+	id   string
+	ua   time.Time
+	rank int
+	row  string
+}
+
+// oracleLines calls fn with every non-blank line of the landing files (in file order)
+// and its version, ok false if Silver must quarantine it.
+func oracleLines(t *testing.T, dir string, fn func(line []byte, v oracleVersion, ok bool)) {
+	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	sort.Strings(files)
-	rank := map[string]int{"d": 4, "u": 3, "c": 2, "r": 1}
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -128,84 +154,72 @@ func oracle(t *testing.T, dir string) (rows map[string]string, quarantined int) 
 			if len(bytes.TrimSpace(line)) == 0 {
 				continue
 			}
-			var m map[string]any
-			d := json.NewDecoder(bytes.NewReader(line))
-			d.UseNumber()
-			if d.Decode(&m) != nil || d.More() {
-				quarantined++
-				continue
-			}
-			str := func(k string) (string, bool) {
-				switch v := m[k].(type) {
-				case string:
-					return v, true
-				case json.Number:
-					return v.String(), true
-				}
-				return "", false
-			}
-			id, ok1 := str("order_id")
-			user, ok2 := str("user_id")
-			uaS, ok3 := str("updated_at")
-			ua, err := time.Parse(time.RFC3339Nano, uaS)
-			if !ok1 || !ok2 || !ok3 || err != nil {
-				quarantined++
-				continue
-			}
-			amount := "NULL"
-			if n, ok := m["amount"].(json.Number); ok {
-				var whole, frac string
-				whole, frac, _ = strings.Cut(n.String(), ".")
-				frac = (frac + "00")[:2]
-				amount = whole + "." + frac
-				if strings.HasPrefix(amount, "-") {
-					quarantined++ // F1 negative_amount
-					continue
-				}
-			} else if m["amount"] != nil {
-				quarantined++ // not a decimal
-				continue
-			} else {
-				quarantined++ // F1 on NULL: not >= 0, as in SQL
-				continue
-			}
-			currency, ok := str("currency")
-			if !ok {
-				currency = "USD"
-			}
-			opt := func(k string) string {
-				if s, ok := str(k); ok {
-					return s
-				}
-				return "NULL"
-			}
-			created := "NULL"
-			if s, ok := str("created_at"); ok {
-				ct, err := time.Parse(time.RFC3339Nano, s)
-				if err != nil {
-					quarantined++
-					continue
-				}
-				created = ct.UTC().Format(time.RFC3339Nano)
-			}
-			op := opt("op")
-			row := strings.Join([]string{id, user, amount, currency, opt("country"), opt("category"), opt("status"),
-				created, ua.UTC().Format(time.RFC3339Nano), op, fmt.Sprint(op == "d")}, "|")
-			versions[id] = append(versions[id], version{ua: ua, rank: rank[op], row: row})
+			v, ok := oracleParse(line)
+			fn(line, v, ok)
 		}
 		fh.Close()
 	}
-	rows = map[string]string{}
-	for id, vs := range versions {
-		slices.SortStableFunc(vs, func(a, b version) int {
-			if c := a.ua.Compare(b.ua); c != 0 {
-				return c
-			}
-			return a.rank - b.rank
-		})
-		rows[id] = vs[len(vs)-1].row
+}
+
+// oracleParse types one line of the orders stream (ordersSpec), false if Silver must
+// quarantine it.
+func oracleParse(line []byte) (oracleVersion, bool) {
+	rank := map[string]int{"d": 4, "u": 3, "c": 2, "r": 1}
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.UseNumber()
+	if d.Decode(&m) != nil || d.More() {
+		return oracleVersion{}, false
 	}
-	return rows, quarantined
+	str := func(k string) (string, bool) {
+		switch v := m[k].(type) {
+		case string:
+			return v, true
+		case json.Number:
+			return v.String(), true
+		}
+		return "", false
+	}
+	id, ok1 := str("order_id")
+	user, ok2 := str("user_id")
+	uaS, ok3 := str("updated_at")
+	ua, err := time.Parse(time.RFC3339Nano, uaS)
+	if !ok1 || !ok2 || !ok3 || err != nil {
+		return oracleVersion{}, false
+	}
+	var amount string
+	n, ok := m["amount"].(json.Number)
+	if !ok {
+		return oracleVersion{}, false // not a decimal, or NULL (F1 on NULL: not >= 0, as in SQL)
+	}
+	whole, frac, _ := strings.Cut(n.String(), ".")
+	frac = (frac + "00")[:2]
+	amount = whole + "." + frac
+	if strings.HasPrefix(amount, "-") {
+		return oracleVersion{}, false // F1 negative_amount
+	}
+	currency, ok := str("currency")
+	if !ok {
+		currency = "USD"
+	}
+	opt := func(k string) string {
+		if s, ok := str(k); ok {
+			return s
+		}
+		return "NULL"
+	}
+	created := "NULL"
+	if s, ok := str("created_at"); ok {
+		ct, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return oracleVersion{}, false
+		}
+		created = ct.UTC().Format(time.RFC3339Nano)
+	}
+	op := opt("op")
+	row := strings.Join([]string{id, user, amount, currency, opt("country"), opt("category"), opt("status"),
+		created, ua.UTC().Format(time.RFC3339Nano), op, fmt.Sprint(op == "d")}, "|")
+	return oracleVersion{id: id, ua: ua, rank: rank[op], row: row}, true
 }
 
 func TestSilverEqualsOracleIncrementally(t *testing.T) {

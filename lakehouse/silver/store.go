@@ -316,6 +316,7 @@ type winners struct {
 	otherIDs []string // event ids that are not canonical UUIDs (see packID)
 	fate     []fate
 	hashes   []uint64 // upsert: the payload hash of every row offered (for the duplicate count)
+	offered  int64    // the rows offered
 
 	firstWins bool // append mode
 	keyCol    int  // the column that is the whole key when it is one string column, else -1

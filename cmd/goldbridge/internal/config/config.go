@@ -186,7 +186,8 @@ type Silver struct {
 	Lookback        Duration            `yaml:"lookback"`
 	KeysTable       string              `yaml:"keys_table"`
 	Buckets         int                 `yaml:"buckets"`
-	SortBy          []string            `yaml:"sort_by"` // columns the data files are sorted by (e.g. a mart's grain)
+	PassRows        int64               `yaml:"pass_rows"` // Bronze rows per pass over key groups (0: silver.DefaultPassRows, -1: one pass)
+	SortBy          []string            `yaml:"sort_by"`   // columns the data files are sorted by (e.g. a mart's grain)
 	Columns         []Column            `yaml:"columns"`
 	Rules           []Rule              `yaml:"rules"`
 	Quality         Quality             `yaml:"quality"`

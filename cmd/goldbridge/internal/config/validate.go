@@ -579,6 +579,9 @@ func (c *Config) validateEntity(v *validator, name string) {
 	if sv.Buckets < 1 || sv.Buckets > 1024 {
 		v.add(sp+".buckets", "must be between 1 and 1024")
 	}
+	if sv.PassRows < -1 {
+		v.add(sp+".pass_rows", "must be -1 (one pass), 0 (the default) or a number of rows")
+	}
 	for i, c := range sv.SortBy {
 		if _, ok := cols[c]; !ok {
 			v.unknownColumn(fmt.Sprintf("%s.sort_by[%d]", sp, i), c, cols)
