@@ -117,6 +117,10 @@ func Replay(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeI
 // key, ten columns); see docs/silver.md.
 const DefaultPassRows = 12_000_000
 
+// maxPasses bounds the key groups of a run (a group is a uint8 in chunk.shard and
+// engine.rowGroup, below otherGroup).
+const maxPasses = 254
+
 // passes is the number of key groups a run of rows Bronze rows builds Silver in.
 func (e *engine) passes(rows, limit int64) int {
 	if limit == 0 {
@@ -129,7 +133,7 @@ func (e *engine) passes(rows, limit int64) int {
 	if maxG := e.maxGroups(); maxG > 0 {
 		p = min(p, maxG)
 	}
-	return max(p, 1)
+	return max(min(p, maxPasses), 1)
 }
 
 // sink is a table a range of Bronze rows is read for.
@@ -440,6 +444,12 @@ type engine struct {
 	lookupPruner *keyPruner // the stored-version lookup's, for its counts (nil: none)
 
 	group, groups int // the key group of this pass, of groups (see Options.PassRows)
+	// rowGroup is the key group of each Bronze row of the range being read, in read
+	// order (otherGroup: quarantined), recorded by the first pass so that the others
+	// skip other groups' rows unparsed; nil when not recorded. rowsRead counts the rows
+	// the range's read yielded.
+	rowGroup []uint8
+	rowsRead int64
 
 	startWatermark     int64 // Silver's Bronze watermark when the run started
 	startKeysWatermark int64 // the keys table's
@@ -540,6 +550,7 @@ type bronzeRange struct {
 	from, to int64
 	sinks    sink
 	tasks    []table.FileScanTask
+	rowGroup []uint8 // see engine.rowGroup
 }
 
 // rows is the number of Bronze rows of the range.
@@ -573,15 +584,41 @@ func planBronze(ctx context.Context, bt *table.Table, from, to int64) ([]table.F
 // scanRanges reads the ranges of the current pass: every range in the first, the
 // ranges Silver reads in the others (the quarantine and the keys are done by then).
 func (e *engine) scanRanges(ctx context.Context, bt *table.Table, ranges []bronzeRange, opt Options) error {
-	for _, r := range ranges {
+	for i := range ranges {
+		r := &ranges[i]
 		if e.group > 0 && r.sinks&sinkSilver == 0 {
 			continue
 		}
 		t0 := time.Now()
-		if err := e.scan(ctx, bt, r); err != nil {
+		if err := e.scanGroups(ctx, bt, r); err != nil {
 			return err
 		}
 		opt.Log.Debug("silver scan", "from", r.from, "to", r.to, "pass", e.group, "keys", e.winnerCount(), "seconds", time.Since(t0).Seconds())
+	}
+	return nil
+}
+
+// scanGroups scans r, recording the key group of its rows in the first of several passes
+// and skipping other groups' rows by it in the others.
+func (e *engine) scanGroups(ctx context.Context, bt *table.Table, r *bronzeRange) error {
+	// Only the direct reader reads the rows in the same order every time.
+	if e.groups == 1 || r.sinks&sinkSilver == 0 || !filescan.Direct(r.tasks) {
+		e.rowGroup = nil
+		return e.scan(ctx, bt, *r)
+	}
+	if e.group == 0 {
+		r.rowGroup = make([]uint8, r.rows())
+	}
+	e.rowGroup, e.rowsRead = r.rowGroup, 0
+	defer func() { e.rowGroup = nil }()
+	if err := e.scan(ctx, bt, *r); err != nil {
+		return err
+	}
+	if n := int64(len(r.rowGroup)); e.rowsRead != n {
+		if e.group > 0 {
+			return fmt.Errorf("bronze (%d, %d] read %d rows in pass %d, %d in the first", r.from, r.to, e.rowsRead, e.group, n)
+		}
+		r.rowGroup = nil // the file counts were off: the next passes parse every row
 	}
 	return nil
 }
@@ -681,6 +718,8 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 			}
 			b := newBronzeBatch(rec)
 			n := int(rec.NumRows())
+			base := e.rowsRead
+			e.rowsRead += int64(n)
 			for lo := 0; lo < n; lo += chunkRows {
 				var c *chunk
 				select {
@@ -690,7 +729,7 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 					return
 				}
 				rec.Retain()
-				c.b, c.lo, c.n = b, lo, min(chunkRows, n-lo)
+				c.b, c.lo, c.n, c.row = b, lo, min(chunkRows, n-lo), base+int64(lo)
 				jobs <- c
 				ordered <- c
 			}
@@ -880,6 +919,7 @@ func newBronzeBatch(rec arrow.RecordBatch) *bronzeBatch {
 type chunk struct {
 	b       *bronzeBatch
 	lo, n   int
+	row     int64   // the index of row lo among the rows the range's read yielded
 	vals    []Value // n × len(cols)
 	reason  []string
 	key     []string       // the rendered business key (into arena)
@@ -923,8 +963,16 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 	c.op = slices.Grow(c.op[:0], c.n)[:c.n]
 	pw.parser.arena = c.arena[:0]
 	ncols := len(e.spec.Columns)
+	groups := e.rowGroup // see engine.rowGroup
+	if int64(len(groups)) < c.row+int64(c.n) {
+		groups = nil
+	}
 	for j := range c.n {
 		i := c.lo + j
+		if groups != nil && e.group > 0 && groups[c.row+int64(j)] != uint8(e.group) {
+			c.reason[j], c.shard[j] = "", otherGroup // another group's, or quarantined
+			continue
+		}
 		row := c.vals[j*width : (j+1)*width]
 		raw := c.b.payloads.Value(i)
 		var (
@@ -979,6 +1027,9 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		}
 		c.reason[j] = reason
 		if reason != "" {
+			if groups != nil {
+				groups[c.row+int64(j)] = otherGroup
+			}
 			continue
 		}
 		n := len(pw.parser.arena)
@@ -986,9 +1037,14 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		c.key[j] = unsafeString(pw.parser.arena[n:])
 		c.kh[j] = keyHash(c.key[j])
 		c.shard[j] = uint8(e.shardOfKey(c.key[j], c.kh[j].Lo))
-		if e.groupOf(c.key[j], c.kh[j]) != e.group {
+		if g := e.groupOf(c.key[j], c.kh[j]); g != e.group {
+			if groups != nil {
+				groups[c.row+int64(j)] = uint8(g)
+			}
 			c.shard[j] = otherGroup
 			continue
+		} else if groups != nil {
+			groups[c.row+int64(j)] = uint8(g)
 		}
 		h := xxhash.Sum64(payload)
 		if e.append {
