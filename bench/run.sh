@@ -302,17 +302,11 @@ grab() {
 	echo "${v:-?}"
 }
 
-# push_step LOG STEP: seconds of one step of the push a debug-level `sync` logged; "plan"
-# is the sync's time before the push (its reported seconds minus the push's).
-push_step() {
-	local key=$2_s total=0
-	if [[ $2 == plan ]]; then
-		key=seconds
-		total=$(grab "$1" 'dropped [0-9]+, ([0-9.]+)s')
-	fi
-	awk -v key="$key" -v total="$total" '/msg=push / {
-		for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) v = substr($i, length(key) + 2)
-		printf "%.3f", (total > 0 ? total - v : v); exit }' "$R/logs/$1.err"
+# push_field LOG FIELD: one field's value in the "push" line a debug-level `sync` logged
+# (seconds, or <step>_s: the wall time of one step of serving/push.Steps).
+push_field() {
+	awk -v key="$2" '/msg=push / {
+		for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) { printf "%.3f", substr($i, length(key) + 2); exit } }' "$R/logs/$1.err"
 }
 
 # stage_split: seconds of each stage of the last `run`, from its metrics textfile.
@@ -408,9 +402,12 @@ push_steps="plan clear stage states replace record cleanup"
 for round in 1 2 3; do
 	# At debug level sync logs the push's wall time per step (serving/push.Steps).
 	gb "resync-$round" stages --log-level debug sync --force
-	push_rounds+=("$(grab "resync-$round" 'dropped [0-9]+, ([0-9.]+)s')")
-	for st in $push_steps; do
-		step_rounds[$st]+="$(push_step "resync-$round" "$st") "
+	total=$(grab "resync-$round" 'dropped [0-9]+, ([0-9.]+)s')
+	push_rounds+=("$total")
+	# plan: the sync's time before the push (its reported seconds minus the push's)
+	step_rounds[plan]+="$(awk -v a="$total" -v b="$(push_field "resync-$round" seconds)" 'BEGIN {printf "%.3f", a - b}') "
+	for st in ${push_steps#plan }; do
+		step_rounds[$st]+="$(push_field "resync-$round" "${st}_s") "
 	done
 	ceiling_insert
 	ceil_rounds+=("$CEIL_SECS")
