@@ -215,7 +215,7 @@ func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	spec := gold.MartSpec{
 		Name: name, Table: m.Table, SourceTable: ent.Silver.Table, SourceKey: ent.Silver.Key, SourceColumns: cols,
 		Mode: m.Mode, OnChange: m.OnChange, Filter: m.Filter, GrainColumn: m.Grain.Column, GrainUnit: m.Grain.Unit, GrainAs: m.Grain.As,
-		Grouping: m.Grouping, GroupingSets: m.GroupingSets,
+		Grouping: m.Grouping, GroupingSets: m.GroupingSets, PassRows: m.PassRows,
 	}
 	// The row's columns: the source's, then each join's (dimension and measure types).
 	rowCols := map[string]silver.Type{}

@@ -350,6 +350,9 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 		scope := fmt.Sprintf("%d partitions", len(res.Partitions))
 		if res.Full {
 			scope = "full rebuild, " + scope
+			if res.Passes > 1 {
+				scope += fmt.Sprintf(" in %d passes", res.Passes)
+			}
 		} else if len(res.Partitions) > 0 && len(res.Partitions) <= 5 {
 			scope += " (" + strings.Join(res.Partitions, ", ") + ")"
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -74,28 +73,6 @@ func (m MartSpec) GrainString(g int64) string {
 		return time.UnixMicro(g).UTC().Format(time.RFC3339)
 	}
 	return time.Unix(g*86400, 0).UTC().Format(time.DateOnly)
-}
-
-// partitionFilter selects the Silver rows whose grain falls into one of the partitions.
-func (m MartSpec) partitionFilter(parts []int64) iceberg.BooleanExpression {
-	src := m.SourceColumns[m.GrainColumn]
-	ref := iceberg.Reference(m.GrainColumn)
-	var ors []iceberg.BooleanExpression
-	for _, g := range parts {
-		lo, hi := m.grainRange(g, src)
-		if src.Kind == silver.Date {
-			ors = append(ors, iceberg.NewAnd(iceberg.GreaterThanEqual(ref, iceberg.Date(lo)), iceberg.LessThan(ref, iceberg.Date(hi))))
-		} else {
-			ors = append(ors, iceberg.NewAnd(iceberg.GreaterThanEqual(ref, iceberg.Timestamp(lo)), iceberg.LessThan(ref, iceberg.Timestamp(hi))))
-		}
-	}
-	switch len(ors) {
-	case 0:
-		return iceberg.AlwaysFalse{}
-	case 1:
-		return ors[0]
-	}
-	return iceberg.NewOr(ors[0], ors[1], ors[2:]...)
 }
 
 // rowFilter is the compiled mart filter over Silver rows.
@@ -268,10 +245,10 @@ func compileExpr(what, src string, cols map[string]silver.Type) (*rowFilter, err
 // the joins first, then the mart filter applies, then the row is aggregated. In snapshot
 // mode every row goes to p.fixedGrain.
 //
-// keep, when set, selects the grain values to aggregate; rows of other grains are
+// ps.keep, when set, selects the grain values to aggregate; rows of other grains are
 // skipped before anything else of them is read (a cheap stand-in for a residual filter
 // that cannot prune files).
-func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int64, filter iceberg.BooleanExpression, keep map[int64]bool, rf *rowFilter) (int64, error) {
+func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int64, ps pass, rf *rowFilter) (int64, error) {
 	m := p.m
 	// Slots: the source fields read, then each join's columns.
 	var fields []string
@@ -364,7 +341,8 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		}
 	}
 
-	opts := []table.ScanOption{table.WithSelectedFields(fields...), table.WithRowFilter(filter)}
+	keep := ps.keep
+	opts := []table.ScanOption{table.WithSelectedFields(fields...), table.WithRowFilter(ps.filter)}
 	if snapshot != 0 {
 		opts = append(opts, table.WithSnapshotID(snapshot))
 	}
@@ -373,15 +351,12 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	if err != nil {
 		return 0, fmt.Errorf("plan %s: %w", m.SourceTable, err)
 	}
-	// The grain ranges kept prune row groups by their statistics in the direct read.
+	// The pass's grain ranges prune row groups by their statistics in the direct read.
 	var ranges [][2]int64
 	if keep != nil && !m.snapshot() {
-		for g := range keep {
-			lo, hi := m.grainRange(g, grainT)
-			ranges = append(ranges, [2]int64{lo, hi})
-		}
+		ranges = ps.ranges
 	}
-	recs, direct := readSilverDirect(ctx, tbl, tasks, fields, m.GrainColumn, ranges)
+	recs, direct := readSilverDirect(ctx, tbl, tasks, fields, m.GrainColumn, ranges, ps.readNulls)
 	if !direct {
 		if _, recs, err = scan.ReadTasks(ctx, tasks); err != nil {
 			return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)
@@ -497,8 +472,8 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		for r := range int(rec.NumRows()) {
 			if keep != nil {
 				gv := silver.ValueAt(srcA[grainSlot], r, grainT)
-				if !gv.Null && !keep[m.grainOf(gv, grainT)] {
-					continue // a NULL grain goes on to be filtered and counted
+				if gv.Null && ps.skipNulls || !gv.Null && !keep[m.grainOf(gv, grainT)] {
+					continue // a NULL grain goes on to be filtered and counted (in one pass)
 				}
 			}
 			for i, n := range fields {

@@ -34,6 +34,7 @@ type Options struct {
 
 	afterDrop    func() error      // test hook: in a rebuild, after the drop, before the create
 	afterCompute func()            // test hook: after the checks, before the commit
+	afterPass    func(int) error   // test hook: after each pass's files are written
 	beforeCommit func(attempt int) // test hook: in each commit attempt, on the fresh table
 	now          func() time.Time  // test hook: the run's clock (snapshot grain, _calculated_at)
 }
@@ -53,6 +54,7 @@ type Result struct {
 	// the files it reads.
 	NullGrainRows int64
 	Rows          int64 // Gold rows written
+	Passes        int   // the reads of Silver that computed them (see MartSpec.PassRows)
 	Report        Report
 	Elapsed       time.Duration
 }
@@ -131,26 +133,22 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if err != nil {
 		return fail(err)
 	}
-	p, err := newPartial(m)
-	if err != nil {
-		return fail(err)
-	}
-	p.fixedGrain = snapGrain
+	var joins []*joined
 	for _, j := range m.Joins {
 		jl, err := loadJoin(ctx, lh, j, joinSnaps[j.Table])
 		if err != nil {
 			return fail(fmt.Errorf("join %s: %w", j.Entity, err))
 		}
-		p.joins = append(p.joins, jl)
+		joins = append(joins, jl)
 	}
 
 	var parts []int64
-	var filter iceberg.BooleanExpression = iceberg.AlwaysTrue{}
-	var keep map[int64]bool
+	var passes []pass
 	switch {
 	case m.snapshot():
 		// Every (filtered) row, as of now, into this period's partition.
 		parts = []int64{snapGrain}
+		passes = []pass{m.passOf(src, nil)}
 		res.Full = opt.Full
 	default:
 		res.Full = opt.Full || res.SilverFrom == 0 || joinsChanged
@@ -165,51 +163,37 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 			res.Full = full
 			opt.Log.Debug("changed partitions", "partitions", len(parts), "full", full, "elapsed", time.Since(start))
 		}
-		if !res.Full {
-			if len(parts) == 0 {
-				// Silver changed, but no row of this mart's partitions did: move the watermark.
-				return commitWatermark(ctx, lh, m, res, joinSnaps, start)
+		if res.Full {
+			if passes, err = m.planPasses(ctx, src, snap, m.PassRows); err != nil {
+				return fail(err)
 			}
-			// keep skips the rows of other grains as they are read. With Silver
-			// partitioned by the grain, or its files sorted on it (silver sort_by), the
-			// filter also prunes files, and row groups by their min/max; otherwise
-			// (bucketed by key) there is nothing to prune.
-			keep = make(map[int64]bool, len(parts))
-			for _, g := range parts {
-				keep[g] = true
-			}
-			if partitionedByGrain(src, m) || sortedByGrain(src, m) {
-				filter = m.partitionFilter(parts)
-			}
+			opt.Log.Debug("passes planned", "passes", len(passes), "elapsed", time.Since(start))
+			parts = nil
+			break
 		}
+		if len(parts) == 0 {
+			// Silver changed, but no row of this mart's partitions did: move the watermark.
+			return commitWatermark(ctx, lh, m, res, joinSnaps, start)
+		}
+		// keep skips the rows of other grains as they are read. With Silver partitioned
+		// by the grain, or its files sorted on it (silver sort_by), the filter also
+		// prunes files, and row groups by their min/max; otherwise (bucketed by key)
+		// there is nothing to prune.
+		passes = []pass{m.passOf(src, parts)}
 	}
-	if res.SilverRows, err = p.scanSilver(ctx, src, res.SilverTo, filter, keep, rf); err != nil {
+	res.Passes = len(passes)
+	files, grains, err := m.computePasses(ctx, gt, src, passes, parts, rf, joins, snapGrain, now, &res, opt)
+	if err != nil {
 		return fail(err)
 	}
-	res.NullGrainRows = p.nullGrain
-	if res.NullGrainRows > 0 {
-		opt.Log.Warn("silver rows without a grain value are not aggregated", "grain_column", m.GrainColumn, "rows", res.NullGrainRows)
-	}
-	opt.Log.Debug("silver scanned", "rows", res.SilverRows, "base_groups", len(p.base), "elapsed", time.Since(start))
-	rows := p.rows()
 	if res.Full && !m.snapshot() {
-		parts = nil
-		for _, g := range rows {
-			if len(parts) == 0 || parts[len(parts)-1] != g.grain {
-				parts = append(parts, g.grain)
-			}
-		}
+		parts = grains
 	}
 	for _, g := range parts {
 		res.Partitions = append(res.Partitions, m.GrainString(g))
 	}
-	rec := p.build(rows, res.RunID, now)
-	defer rec.Release()
-	res.Rows = rec.NumRows()
-
-	res.Report, err = runChecks(ctx, gt, m, rec, parts, res.NullGrainRows)
-	if err != nil {
-		return fail(err)
+	if res.NullGrainRows > 0 {
+		opt.Log.Warn("silver rows without a grain value are not aggregated", "grain_column", m.GrainColumn, "rows", res.NullGrainRows)
 	}
 	for _, f := range res.Report.Failures {
 		opt.Log.Warn("data-quality check failed", "check", f.Check, "severity", f.Severity, "rows", f.Count)
@@ -219,9 +203,11 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 			return fail(fmt.Errorf("open circuit: %w", err))
 		}
 		res.Elapsed = time.Since(start)
+		// The files a grouped build wrote before a later pass failed are deleted
+		// (catalog.WriteAttempt): nothing is published.
 		return res, fmt.Errorf("gold %s: %w", m.Name, ErrCircuitOpen)
 	}
-	opt.Log.Debug("computed and checked", "rows", res.Rows, "elapsed", time.Since(start))
+	opt.Log.Debug("computed and checked", "rows", res.Rows, "passes", res.Passes, "elapsed", time.Since(start))
 	if opt.afterCompute != nil {
 		opt.afterCompute()
 	}
@@ -246,12 +232,6 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	var overwrite iceberg.BooleanExpression = iceberg.AlwaysTrue{}
 	if !res.Full || m.snapshot() {
 		overwrite = m.grainIn(parts)
-	}
-	// The rows are written once; a conflict retries only the commit of these files
-	// (catalog.Commit's rule), so a lost race leaves no file behind.
-	files, err := writeFiles(ctx, gt, m.arrowSchema(), rec)
-	if err != nil {
-		return fail(err)
 	}
 	attempt := 0
 	committed, err := lh.Commit(ctx, m.Table, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {

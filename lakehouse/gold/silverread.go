@@ -26,13 +26,13 @@ import (
 // incremental Gold run at 10M events). Row groups whose statistics of column grain
 // miss every range [lo, hi) are skipped (Silver sorted on the grain, see silver
 // sort_by), and so are the rows outside the ranges in a sorted file (in an unsorted one
-// the caller skips them). The equality deletes
+// the caller skips them); rows without a grain value are kept with nulls. The equality deletes
 // attached to each task are applied: a row whose key is in one of them is dropped.
 //
 // ok is false, and nothing is read, when the tasks need the table scan: an evolved
 // schema, a file that is not Parquet, positional deletes or deletion vectors, or
 // equality deletes on other columns than one shared key.
-func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fields []string, grain string, ranges [][2]int64) (iter.Seq2[arrow.RecordBatch, error], bool) {
+func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileScanTask, fields []string, grain string, ranges [][2]int64, nulls bool) (iter.Seq2[arrow.RecordBatch, error], bool) {
 	if filescan.Evolved(tbl) {
 		return nil, false
 	}
@@ -69,7 +69,7 @@ func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileS
 	// batch (interned dimension values, distinct-count keys, min/max strings).
 	opt := filescan.Options{BatchRows: 16384, Mem: arrowmem.NewPool(readPoolIdle)}
 	if ranges != nil {
-		opt.KeepRowGroup = func(rg *metadata.RowGroupMetaData) bool { return rowGroupInRanges(rg, grain, ranges) }
+		opt.KeepRowGroup = func(rg *metadata.RowGroupMetaData) bool { return rowGroupInRanges(rg, grain, ranges, nulls) }
 	}
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		// The keys each equality delete file removes, loaded once.
@@ -112,7 +112,7 @@ func readSilverDirect(ctx context.Context, tbl *table.Table, tasks []table.FileS
 					for rec, err := range filescan.Read(rctx, tbl, []table.FileScanTask{t}, read, opt) {
 						var out []arrow.RecordBatch
 						if err == nil {
-							out, err = liveRows(rctx, rec, grain, ranges, keys, sets, fields)
+							out, err = liveRows(rctx, rec, grain, ranges, nulls, keys, sets, fields)
 							rec.Release()
 						}
 						if err != nil {
@@ -177,10 +177,10 @@ const readPoolIdle = 64 << 20
 const maxRuns = 8
 
 // liveRows returns rec's columns fields, cut to the runs of rows whose grain is inside
-// one of ranges (all rows without ranges, or when they are scattered over more than
+// one of ranges (or NULL, with nulls; all rows without ranges, or when they are scattered over more than
 // maxRuns runs; zero-copy slices: Silver sorted on the grain keeps them contiguous) and
 // without the rows whose key is in one of sets.
-func liveRows(ctx context.Context, rec arrow.RecordBatch, grain string, ranges [][2]int64, keys []string, sets []map[string]struct{}, fields []string) ([]arrow.RecordBatch, error) {
+func liveRows(ctx context.Context, rec arrow.RecordBatch, grain string, ranges [][2]int64, nulls bool, keys []string, sets []map[string]struct{}, fields []string) ([]arrow.RecordBatch, error) {
 	n := int(rec.NumRows())
 	runs := [][2]int{{0, n}}
 	if ranges != nil {
@@ -197,7 +197,7 @@ func liveRows(ctx context.Context, rec arrow.RecordBatch, grain string, ranges [
 		runs = runs[:0]
 		start := -1
 		for r := range n {
-			in := false
+			in := nulls && g.IsNull(r)
 			if !g.IsNull(r) {
 				v := grainValue(g, r)
 				for _, rg := range ranges {
@@ -319,8 +319,9 @@ func appendKey(buf []byte, cols []arrow.Array, r int) []byte {
 }
 
 // rowGroupInRanges reports whether rg may hold a value of column name inside one of
-// ranges (microseconds for a timestamp, days for a date): true without statistics.
-func rowGroupInRanges(rg *metadata.RowGroupMetaData, name string, ranges [][2]int64) bool {
+// ranges (microseconds for a timestamp, days for a date), or, with nulls, a NULL: true
+// without statistics.
+func rowGroupInRanges(rg *metadata.RowGroupMetaData, name string, ranges [][2]int64, nulls bool) bool {
 	for i := range rg.NumColumns() {
 		cc, err := rg.ColumnChunk(i)
 		if err != nil {
@@ -333,7 +334,7 @@ func rowGroupInRanges(rg *metadata.RowGroupMetaData, name string, ranges [][2]in
 			return true
 		}
 		st, err := cc.Statistics()
-		if err != nil || st == nil || !st.HasMinMax() {
+		if err != nil || st == nil || !st.HasMinMax() || nulls && (!st.HasNullCount() || st.NullCount() > 0) {
 			return true
 		}
 		var lo, hi int64

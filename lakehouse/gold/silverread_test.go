@@ -89,7 +89,7 @@ func TestDirectSilverReadEqualsScan(t *testing.T) {
 		for _, task := range tasks {
 			eq += len(task.EqualityDeleteFiles)
 		}
-		direct, ok := readSilverDirect(ctx, tbl, tasks, fields, "created_at", ranges)
+		direct, ok := readSilverDirect(ctx, tbl, tasks, fields, "created_at", ranges, false)
 		if !ok || eq == 0 {
 			t.Fatalf("days %v: direct read possible %v, %d equality delete files (want both)", days, ok, eq)
 		}

@@ -274,6 +274,7 @@ type Mart struct {
 	Table        string     `yaml:"table"`
 	Mode         string     `yaml:"mode"`      // incremental | snapshot
 	OnChange     string     `yaml:"on_change"` // rebuild | fail: when the definition changed since Gold was built
+	PassRows     int64      `yaml:"pass_rows"` // Silver rows per pass of a full build (0: gold.DefaultPassRows, -1: one pass)
 	Filter       string     `yaml:"filter"`
 	Grain        Grain      `yaml:"grain"`
 	Dimensions   []string   `yaml:"dimensions"`

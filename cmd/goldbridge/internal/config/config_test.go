@@ -224,6 +224,7 @@ func TestValidationRules(t *testing.T) {
 		{"snapshot with grain column", "    filter: not is_deleted", "    mode: snapshot\n    filter: not is_deleted", "marts.daily_revenue_kpi.grain.column"},
 		{"join column clash", "    filter: not is_deleted", "    joins: [{entity: orders, on: {order_id: order_id}, columns: [country]}]\n    filter: not is_deleted", "marts.daily_revenue_kpi.joins[0].columns"},
 		{"is_deleted filter on append", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n", "marts.daily_revenue_kpi.filter"},
+		{"negative gold pass rows", "    filter: not is_deleted", "    pass_rows: -2\n    filter: not is_deleted", "marts.daily_revenue_kpi.pass_rows"},
 		{"filter unknown column", "    filter: not is_deleted", "    filter: not is_deleted and channel == \"web\"", "marts.daily_revenue_kpi.filter"},
 		{"pii nested field", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {subject: $.user_id, fields: [$.customer.email]}\n", "entities.orders.pii.fields[0]"},
 		{"pii subject encrypted", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {subject: user_id, fields: [$.user_id]}\n", "entities.orders.pii.fields[0]"},

@@ -788,6 +788,9 @@ func (c *Config) validateMart(v *validator, name string) {
 	v.tableIdent(p+".table", m.Table)
 	v.oneOf(p+".mode", m.Mode, "incremental", "snapshot")
 	v.oneOf(p+".on_change", m.OnChange, "rebuild", "fail")
+	if m.PassRows < -1 {
+		v.add(p+".pass_rows", "must be -1 (one pass), 0 (the default) or a number of rows")
+	}
 	cols := map[string]string{}
 	if v.required(p+".source", m.Source) {
 		e, ok := c.Entities[m.Source]
