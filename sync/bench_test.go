@@ -102,6 +102,7 @@ func BenchmarkPushDays(b *testing.B) {
 	}
 	b.StopTimer()
 	pushRate := float64(rows) * float64(b.N) / pushSec
+	parts := scalar[uint64](b, c, fmt.Sprintf("SELECT count() FROM system.parts WHERE database = '%s' AND table = 'daily_revenue_kpi' AND active", db))
 
 	ceil := ceilingRate(b, db, float64(rows))
 	if n := scalar[uint64](b, c, fmt.Sprintf("SELECT count() FROM `%s`.ceiling", db)); n != uint64(rows) {
@@ -110,6 +111,7 @@ func BenchmarkPushDays(b *testing.B) {
 	b.ReportMetric(pushRate, "push_rows/s")
 	b.ReportMetric(ceil, "ch_bulk_rows/s")
 	b.ReportMetric(pushRate/ceil, "ratio")
+	b.ReportMetric(float64(parts)/nDays, "parts/partition")
 }
 
 // BenchmarkNoChangeSync times a sync that has nothing to do over 180 hot day partitions

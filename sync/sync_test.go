@@ -169,6 +169,11 @@ func TestSyncAcceptance(t *testing.T) {
 				return scalar[string](t, c, fmt.Sprintf("SELECT toString(sum(revenue)) FROM `%s`.daily_revenue_kpi_final", db))
 			}
 			p0, t0 := parts(), total()
+			if p0 != 10 {
+				// Each stream's blocks hold whole days and are inserted as sent (no
+				// squashing): one part per partition, as ClickHouse's own load makes.
+				t.Fatalf("%d active parts after pushing 10 partitions, want 10", p0)
+			}
 
 			// Sync twice: nothing pushed, parts stable.
 			start := time.Now()

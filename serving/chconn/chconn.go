@@ -173,12 +173,16 @@ func (c *Client) Retry(ctx context.Context, fn func(context.Context) error) erro
 // table has them); fill resets and refills them with the next block and returns false
 // when there is none. One INSERT statement per call: native via ch-go, HTTP as a
 // Native-format body. Setting async_insert=0 makes the rows visible on return.
-func (c *Client) Insert(ctx context.Context, table string, input proto.Input, fill func() (bool, error)) error {
+// settings ("name = value") go into the statement's SETTINGS clause.
+func (c *Client) Insert(ctx context.Context, table string, input proto.Input, fill func() (bool, error), settings ...string) error {
 	names := make([]string, len(input))
 	for i, col := range input {
 		names[i] = "`" + strings.ReplaceAll(col.Name, "`", "``") + "`"
 	}
 	into := "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ")"
+	if len(settings) > 0 {
+		into += " SETTINGS " + strings.Join(settings, ", ")
+	}
 	if c.opt.HTTP {
 		return c.insertHTTP(ctx, into+" FORMAT Native", input, fill)
 	}

@@ -23,6 +23,14 @@ import (
 // sent, and the state buffers of a sent block are reused.
 const maxBlockStateBytes = 8 << 20
 
+// stageSettings insert each block as it is sent. By default the server squashes the
+// blocks of an insert up to min_insert_block_size_rows/bytes (1M rows, 256 MB), and
+// squashing a column of aggregate states it does not own copies every state (a uniqExact
+// state element by element: see statesSettings), the work of building them again. The
+// blocks are sorted by grain and hold whole grains where the state budget allows, so
+// a block still makes about one part per partition.
+var stageSettings = []string{"min_insert_block_size_rows = 0", "min_insert_block_size_bytes = 0"}
+
 // goldReadBatch is the Arrow batch size of the direct Gold reads.
 const goldReadBatch = 16384
 
@@ -318,7 +326,7 @@ func stageGroups(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *ta
 		}
 		return n > 0, nil
 	}
-	if err := c.Insert(ctx, into, input, fill); err != nil {
+	if err := c.Insert(ctx, into, input, fill, stageSettings...); err != nil {
 		return nil, err
 	}
 	return byID(parts, counts), nil
