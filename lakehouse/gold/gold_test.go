@@ -319,6 +319,11 @@ func TestIncrementalEqualsFull(t *testing.T) {
 					base.AddDate(0, 0, o.day).Add(time.Hour).Format(time.RFC3339), base.Add(time.Duration(ua)*time.Minute).Format(time.RFC3339), op)
 			}
 			incr, full := kpiMart("gold.kpi"), kpiMart("gold.kpi_full")
+			// The same mart in passes of at most 10 Silver rows: incremental runs over
+			// several touched days run in several passes too.
+			passes := kpiMart("gold.kpi_passes")
+			passes.PassRows = 10
+			incrPasses := 0
 			for step := range 6 {
 				var lines []string
 				for range 40 {
@@ -356,10 +361,23 @@ func TestIncrementalEqualsFull(t *testing.T) {
 				if _, err := Run(ctx, lh, full, Options{Full: true}); err != nil {
 					t.Fatal(err)
 				}
+				res, err := Run(ctx, lh, passes, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.Full {
+					incrPasses = max(incrPasses, res.Passes)
+				}
 				a, b := goldRows(t, lh, incr.Table), goldRows(t, lh, full.Table)
 				if !slices.Equal(a, b) {
 					t.Fatalf("step %d: incremental (%d rows) != full (%d rows)\n%v\n%v", step, len(a), len(b), first(a, 3), first(b, 3))
 				}
+				if c := goldRows(t, lh, passes.Table); !slices.Equal(c, b) {
+					t.Fatalf("step %d: incremental in %d passes (%d rows) != full (%d rows)\n%v\n%v", step, res.Passes, len(c), len(b), first(c, 3), first(b, 3))
+				}
+			}
+			if incrPasses < 2 {
+				t.Fatalf("no incremental run of the passes mart ran in passes (at most %d)", incrPasses)
 			}
 		})
 	}

@@ -13,7 +13,7 @@ import (
 	"goldbridge/lakehouse/silver"
 )
 
-// DefaultPassRows is the most Silver rows one pass of a full Gold build aggregates by
+// DefaultPassRows is the most Silver rows one pass of a Gold run aggregates by
 // default (see MartSpec.PassRows). A pass holds its partitions' groups, distinct-key
 // sets and output batch at once: the orders mart over 3600 days held ~3 GB peak RSS for
 // 9M Silver rows in one pass.
@@ -65,85 +65,108 @@ func mergeRanges(rs [][2]int64) [][2]int64 {
 	return out
 }
 
-// planPasses splits a full build into passes over groups of whole, consecutive
-// partitions of at most limit Silver rows each (a partition with more is a pass of its
-// own), so that its memory is bounded by the group's rows rather than by the history.
-// When Silver holds no more than limit rows (or limit is negative) it is one pass, and
-// nothing more is read; otherwise the grain column is read once to count the rows of
-// each partition. Silver partitioned or sorted by the grain (silver sort_by) prunes each
-// pass's read to its partitions; otherwise every pass reads the whole table.
-func (m MartSpec) planPasses(ctx context.Context, src *table.Table, snap *table.Snapshot, limit int64) ([]pass, error) {
+// planPasses splits a run over parts (nil: a full build, every partition) into passes
+// over groups of whole, consecutive partitions of at most limit Silver rows each (a
+// partition with more is a pass of its own), so that its memory is bounded by the
+// group's rows rather than by the history or the delta. It is one pass, and nothing more
+// is read, when limit is negative or the Silver rows the run can read are within it:
+// all of them (the snapshot's total-records) for a full build, that share of them the
+// parts are of Gold's partitions (about goldFiles) for an incremental one. Otherwise the
+// grain column of those rows is read once to count the rows of each partition. Silver
+// partitioned or sorted by the grain (silver sort_by) prunes each pass's read to its
+// partitions; otherwise every pass reads the whole table.
+func (m MartSpec) planPasses(ctx context.Context, src *table.Table, snap *table.Snapshot, limit int64, parts []int64, goldFiles int64) ([]pass, error) {
 	if limit == 0 {
 		limit = DefaultPassRows
 	}
-	one := []pass{m.passOf(src, nil)}
-	if limit < 0 || totalRecords(snap) <= limit {
+	one := []pass{m.passOf(src, parts)}
+	rows := float64(totalOf(snap, "total-records"))
+	if parts != nil && goldFiles > 0 {
+		rows = rows * float64(len(parts)) / float64(goldFiles)
+	}
+	if limit < 0 || rows <= float64(limit) || parts != nil && len(parts) < 2 {
 		return one, nil
 	}
-	counts, err := m.silverGrainRows(ctx, src, snap.SnapshotID)
+	counts, err := m.silverGrainRows(ctx, src, snap.SnapshotID, one[0])
 	if err != nil {
 		return nil, err
 	}
-	grains := slices.Sorted(func(yield func(int64) bool) {
-		for g := range counts {
-			if !yield(g) {
-				return
+	grains := parts // every touched partition has a pass, even one Silver now has no row of
+	if parts == nil {
+		grains = slices.Sorted(func(yield func(int64) bool) {
+			for g := range counts {
+				if !yield(g) {
+					return
+				}
 			}
-		}
-	})
+		})
+	}
 	var groups [][]int64
-	var rows int64
+	var n int64
 	for _, g := range grains {
-		if len(groups) == 0 || rows+counts[g] > limit {
+		if len(groups) == 0 || n+counts[g] > limit {
 			groups = append(groups, nil)
-			rows = 0
+			n = 0
 		}
 		groups[len(groups)-1] = append(groups[len(groups)-1], g)
-		rows += counts[g]
+		n += counts[g]
 	}
 	if len(groups) <= 1 {
 		return one, nil
 	}
-	prune := partitionedByGrain(src, m) || sortedByGrain(src, m)
-	grainT := m.SourceColumns[m.GrainColumn]
 	out := make([]pass, len(groups))
 	for i, grp := range groups {
-		lo, _ := m.grainRange(grp[0], grainT)
-		_, hi := m.grainRange(grp[len(grp)-1], grainT)
-		ps := pass{keep: make(map[int64]bool, len(grp)), ranges: [][2]int64{{lo, hi}}, filter: iceberg.AlwaysTrue{}}
-		for _, g := range grp {
-			ps.keep[g] = true
+		if parts != nil {
+			// The touched partitions of the group, each its range: the untouched ones
+			// between them are not read.
+			out[i] = m.passOf(src, grp)
+			out[i].skipNulls = i > 0
+			continue
 		}
-		ps.readNulls, ps.skipNulls = i == 0, i > 0
-		if prune {
-			ps.filter = m.rangeFilter(ps.ranges, ps.readNulls)
-		}
-		out[i] = ps
+		out[i] = m.spanPass(src, grp, i == 0)
 	}
 	return out, nil
 }
 
-// totalRecords is the row count a snapshot's summary records (files' rows, before
-// deletes), or the largest int64 when it records none.
-func totalRecords(snap *table.Snapshot) int64 {
+// spanPass is the pass of a full build over the consecutive partitions grp: one range
+// from the first to the last (Silver has no row of a grain between them that is not in
+// grp). The first pass (first) also reads and counts the rows without a grain value.
+func (m MartSpec) spanPass(src *table.Table, grp []int64, first bool) pass {
+	grainT := m.SourceColumns[m.GrainColumn]
+	lo, _ := m.grainRange(grp[0], grainT)
+	_, hi := m.grainRange(grp[len(grp)-1], grainT)
+	ps := pass{keep: make(map[int64]bool, len(grp)), ranges: [][2]int64{{lo, hi}}, filter: iceberg.AlwaysTrue{}}
+	for _, g := range grp {
+		ps.keep[g] = true
+	}
+	ps.readNulls, ps.skipNulls = first, !first
+	if partitionedByGrain(src, m) || sortedByGrain(src, m) {
+		ps.filter = m.rangeFilter(ps.ranges, ps.readNulls)
+	}
+	return ps
+}
+
+// totalOf is a count a snapshot's summary records (total-records: the data files' rows,
+// before deletes), or the largest int64 when it records none.
+func totalOf(snap *table.Snapshot, key string) int64 {
 	if snap.Summary != nil {
-		if n, err := strconv.ParseInt(snap.Summary.Properties["total-records"], 10, 64); err == nil {
+		if n, err := strconv.ParseInt(snap.Summary.Properties[key], 10, 64); err == nil {
 			return n
 		}
 	}
 	return 1<<63 - 1
 }
 
-// silverGrainRows counts the live Silver rows of each grain value at snapshot (rows
-// without a grain are left out), reading the grain column alone.
-func (m MartSpec) silverGrainRows(ctx context.Context, src *table.Table, snapshot int64) (map[int64]int64, error) {
+// silverGrainRows counts the live Silver rows of each grain value at snapshot that ps
+// reads (rows without a grain are left out), reading the grain column alone.
+func (m MartSpec) silverGrainRows(ctx context.Context, src *table.Table, snapshot int64, ps pass) (map[int64]int64, error) {
 	grainT := m.SourceColumns[m.GrainColumn]
-	scan := src.Scan(table.WithSelectedFields(m.GrainColumn), table.WithSnapshotID(snapshot))
+	scan := src.Scan(table.WithSelectedFields(m.GrainColumn), table.WithSnapshotID(snapshot), table.WithRowFilter(ps.filter))
 	tasks, err := scan.PlanFiles(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", m.SourceTable, err)
 	}
-	recs, direct := readSilverDirect(ctx, src, tasks, []string{m.GrainColumn}, m.GrainColumn, nil, false)
+	recs, direct := readSilverDirect(ctx, src, tasks, []string{m.GrainColumn}, m.GrainColumn, ps.ranges, false)
 	if !direct {
 		if _, recs, err = scan.ReadTasks(ctx, tasks); err != nil {
 			return nil, fmt.Errorf("scan %s: %w", m.SourceTable, err)
@@ -157,7 +180,9 @@ func (m MartSpec) silverGrainRows(ctx context.Context, src *table.Table, snapsho
 		col := rec.Column(0)
 		for r := range int(rec.NumRows()) {
 			if v := silver.ValueAt(col, r, grainT); !v.Null {
-				counts[m.grainOf(v, grainT)]++
+				if g := m.grainOf(v, grainT); ps.keep == nil || ps.keep[g] {
+					counts[g]++
+				}
 			}
 		}
 		rec.Release()

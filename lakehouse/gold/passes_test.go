@@ -50,7 +50,7 @@ func TestPassesCountNullGrainsOnce(t *testing.T) {
 	ctx := context.Background()
 	for _, sorted := range []bool{false, true} {
 		t.Run(fmt.Sprint("sorted=", sorted), func(t *testing.T) {
-			lh, _ := passesFixture(t, sorted)
+			lh, land := passesFixture(t, sorted)
 			one, passes := kpiMart("gold.one"), kpiMart("gold.passes")
 			one.PassRows, passes.PassRows = -1, 1
 			for _, m := range []*MartSpec{&one, &passes} {
@@ -78,6 +78,25 @@ func TestPassesCountNullGrainsOnce(t *testing.T) {
 			}
 			if a, b := goldRows(t, lh, one.Table), goldRows(t, lh, passes.Table); len(a) == 0 || !slices.Equal(a, b) {
 				t.Fatalf("one pass %v\npasses   %v", a, b)
+			}
+
+			// An incremental run touching two days (a new one and the first) runs in two
+			// passes, and counts what the one-pass run counts.
+			land("2.jsonl", passRow("o8", `"2026-01-04T10:00:00Z"`), passRow("o9", "null"), passRow("o10", `"2026-01-01T12:00:00Z"`))
+			r1, err = Run(ctx, lh, one, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp, err = Run(ctx, lh, passes, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r1.Full || rp.Full || r1.Passes != 1 || rp.Passes != 2 || r1.SilverRows != 3 || rp.SilverRows != 3 ||
+				rp.NullGrainRows != r1.NullGrainRows || !slices.Equal(rp.Partitions, []string{"2026-01-01", "2026-01-04"}) || !slices.Equal(r1.Partitions, rp.Partitions) {
+				t.Fatalf("incremental: one pass %+v\npasses %+v\nwant 1 and 2 passes over 3 rows of 2026-01-01 and -04", r1, rp)
+			}
+			if a, b := goldRows(t, lh, one.Table), goldRows(t, lh, passes.Table); !slices.Equal(a, b) {
+				t.Fatalf("incremental: one pass %v\npasses   %v", a, b)
 			}
 		})
 	}

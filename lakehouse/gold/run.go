@@ -164,22 +164,23 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 			opt.Log.Debug("changed partitions", "partitions", len(parts), "full", full, "elapsed", time.Since(start))
 		}
 		if res.Full {
-			if passes, err = m.planPasses(ctx, src, snap, m.PassRows); err != nil {
-				return fail(err)
-			}
-			opt.Log.Debug("passes planned", "passes", len(passes), "elapsed", time.Since(start))
 			parts = nil
-			break
-		}
-		if len(parts) == 0 {
+		} else if len(parts) == 0 {
 			// Silver changed, but no row of this mart's partitions did: move the watermark.
 			return commitWatermark(ctx, lh, m, res, joinSnaps, start)
 		}
-		// keep skips the rows of other grains as they are read. With Silver partitioned
-		// by the grain, or its files sorted on it (silver sort_by), the filter also
-		// prunes files, and row groups by their min/max; otherwise (bucketed by key)
-		// there is nothing to prune.
-		passes = []pass{m.passOf(src, parts)}
+		// A pass's keep skips the rows of other grains as they are read. With Silver
+		// partitioned by the grain, or its files sorted on it (silver sort_by), its
+		// filter also prunes files, and row groups by their min/max; otherwise (bucketed
+		// by key) there is nothing to prune.
+		var goldFiles int64 // about Gold's partitions: one data file each (it writes a partition's rows at once)
+		if s := gt.CurrentSnapshot(); s != nil {
+			goldFiles = totalOf(s, "total-data-files")
+		}
+		if passes, err = m.planPasses(ctx, src, snap, m.PassRows, parts, goldFiles); err != nil {
+			return fail(err)
+		}
+		opt.Log.Debug("passes planned", "passes", len(passes), "elapsed", time.Since(start))
 	}
 	res.Passes = len(passes)
 	files, grains, err := m.computePasses(ctx, gt, src, passes, parts, rf, joins, snapGrain, now, &res, opt)
@@ -203,7 +204,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 			return fail(fmt.Errorf("open circuit: %w", err))
 		}
 		res.Elapsed = time.Since(start)
-		// The files a grouped build wrote before a later pass failed are deleted
+		// The files a run in passes wrote before a later pass failed are deleted
 		// (catalog.WriteAttempt): nothing is published.
 		return res, fmt.Errorf("gold %s: %w", m.Name, ErrCircuitOpen)
 	}

@@ -2,8 +2,8 @@
 // dimensions, measures and ROLLUP/CUBE/grouping-set levels, recomputed only for the grain
 // partitions that Silver changes touched, and published only through a data-quality
 // gateway whose critical failure leaves Gold as it was and opens the mart's circuit.
-// A full build of more Silver rows than MartSpec.PassRows is computed in passes over
-// groups of partitions, with the same one commit (its memory bounded by a group's).
+// A run over more Silver rows than MartSpec.PassRows is computed in passes over groups
+// of partitions, with the same one commit (its memory bounded by a group's).
 //
 // The table layout is the contract with serving; docs/gold.md describes it.
 package gold
@@ -91,10 +91,11 @@ type MartSpec struct {
 	// OnChange is what a run does when the mart's definition changed since its Gold
 	// table was built: OnChangeRebuild (also when empty) or OnChangeFail.
 	OnChange string
-	// PassRows bounds the memory of a full build: when Silver holds more rows, the
-	// partitions are computed in passes over groups of consecutive partitions of at most
-	// that many Silver rows each, all committed in one snapshot. 0 means
-	// DefaultPassRows; a negative value, one pass.
+	// PassRows bounds the memory of a run: when the partitions it computes (all of them
+	// in a full build, the touched ones otherwise) hold more Silver rows, they are
+	// computed in passes over groups of consecutive partitions of at most that many
+	// Silver rows each, all committed in one snapshot. 0 means DefaultPassRows; a
+	// negative value, one pass.
 	PassRows int64
 }
 
