@@ -22,6 +22,7 @@ const DefaultPassRows = 4_000_000
 // pass is one read of Silver in a Gold run: the grains it aggregates and how the read is
 // pruned to them.
 type pass struct {
+	parts  []int64        // the partitions it computes (nil: those its rows fall into)
 	keep   map[int64]bool // the grain values aggregated (nil: every grain)
 	ranges [][2]int64     // [lo, hi) of the grain column: row groups and sorted runs outside are skipped
 	filter iceberg.BooleanExpression
@@ -36,7 +37,7 @@ func (m MartSpec) passOf(src *table.Table, parts []int64) pass {
 	if parts == nil {
 		return pass{filter: iceberg.AlwaysTrue{}}
 	}
-	ps := pass{keep: make(map[int64]bool, len(parts)), filter: iceberg.AlwaysTrue{}}
+	ps := pass{parts: parts, keep: make(map[int64]bool, len(parts)), filter: iceberg.AlwaysTrue{}}
 	grainT := m.SourceColumns[m.GrainColumn]
 	for _, g := range parts {
 		ps.keep[g] = true
@@ -249,8 +250,8 @@ func (m MartSpec) mergeReports(reps []Report) Report {
 // data files (not committed) while no pass has failed a critical check; a pass's state
 // is released before the next one starts. It adds the counts and the merged report to
 // res and returns the files and, for a full build, the partitions computed (ascending).
-// parts are the partitions of an incremental or snapshot run (their one pass).
-func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passes []pass, parts []int64, rf *rowFilter, joins []*joined, snapGrain int64, now time.Time, res *Result, opt Options) ([]iceberg.DataFile, []int64, error) {
+// Each pass is checked over its own partitions (snapshot: snapGrain's).
+func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passes []pass, rf *rowFilter, joins []*joined, snapGrain int64, now time.Time, res *Result, opt Options) ([]iceberg.DataFile, []int64, error) {
 	var files []iceberg.DataFile
 	var grains []int64
 	reps := make([]Report, 0, len(passes))
@@ -268,9 +269,11 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 		res.SilverRows += n
 		res.NullGrainRows += p.nullGrain
 		rows := p.rows()
-		checked := parts
-		if res.Full && !m.snapshot() {
-			checked = nil
+		checked := ps.parts
+		switch {
+		case m.snapshot():
+			checked = []int64{snapGrain}
+		case res.Full:
 			for _, g := range rows {
 				if len(checked) == 0 || checked[len(checked)-1] != g.grain {
 					checked = append(checked, g.grain)

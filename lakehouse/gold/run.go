@@ -183,7 +183,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		opt.Log.Debug("passes planned", "passes", len(passes), "elapsed", time.Since(start))
 	}
 	res.Passes = len(passes)
-	files, grains, err := m.computePasses(ctx, gt, src, passes, parts, rf, joins, snapGrain, now, &res, opt)
+	files, grains, err := m.computePasses(ctx, gt, src, passes, rf, joins, snapGrain, now, &res, opt)
 	if err != nil {
 		return fail(err)
 	}

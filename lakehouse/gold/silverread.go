@@ -26,8 +26,9 @@ import (
 // incremental Gold run at 10M events). Row groups whose statistics of column grain
 // miss every range [lo, hi) are skipped (Silver sorted on the grain, see silver
 // sort_by), and so are the rows outside the ranges in a sorted file (in an unsorted one
-// the caller skips them); rows without a grain value are kept with nulls. The equality deletes
-// attached to each task are applied: a row whose key is in one of them is dropped.
+// the caller skips them); rows without a grain value are kept with nulls. The equality
+// deletes attached to each task are applied: a row whose key is in one of them is
+// dropped.
 //
 // ok is false, and nothing is read, when the tasks need the table scan: an evolved
 // schema, a file that is not Parquet, positional deletes or deletion vectors, or
@@ -177,9 +178,9 @@ const readPoolIdle = 64 << 20
 const maxRuns = 8
 
 // liveRows returns rec's columns fields, cut to the runs of rows whose grain is inside
-// one of ranges (or NULL, with nulls; all rows without ranges, or when they are scattered over more than
-// maxRuns runs; zero-copy slices: Silver sorted on the grain keeps them contiguous) and
-// without the rows whose key is in one of sets.
+// one of ranges, or NULL with nulls (all rows without ranges, or when they are scattered
+// over more than maxRuns runs; zero-copy slices: Silver sorted on the grain keeps them
+// contiguous) and without the rows whose key is in one of sets.
 func liveRows(ctx context.Context, rec arrow.RecordBatch, grain string, ranges [][2]int64, nulls bool, keys []string, sets []map[string]struct{}, fields []string) ([]arrow.RecordBatch, error) {
 	n := int(rec.NumRows())
 	runs := [][2]int{{0, n}}
