@@ -18,6 +18,9 @@
 # 120 days, N events span 120 × N / smallest days): a lakehouse grows by time. "dense"
 # keeps 120 days for every N, so each day (each Gold partition the tail touches, which
 # Gold recomputes whole) holds N / smallest times the rows.
+# BENCH_SCALE_HOT (e.g. 120d) sets the mart's ClickHouse hot window, counted back from
+# the newest Gold day (hot_window_anchor: data); the default keeps bench/orders.yaml's
+# ten years, so ClickHouse holds every day of the history.
 # The rows are appended to bench/results/<date>.md. Timings never fail the script;
 # a failing command does.
 set -euo pipefail
@@ -31,6 +34,8 @@ SIZES=${BENCH_SCALE_SIZES:-1000000 3000000 10000000}
 TAIL=${BENCH_SCALE_TAIL:-10000}
 REPEAT=${BENCH_SCALE_REPEAT:-5}
 HISTORY=${BENCH_SCALE_HISTORY:-days}
+HOT=${BENCH_SCALE_HOT:-}
+[[ -z "$HOT" || "$HOT" =~ ^[0-9]+d$ ]] || { echo "bench scale: BENCH_SCALE_HOT must be a number of days, e.g. 120d" >&2; exit 1; }
 [[ "$HISTORY" == days || "$HISTORY" == dense ]] || { echo "bench scale: BENCH_SCALE_HISTORY must be days or dense" >&2; exit 1; }
 W=${BENCH_DIR:-$root/bench/data}
 [[ "$W" == /* ]] || W="$root/$W"
@@ -42,7 +47,9 @@ rm -rf "$W"
 mkdir -p "$W"
 trap 'rm -rf "$W"' EXIT
 # bench/orders.yaml with the embedded server goldbridge starts and stops itself.
-sed -e '/password_file:/d' -e 's#path: \${GB_BENCH_CH_PATH}#path: ${STATE_DIR}/clickhouse#' \
+hot_sed=()
+[[ -z "$HOT" ]] || hot_sed=(-e "s#^\( *\)hot_window: 3650d#\1hot_window: $HOT\n\1hot_window_anchor: data#")
+sed -e '/password_file:/d' -e 's#path: \${GB_BENCH_CH_PATH}#path: ${STATE_DIR}/clickhouse#' "${hot_sed[@]}" \
 	-e 's#\${GB_BENCH_LANDING}#${STATE_DIR}/landing#' "$root/bench/orders.yaml" >"$W/orders.yaml"
 export GB_BENCH_DB=marts GB_BENCH_CH_TCP GB_BENCH_CH_HTTP
 free_port() {
@@ -129,7 +136,7 @@ for N in $SIZES; do
 done
 
 table=$(
-	echo "### $(date -u '+%Y-%m-%d %H:%M UTC') — scale curve (BENCH_SCALE=1, history: $HISTORY): +$TAIL events on each stored size"
+	echo "### $(date -u '+%Y-%m-%d %H:%M UTC') — scale curve (BENCH_SCALE=1, history: $HISTORY${HOT:+, hot window $HOT}): +$TAIL events on each stored size"
 	echo
 	echo "$(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg); binary: $("$BIN" version | sed -n 1p) (repository at $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown))."
 	echo
