@@ -351,12 +351,9 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	if err != nil {
 		return 0, fmt.Errorf("plan %s: %w", m.SourceTable, err)
 	}
-	// The pass's grain ranges prune row groups by their statistics in the direct read.
-	var ranges [][2]int64
-	if keep != nil && !m.snapshot() {
-		ranges = ps.ranges
-	}
-	recs, direct := readSilverDirect(ctx, tbl, tasks, fields, m.GrainColumn, ranges, ps.readNulls)
+	// The pass's grain ranges prune row groups by their statistics in the direct read
+	// (none in a full build or a snapshot run: passOf(nil)).
+	recs, direct := readSilverDirect(ctx, tbl, tasks, fields, m.GrainColumn, ps.ranges, ps.readNulls)
 	if !direct {
 		if _, recs, err = scan.ReadTasks(ctx, tasks); err != nil {
 			return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)

@@ -123,8 +123,9 @@ func (r goldRow) String() string {
 }
 
 // runChecks evaluates the mart's checks on the computed partitions, before any commit.
-// nullGrain is the number of Silver rows left out for a NULL grain (null_grain).
-func runChecks(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.RecordBatch, parts []int64, nullGrain int64) (Report, error) {
+// nullGrain is the number of Silver rows left out for a NULL grain (null_grain); hist is
+// Gold before the run (row_count_anomaly).
+func runChecks(ctx context.Context, hist *goldHistory, m MartSpec, rec arrow.RecordBatch, parts []int64, nullGrain int64) (Report, error) {
 	var rep Report
 	cols := map[string]int{}
 	for i, f := range rec.Schema().Fields() {
@@ -190,7 +191,7 @@ func runChecks(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.Recor
 				f.Examples = []string{fmt.Sprintf("%d silver rows with %s NULL", nullGrain, m.GrainColumn)}
 			}
 		case "row_count_anomaly":
-			if err := checkRowCounts(ctx, gt, m, rec, cols, parts, ck, &f); err != nil {
+			if err := checkRowCounts(ctx, hist, m, rec, cols, parts, ck, &f); err != nil {
 				return rep, fmt.Errorf("check %s: %w", ck.Name, err)
 			}
 		}
@@ -295,24 +296,34 @@ func checkConsistency(rec arrow.RecordBatch, cols map[string]int, m MartSpec, fl
 	}
 }
 
-// checkRowCounts compares each recomputed partition's row count with the mean of the
-// trailing partitions already in Gold.
-func checkRowCounts(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.RecordBatch, cols map[string]int, parts []int64, ck CheckSpec, f *Failure) error {
-	existing, ok, err := grainCounts(ctx, gt, m.GrainAs)
+// goldHistory is Gold's rows per partition before the run, which the row-count check
+// compares with: read on first use and kept, so the passes of a run read it once.
+type goldHistory struct {
+	gt     *table.Table
+	grain  string
+	counts map[int64]int64
+}
+
+// rows returns the rows per grain value of the Gold table as the run found it.
+func (h *goldHistory) rows(ctx context.Context) (map[int64]int64, error) {
+	if h.counts != nil {
+		return h.counts, nil
+	}
+	existing, ok, err := grainCounts(ctx, h.gt, h.grain)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !ok {
 		existing = map[int64]int64{}
 	}
-	if !ok && gt.CurrentSnapshot() != nil {
-		_, recs, err := gt.Scan(table.WithSelectedFields(m.GrainAs)).ToArrowRecords(ctx)
+	if !ok && h.gt.CurrentSnapshot() != nil {
+		_, recs, err := h.gt.Scan(table.WithSelectedFields(h.grain)).ToArrowRecords(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for r, err := range recs {
 			if err != nil {
-				return err
+				return nil, err
 			}
 			g := r.Column(0)
 			for i := range int(r.NumRows()) {
@@ -320,6 +331,17 @@ func checkRowCounts(ctx context.Context, gt *table.Table, m MartSpec, rec arrow.
 			}
 			r.Release()
 		}
+	}
+	h.counts = existing
+	return existing, nil
+}
+
+// checkRowCounts compares each recomputed partition's row count with the mean of the
+// trailing partitions already in Gold.
+func checkRowCounts(ctx context.Context, hist *goldHistory, m MartSpec, rec arrow.RecordBatch, cols map[string]int, parts []int64, ck CheckSpec, f *Failure) error {
+	existing, err := hist.rows(ctx)
+	if err != nil {
+		return err
 	}
 	now := map[int64]int64{}
 	g := rec.Column(cols[m.GrainAs])

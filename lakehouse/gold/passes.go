@@ -256,6 +256,7 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 	var grains []int64
 	reps := make([]Report, 0, len(passes))
 	critical := false
+	hist := &goldHistory{gt: gt, grain: m.GrainAs}
 	for i, ps := range passes {
 		p, err := newPartial(m)
 		if err != nil {
@@ -282,7 +283,7 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 			grains = append(grains, checked...)
 		}
 		rec := p.build(rows, res.RunID, now)
-		rep, err := runChecks(ctx, gt, m, rec, checked, p.nullGrain)
+		rep, err := runChecks(ctx, hist, m, rec, checked, p.nullGrain)
 		if err == nil && !critical && !rep.Critical() {
 			// The rows are written once; a conflict retries only the commit of these
 			// files (catalog.Commit's rule), so a lost race leaves no file behind.
