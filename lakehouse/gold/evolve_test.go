@@ -3,9 +3,12 @@ package gold
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/apache/iceberg-go"
 
 	"goldbridge/demo"
 	"goldbridge/lakehouse/lakehousetest"
@@ -131,5 +134,80 @@ func TestAdoptTableWithoutSpec(t *testing.T) {
 	other.Checks = nil
 	if _, err := Run(ctx, lh, other, Options{}); err != nil {
 		t.Fatalf("rebuild of an unrecorded table with other columns: %v", err)
+	}
+}
+
+// Gold's manifests keep column statistics only for its date and timestamp columns
+// (metricsProperties), and a table created before that policy adopts it at its next
+// commit, for the files written from then on.
+func TestStatisticsOnlyForDateColumns(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 500, Seed: 13, End: time.Date(2026, 5, 31, 0, 0, 0, 0, time.UTC), Days: 3}); err != nil {
+		t.Fatal(err)
+	}
+	loadAndSilver(t, lh, landing)
+	m := kpiMart("gold.stats")
+	m.Checks = nil
+	old := m.tableProperties()
+	for k := range m.metricsProperties() {
+		delete(old, k)
+	}
+	created, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.Schema(), m.partitionSpec(), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dates []int // field ids of the date and timestamp columns (the table's)
+	for _, f := range created.Schema().Fields() {
+		switch f.Type.(type) {
+		case iceberg.DateType, iceberg.TimestampTzType:
+			dates = append(dates, f.ID)
+		}
+	}
+	if len(dates) < 2 || len(dates) == len(created.Schema().Fields()) {
+		t.Fatalf("date and timestamp columns %v of %d: the test needs both kinds", dates, len(created.Schema().Fields()))
+	}
+	withStats := func() (lower, counts []int) {
+		t.Helper()
+		gt, err := lh.LoadTable(ctx, m.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := gt.Scan().PlanFiles(ctx)
+		if err != nil || len(tasks) < 3 {
+			t.Fatalf("plan gold: %d files, %v", len(tasks), err)
+		}
+		lo, vc := map[int]bool{}, map[int]bool{}
+		for _, tk := range tasks {
+			for id := range tk.File.LowerBoundValues() {
+				lo[id] = true
+			}
+			for id := range tk.File.ValueCounts() {
+				vc[id] = true
+			}
+		}
+		return slices.Sorted(maps.Keys(lo)), slices.Sorted(maps.Keys(vc))
+	}
+	if _, err := Run(ctx, lh, m, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if lower, _ := withStats(); len(lower) <= len(dates) {
+		t.Fatalf("the files written before the upgrade have bounds for columns %v: the old default should cover more than %v", lower, dates)
+	}
+	gt, err := lh.LoadTable(ctx, m.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range m.metricsProperties() {
+		if gt.Properties()[k] != v {
+			t.Fatalf("property %s = %q after the run, want %q", k, gt.Properties()[k], v)
+		}
+	}
+	if _, err := Run(ctx, lh, m, Options{Full: true}); err != nil {
+		t.Fatal(err)
+	}
+	if lower, counts := withStats(); !slices.Equal(lower, dates) || !slices.Equal(counts, dates) {
+		t.Fatalf("statistics after the upgrade: bounds for %v, value counts for %v; want both for %v only", lower, counts, dates)
 	}
 }

@@ -261,9 +261,8 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 				return nil, err
 			}
 		}
-		if spec := m.Definition(); tbl.Properties()[PropSpec] != spec {
-			// A table from before PropSpec whose columns are the mart's: recorded now.
-			if err := tx.SetProperties(iceberg.Properties{PropSpec: spec}); err != nil {
+		if up := m.upgradedProperties(tbl.Properties()); len(up) > 0 {
+			if err := tx.SetProperties(up); err != nil {
 				return nil, err
 			}
 		}
@@ -272,6 +271,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if err != nil {
 		return fail(err)
 	}
+	opt.Log.Debug("committed", "elapsed", time.Since(start))
 	res.SnapshotID = committed.CurrentSnapshot().SnapshotID
 	res.Elapsed = time.Since(start)
 	return res, nil

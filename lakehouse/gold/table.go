@@ -172,5 +172,45 @@ func (m MartSpec) tableProperties() iceberg.Properties {
 			props["write.parquet.dict-encoding-enabled.column."+mart.KeysCol(ms.Name)+".list.element"] = "false"
 		}
 	}
+	for k, v := range m.metricsProperties() {
+		props[k] = v
+	}
 	return props
 }
+
+// metricsProperties keep column statistics in Gold's manifests only for its date and
+// timestamp columns (the grain, and the ranges sync reads from the bounds): every run
+// reads and rewrites the manifest entries of all partitions (the replace's scans, the
+// row-count check, freshness, sync's plan), and at 3600 partitions the statistics of
+// the other columns, which no reader prunes by, made most of their cost.
+func (m MartSpec) metricsProperties() iceberg.Properties {
+	props := iceberg.Properties{metricsDefault: "none"}
+	for _, c := range m.columns() {
+		switch c.ice.(type) {
+		case iceberg.DateType, iceberg.TimestampType, iceberg.TimestampTzType:
+			props[metricsColumn+c.name] = "full"
+		}
+	}
+	return props
+}
+
+// upgradedProperties are the properties a table created by an older goldbridge lacks
+// or holds otherwise: its definition (PropSpec, when its columns are the mart's) and
+// the statistics kept (metricsProperties, for the files written from now on).
+func (m MartSpec) upgradedProperties(have iceberg.Properties) iceberg.Properties {
+	want := m.metricsProperties()
+	want[PropSpec] = m.Definition()
+	up := iceberg.Properties{}
+	for k, v := range want {
+		if have[k] != v {
+			up[k] = v
+		}
+	}
+	return up
+}
+
+// Iceberg's write properties of the column statistics kept in manifests.
+const (
+	metricsDefault = "write.metadata.metrics.default"
+	metricsColumn  = "write.metadata.metrics.column."
+)
