@@ -21,6 +21,8 @@
 # BENCH_SCALE_HOT (e.g. 120d) sets the mart's ClickHouse hot window, counted back from
 # the newest Gold day (hot_window_anchor: data); the default keeps bench/orders.yaml's
 # ten years, so ClickHouse holds every day of the history.
+# BENCH_SCALE_PROFILE=DIR keeps each incremental run's log (at --log-level debug), CPU
+# profile and execution trace in DIR as incr-N.{log,pprof,trace}, to attribute its time.
 # The rows are appended to bench/results/<date>.md. Timings never fail the script;
 # a failing command does.
 set -euo pipefail
@@ -35,6 +37,8 @@ TAIL=${BENCH_SCALE_TAIL:-10000}
 REPEAT=${BENCH_SCALE_REPEAT:-5}
 HISTORY=${BENCH_SCALE_HISTORY:-days}
 HOT=${BENCH_SCALE_HOT:-}
+PROFILE=${BENCH_SCALE_PROFILE:-}
+[[ -z "$PROFILE" || "$PROFILE" == /* ]] || PROFILE="$root/$PROFILE"
 [[ -z "$HOT" || "$HOT" =~ ^[0-9]+d$ ]] || { echo "bench scale: BENCH_SCALE_HOT must be a number of days, e.g. 120d" >&2; exit 1; }
 [[ "$HISTORY" == days || "$HISTORY" == dense ]] || { echo "bench scale: BENCH_SCALE_HISTORY must be days or dense" >&2; exit 1; }
 W=${BENCH_DIR:-$root/bench/data}
@@ -127,8 +131,11 @@ for N in $SIZES; do
 	echo "== scale $N: incremental run (+$TAIL events)" >&2
 	mv "$W/gen-$N/tail" "$S/landing/orders-99999.jsonl"
 	sync
-	timed_rss incr run
+	prof=()
+	[[ -z "$PROFILE" ]] || { mkdir -p "$PROFILE" && prof=(--log-level debug --cpuprofile "$PROFILE/incr-$N.pprof" --trace "$PROFILE/incr-$N.trace"); }
+	timed_rss incr "${prof[@]}" run
 	incr=$MS incr_rss=$RSS
+	[[ -z "$PROFILE" ]] || cp "$S.logs/incr.out" "$PROFILE/incr-$N.log"
 	silver=$(silver_secs)
 	first=${first:-$incr}
 	rows+=("| $N | $days | $(awk -v a="$full" 'BEGIN {printf "%.1f", a / 1000}') | $full_rss | $(awk -v a="$incr" 'BEGIN {printf "%.2f", a / 1000}') | $incr_rss | $silver | $(gold_secs) | $(awk -v a="$incr" -v b="$first" 'BEGIN {printf "%.2f×", a / b}') | $(stats "${nrun[@]}") | $(stats "${nsync[@]}") |")

@@ -107,8 +107,10 @@ func (a *app) startServer(ctx context.Context, opt chlocal.Options) (*chlocal.Se
 		cancel()
 		sctx, cancelStop := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancelStop()
+		t0 := time.Now()
 		if err := srv.Stop(sctx); err != nil {
 			a.log.Warn("stopping clickhouse server", "path", opt.Path, "err", err)
 		}
+		a.log.Debug("stopped embedded clickhouse", "seconds", time.Since(t0).Seconds())
 	}, nil
 }

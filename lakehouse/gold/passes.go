@@ -258,6 +258,7 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 	critical := false
 	hist := &goldHistory{gt: gt, grain: m.GrainAs}
 	for i, ps := range passes {
+		t0 := time.Now()
 		p, err := newPartial(m)
 		if err != nil {
 			return nil, nil, err
@@ -269,6 +270,7 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 		}
 		res.SilverRows += n
 		res.NullGrainRows += p.nullGrain
+		tScan := time.Since(t0)
 		rows := p.rows()
 		checked := ps.parts
 		switch {
@@ -283,7 +285,9 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 			grains = append(grains, checked...)
 		}
 		rec := p.build(rows, res.RunID, now)
+		tBuild := time.Since(t0)
 		rep, err := runChecks(ctx, hist, m, rec, checked, p.nullGrain)
+		tCheck := time.Since(t0)
 		if err == nil && !critical && !rep.Critical() {
 			// The rows are written once; a conflict retries only the commit of these
 			// files (catalog.Commit's rule), so a lost race leaves no file behind.
@@ -298,7 +302,8 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 		}
 		critical = critical || rep.Critical()
 		reps = append(reps, rep)
-		opt.Log.Debug("pass computed", "pass", i+1, "of", len(passes), "silver_rows", n, "rows", len(rows))
+		opt.Log.Debug("pass computed", "pass", i+1, "of", len(passes), "silver_rows", n, "rows", len(rows),
+			"scan_s", tScan.Seconds(), "build_s", (tBuild - tScan).Seconds(), "check_s", (tCheck - tBuild).Seconds(), "write_s", (time.Since(t0) - tCheck).Seconds())
 		if opt.afterPass != nil {
 			if err := opt.afterPass(i); err != nil {
 				return nil, nil, err
