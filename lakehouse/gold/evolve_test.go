@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 
 	"goldbridge/demo"
+	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/lakehouse/mart"
 )
@@ -97,24 +99,37 @@ func TestMartEvolution(t *testing.T) {
 	}
 }
 
+// olderTable loads a small Silver (demo seed) and creates the Gold table of kpiMart(ident)
+// as an older goldbridge did: without the properties named in drop. It returns the
+// mart (without checks), the properties the table was created with, and the table.
+func olderTable(t *testing.T, seed uint64, ident string, drop ...string) (*catalog.Lakehouse, MartSpec, iceberg.Properties, *table.Table) {
+	t.Helper()
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 500, Seed: seed, End: time.Date(2026, 5, 31, 0, 0, 0, 0, time.UTC), Days: 3}); err != nil {
+		t.Fatal(err)
+	}
+	loadAndSilver(t, lh, landing)
+	m := kpiMart(ident)
+	m.Checks = nil
+	props := m.tableProperties()
+	for _, k := range drop {
+		delete(props, k)
+	}
+	created, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.Schema(), m.partitionSpec(), props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lh, m, props, created
+}
+
 // TestAdoptTableWithoutSpec: a table built before the definition was recorded is kept
 // when its columns are the mart's (and the definition recorded at its next commit), and
 // rebuilt when they are not.
 func TestAdoptTableWithoutSpec(t *testing.T) {
 	ctx := context.Background()
-	lh := lakehousetest.Open(t)
-	landing := t.TempDir()
-	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 500, Seed: 12, End: time.Date(2026, 5, 31, 0, 0, 0, 0, time.UTC), Days: 3}); err != nil {
-		t.Fatal(err)
-	}
-	loadAndSilver(t, lh, landing)
-	m := kpiMart("gold.adopt")
-	m.Checks = nil
-	props := m.tableProperties()
-	delete(props, PropSpec)
-	if _, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.Schema(), m.partitionSpec(), props); err != nil {
-		t.Fatal(err)
-	}
+	lh, m, props, _ := olderTable(t, 12, "gold.adopt", PropSpec)
 	if _, err := Run(ctx, lh, m, Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,22 +157,8 @@ func TestAdoptTableWithoutSpec(t *testing.T) {
 // commit, for the files written from then on.
 func TestStatisticsOnlyForDateColumns(t *testing.T) {
 	ctx := context.Background()
-	lh := lakehousetest.Open(t)
-	landing := t.TempDir()
-	if _, err := demo.Generate(ctx, demo.Options{OutDir: landing, Events: 500, Seed: 13, End: time.Date(2026, 5, 31, 0, 0, 0, 0, time.UTC), Days: 3}); err != nil {
-		t.Fatal(err)
-	}
-	loadAndSilver(t, lh, landing)
 	m := kpiMart("gold.stats")
-	m.Checks = nil
-	old := m.tableProperties()
-	for k := range m.metricsProperties() {
-		delete(old, k)
-	}
-	created, _, err := lh.LoadOrCreateTable(ctx, m.Table, m.Schema(), m.partitionSpec(), old)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lh, m, _, created := olderTable(t, 13, m.Table, slices.Collect(maps.Keys(m.metricsProperties()))...)
 	var dates []int // field ids of the date and timestamp columns (the table's)
 	for _, f := range created.Schema().Fields() {
 		switch f.Type.(type) {
