@@ -479,8 +479,21 @@ func rewriteWithout(ctx context.Context, lh *catalog.Lakehouse, ident string, tb
 	return committed.CurrentSnapshot().SnapshotID, nil
 }
 
+// FoldBookkeeping returns, as table properties, what exactly-once ingestion reads from
+// tbl's snapshot summaries (carryBookkeeping), so that it survives the expiry of the
+// snapshots that wrote it: routine maintenance sets them in the commit that expires
+// them. IngestedFiles and KafkaOffsets read the properties below the summaries.
+func FoldBookkeeping(tbl *table.Table) (iceberg.Properties, error) {
+	props := iceberg.Properties{}
+	if err := carryBookkeeping(tbl, props); err != nil {
+		return nil, fmt.Errorf("fold bookkeeping: %w", err)
+	}
+	return props, nil
+}
+
 // carryBookkeeping copies into props what exactly-once ingestion reads from snapshot
-// summaries, so that it survives the expiry of the snapshots that wrote it: every
+// summaries (and the table properties an earlier fold left), so that it survives the
+// expiry of the snapshots that wrote it: every
 // ingested landing file (PropFileLog) and the latest Kafka offset of every partition
 // (PropOffsets, "topic:partition" -> next offset; each Kafka commit records its whole
 // topic, so the newest value of each key along the current snapshot's ancestry is the
@@ -503,6 +516,12 @@ func carryBookkeeping(tbl *table.Table, props iceberg.Properties) error {
 
 	offsets := map[string]json.RawMessage{}
 	found := false
+	if raw, ok := tbl.Properties()[PropOffsets]; ok { // folded by an earlier expiry: the oldest values
+		if err := json.Unmarshal([]byte(raw), &offsets); err != nil {
+			return fmt.Errorf("bad table property %s: %w", PropOffsets, err)
+		}
+		found = true
+	}
 	var ancestry []table.Snapshot
 	if cur := tbl.CurrentSnapshot(); cur != nil {
 		ancestry = table.AncestorsOf(cur.SnapshotID, func(id int64) *table.Snapshot { return tbl.SnapshotByID(id) })

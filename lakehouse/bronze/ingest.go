@@ -449,10 +449,20 @@ func fileChanged(f landingFile, prev FileRecord) (bool, error) {
 	return sum != prev.Checksum, nil
 }
 
-// IngestedFiles returns every landing file recorded in the table's snapshot summaries,
-// by path (the newest record wins).
+// IngestedFiles returns every landing file recorded in the table's snapshot summaries
+// and in its PropFileLog table property (what the summaries of expired snapshots held:
+// FoldBookkeeping), by path (the newest record wins).
 func IngestedFiles(tbl *table.Table) (map[string]FileRecord, error) {
 	out := map[string]FileRecord{}
+	if raw, ok := tbl.Properties()[PropFileLog]; ok {
+		var recs []FileRecord
+		if err := json.Unmarshal([]byte(raw), &recs); err != nil {
+			return nil, fmt.Errorf("bad table property %s: %w", PropFileLog, err)
+		}
+		for _, r := range recs {
+			out[r.Path] = r
+		}
+	}
 	snaps := tbl.Metadata().Snapshots()
 	for _, s := range snaps { // oldest first, so newer records overwrite older ones
 		if s.Summary == nil {

@@ -469,8 +469,10 @@ func commitGroupOffsets(ctx context.Context, adm *kadm.Client, src KafkaSource, 
 // topic (every Kafka commit records the full map of its topic). It returns an empty map
 // when the topic was never ingested.
 //
-// Snapshot expiry must keep that snapshot, or copy its PropOffsets forward: without it
-// the next run would start the topic over from KafkaSource.StartOffset.
+// When no snapshot left has offsets for topic, the PropOffsets table property (what
+// expired snapshots recorded: FoldBookkeeping) is read. Snapshot expiry must keep that
+// snapshot, or fold its PropOffsets into the property: without it the next run would
+// start the topic over from KafkaSource.StartOffset.
 func KafkaOffsets(tbl *table.Table, topic string) (map[int32]int64, error) {
 	meta := tbl.Metadata()
 	snap := meta.CurrentSnapshot()
@@ -493,6 +495,13 @@ func KafkaOffsets(tbl *table.Table, topic string) (map[int32]int64, error) {
 			break
 		}
 		snap = meta.SnapshotByID(*snap.ParentSnapshotID)
+	}
+	if raw, ok := tbl.Properties()[PropOffsets]; ok {
+		offsets, err := parseOffsets(raw, topic)
+		if err != nil {
+			return nil, fmt.Errorf("bad table property %s: %w", PropOffsets, err)
+		}
+		return offsets, nil
 	}
 	return map[int32]int64{}, nil
 }

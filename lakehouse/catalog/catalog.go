@@ -649,8 +649,8 @@ func (l *Lakehouse) LoadTable(ctx context.Context, ident string) (*table.Table, 
 }
 
 // LoadOrCreateTable loads "ns.table", or creates it (and its namespace) with
-// the given schema, partition spec, table properties and extra create options (a
-// sort order). created reports whether this call created it. Concurrent creators
+// the given schema, partition spec, table properties (plus MetadataProperties) and
+// extra create options (a sort order). created reports whether this call created it. Concurrent creators
 // are tolerated: the loser loads the winner's table. An existing table is returned as is; its schema
 // and spec are not compared with the arguments.
 func (l *Lakehouse) LoadOrCreateTable(ctx context.Context, ident string, sch *iceberg.Schema, spec iceberg.PartitionSpec, props iceberg.Properties,
@@ -673,10 +673,7 @@ func (l *Lakehouse) LoadOrCreateTable(ctx context.Context, ident string, sch *ic
 	if err := l.ensureNamespace(ctx, icecat.NamespaceFromIdent(id)); err != nil {
 		return nil, false, fmt.Errorf("create table %s: namespace: %w", ident, err)
 	}
-	opts := []icecat.CreateTableOpt{icecat.WithPartitionSpec(&spec)}
-	if len(props) > 0 {
-		opts = append(opts, icecat.WithProperties(props))
-	}
+	opts := []icecat.CreateTableOpt{icecat.WithPartitionSpec(&spec), icecat.WithProperties(withMetadataProperties(props))}
 	opts = append(opts, extra...)
 	tbl, err = l.cat.CreateTable(ctx, id, sch, opts...)
 	if errors.Is(err, icecat.ErrTableAlreadyExists) {

@@ -59,6 +59,23 @@ func TaggedSnapshot(tbl *table.Table, key, value string) int64 {
 	return 0
 }
 
+// NewestWithKey returns the newest snapshot in the current snapshot's line of descent
+// whose summary has key, or 0: the commit a reader of that bookkeeping walks back to.
+func NewestWithKey(tbl *table.Table, key string) int64 {
+	cur := tbl.CurrentSnapshot()
+	if cur == nil {
+		return 0
+	}
+	for _, s := range table.AncestorsOf(cur.SnapshotID, tbl.SnapshotByID) {
+		if s.Summary != nil {
+			if _, ok := s.Summary.Properties[key]; ok {
+				return s.SnapshotID
+			}
+		}
+	}
+	return 0
+}
+
 // Seal commits a data-less snapshot on top of ident whose summary holds props and every
 // goldbridge.* key of the current snapshot's summary (watermarks and bookkeeping, which
 // must survive the expiry of the snapshot that wrote them), and returns its id. A

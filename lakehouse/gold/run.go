@@ -375,6 +375,21 @@ func Watermark(tbl *table.Table) int64 {
 	return id
 }
 
+// StartSnapshots returns, by Silver table, the snapshots the mart's next incremental
+// run reads from: its watermark in source (the mart's Silver table) and the snapshot
+// recorded for each joined table. Table maintenance keeps them (and everything after
+// them): without them the next run recomputes the whole mart.
+func StartSnapshots(tbl *table.Table, source string) map[string]int64 {
+	out := joinWatermarks(tbl)
+	if out == nil {
+		out = map[string]int64{}
+	}
+	if w := Watermark(tbl); w != 0 {
+		out[source] = w
+	}
+	return out
+}
+
 // lastSummary is the summary of the newest Gold commit that records a Silver watermark
 // (a run's commit), or nil.
 func lastSummary(tbl *table.Table) iceberg.Properties {
