@@ -104,8 +104,11 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 	start := time.Now()
 	var circuit error
 	var failed []error // a stage's failures do not stop the next stages (source isolation)
-	for _, st := range []string{"ingest", "silver", "gold", "sync", "check"} {
-		if !contains(stages, st) {
+	// run and serve maintain by themselves after a lakehouse or sync stage (maintainDue).
+	auto := !contains(stages, "maintain") && (contains(stages, "ingest") || contains(stages, "silver") ||
+		contains(stages, "gold") || contains(stages, "sync"))
+	for _, st := range []string{"ingest", "silver", "gold", "sync", "check", "maintain"} {
+		if !contains(stages, st) && !(st == "maintain" && auto && p.maintainDue()) {
 			continue
 		}
 		var err error
@@ -121,6 +124,10 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 			err = p.gold(ctx, marts)
 		case "sync", "check":
 			err = a.syncStage(ctx, p, st, marts, serveOptions{})
+		case "maintain":
+			// Last: it touches only the lake, and keeps every snapshot the stages above
+			// recorded as a watermark.
+			err = p.maintain(ctx, entities, marts, nil)
 		}
 		if errors.Is(err, gold.ErrCircuitOpen) {
 			circuit = err // keep going: the other marts are still synced

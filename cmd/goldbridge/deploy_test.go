@@ -47,6 +47,12 @@ var promExprs = map[string]exprCheck{
 	`goldbridge_hot_partitions`:                                                                          {sync: true},
 	`increase(goldbridge_skipped_overlapping_runs_total[1h])`:                                            {},
 	`up{job="goldbridge"}`:                                                                               {},
+	`goldbridge_table_snapshots`:                                                                         {},
+	`goldbridge_table_data_files`:                                                                        {},
+	`goldbridge_table_delete_files`:                                                                      {},
+	`goldbridge_table_manifests`:                                                                         {},
+	`goldbridge_table_metadata_bytes`:                                                                    {},
+	`time() - goldbridge_maintenance_last_success_timestamp_seconds`:                                     {},
 
 	// deploy/prometheus/alerts.yml
 	`up{job="goldbridge"} == 0`:                                                                       {inner: `up{job="goldbridge"}`},
@@ -59,6 +65,8 @@ var promExprs = map[string]exprCheck{
 	`time() - max by (stage, entity, mart) (goldbridge_last_success_timestamp_seconds) > 3 * 900`:     {inner: `goldbridge_last_success_timestamp_seconds`},
 	`increase(goldbridge_skipped_overlapping_runs_total[1h]) > 2`:                                     {inner: `goldbridge_skipped_overlapping_runs_total`},
 	`sum by (mart, check) (increase(goldbridge_dq_check_failures_total{severity="warning"}[6h])) > 0`: {inner: `goldbridge_dq_check_failures_total{severity="warning"}`},
+	`time() - goldbridge_maintenance_last_success_timestamp_seconds > 3 * 3600`:                       {inner: `goldbridge_maintenance_last_success_timestamp_seconds`},
+	`goldbridge_table_snapshots > 1000`:                                                               {inner: `goldbridge_table_snapshots`},
 }
 
 // circuitOpenAlert is the expression that must return a series once a critical check fails.

@@ -36,6 +36,7 @@ type pipeline struct {
 	ch               *chOpening     // ClickHouse connection opened ahead (run), or nil
 	aheadOnLanding   []string       // open ClickHouse ahead (ensuring these marts) once ingest lands rows
 	landed           bool           // ingest committed something to Bronze
+	committed        bool           // a stage committed something to the lake (maintainDue)
 	bg               sync.WaitGroup // metric reads left to run beside the next stages; close waits
 }
 
@@ -287,6 +288,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 			continue
 		}
 		p.m.QuarantineGate.WithLabelValues(name).Set(0)
+		p.committed = p.committed || res.SnapshotID != 0 || res.QuarantineSnapshotID != 0 || res.KeysSnapshotID != 0
 		c := res.Counts
 		merged := "merged"
 		if spec.Mode == silver.ModeAppend {
@@ -336,6 +338,7 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 			continue
 		}
 		p.m.CircuitOpen.WithLabelValues(name).Set(0)
+		p.committed = p.committed || res.SnapshotID != 0
 		p.m.Rows.WithLabelValues("gold", "", name, "computed").Add(float64(res.Rows))
 		p.m.Rows.WithLabelValues("gold", "", name, "null_grain").Add(float64(res.NullGrainRows))
 		p.m.LastSuccess.WithLabelValues("gold", "", name).SetToCurrentTime()

@@ -7,6 +7,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,8 +23,10 @@ type Config struct {
 	Entities   map[string]Entity   `yaml:"entities"`
 	Marts      map[string]Mart     `yaml:"marts"`
 	Schedules  map[string]Schedule `yaml:"schedules"`
-	Server     Server              `yaml:"server"`
-	Metrics    Metrics             `yaml:"metrics"`
+	// Maintenance keeps every table's cost flat over the years of runs (docs/operations.md).
+	Maintenance Maintenance `yaml:"maintenance"`
+	Server      Server      `yaml:"server"`
+	Metrics     Metrics     `yaml:"metrics"`
 
 	// StateDir is the absolute --state-dir the file was loaded with (not read from YAML).
 	StateDir string `yaml:"-"`
@@ -347,6 +350,49 @@ type Schedule struct {
 	Marts    []string `yaml:"marts"`
 }
 
+// Maintenance is the table maintenance that run and serve do after their stages
+// (`goldbridge maintain` by hand): expire snapshots, compact small files, merge
+// manifests, bound the metadata log. Its policy applies to every table; Tables
+// overrides it per table ("silver.orders") or per layer ("bronze", "silver", "gold").
+type Maintenance struct {
+	Enabled *bool `yaml:"enabled"`
+	// Every is the least time between two maintenances by run and serve (0: each run).
+	Every             Duration `yaml:"every"`
+	MaintenancePolicy `yaml:",inline"`
+	Tables            map[string]MaintenancePolicy `yaml:"tables"`
+}
+
+// IsEnabled reports whether run and serve maintain the tables (the default).
+func (m Maintenance) IsEnabled() bool { return m.Enabled == nil || *m.Enabled }
+
+// MaintenancePolicy is what a table keeps; unset fields take the enclosing value.
+type MaintenancePolicy struct {
+	RetainAge        *Duration `yaml:"retain_age"`        // snapshots younger than this are kept
+	RetainMin        *int      `yaml:"retain_min"`        // and at least this many of the newest
+	MaxFiles         *int      `yaml:"max_files"`         // files in a partition before it is compacted
+	MaxDeleteFiles   *int      `yaml:"max_delete_files"`  // Silver delete files before compaction
+	MaxManifests     *int      `yaml:"max_manifests"`     // data manifests before they are merged
+	MetadataVersions *int      `yaml:"metadata_versions"` // previous metadata files kept
+}
+
+// Override returns p with the fields o sets replaced.
+func (p MaintenancePolicy) Override(o MaintenancePolicy) MaintenancePolicy {
+	pick := func(dst **int, src *int) {
+		if src != nil {
+			*dst = src
+		}
+	}
+	if o.RetainAge != nil {
+		p.RetainAge = o.RetainAge
+	}
+	pick(&p.RetainMin, o.RetainMin)
+	pick(&p.MaxFiles, o.MaxFiles)
+	pick(&p.MaxDeleteFiles, o.MaxDeleteFiles)
+	pick(&p.MaxManifests, o.MaxManifests)
+	pick(&p.MetadataVersions, o.MetadataVersions)
+	return p
+}
+
 // Server configures the HTTP endpoint of `goldbridge serve`.
 type Server struct {
 	Listen          string   `yaml:"listen"`
@@ -434,4 +480,34 @@ func (d Duration) String() string {
 		return fmt.Sprintf("%dd", td/(24*time.Hour))
 	}
 	return td.String()
+}
+
+// TableNames lists every lake table of the pipeline: each entity's Bronze, Silver,
+// quarantine and keys tables, and each mart's Gold table, sorted.
+func (c *Config) TableNames() []string {
+	var out []string
+	for _, e := range c.Entities {
+		out = append(out, e.Bronze.Table, e.Silver.Table, e.Silver.QuarantineTable)
+		if e.Silver.KeysTable != "" {
+			out = append(out, e.Silver.KeysTable)
+		}
+	}
+	for _, m := range c.Marts {
+		out = append(out, m.Table)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// MaintenanceOf is the maintenance policy of table ident of layer: the pipeline's,
+// overridden by the layer's entry of maintenance.tables, then by the table's.
+func (c *Config) MaintenanceOf(ident, layer string) MaintenancePolicy {
+	p := c.Maintenance.MaintenancePolicy
+	if o, ok := c.Maintenance.Tables[layer]; ok {
+		p = p.Override(o)
+	}
+	if o, ok := c.Maintenance.Tables[ident]; ok {
+		p = p.Override(o)
+	}
+	return p
 }

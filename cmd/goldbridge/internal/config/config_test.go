@@ -347,7 +347,11 @@ func yamlPaths(t reflect.Type, prefix string) []string {
 			return nil
 		}
 		for i := range t.NumField() {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			name, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if opts == "inline" {
+				out = append(out, yamlPaths(t.Field(i).Type, prefix)...)
+				continue
+			}
 			if name == "" || name == "-" {
 				continue
 			}

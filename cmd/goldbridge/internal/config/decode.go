@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -140,14 +141,8 @@ func (d *decoder) decodeStruct(path string, n *yaml.Node, v reflect.Value) {
 		d.addf(path, n, "expected a mapping, got %s", kindName(n))
 		return
 	}
-	fields := map[string]int{}
-	t := v.Type()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if name != "" && name != "-" {
-			fields[name] = i
-		}
-	}
+	fields := map[string][]int{}
+	structFields(v.Type(), nil, fields)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		idx, ok := fields[k.Value]
@@ -159,7 +154,22 @@ func (d *decoder) decodeStruct(path string, n *yaml.Node, v reflect.Value) {
 			d.addf(join(path, k.Value), k, "%s", msg)
 			continue
 		}
-		d.decode(join(path, k.Value), val, v.Field(idx))
+		d.decode(join(path, k.Value), val, v.FieldByIndex(idx))
+	}
+}
+
+// structFields maps the YAML keys of struct type t to their field index paths; the
+// keys of a field tagged ",inline" are the struct's own.
+func structFields(t reflect.Type, at []int, fields map[string][]int) {
+	for i := range t.NumField() {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		idx := append(slices.Clone(at), i)
+		switch {
+		case opts == "inline" && t.Field(i).Type.Kind() == reflect.Struct:
+			structFields(t.Field(i).Type, idx, fields)
+		case name != "" && name != "-":
+			fields[name] = idx
+		}
 	}
 }
 
@@ -276,7 +286,7 @@ func typeName(t reflect.Type) string {
 }
 
 // closest suggests a known key within edit distance 2 of a misspelt one.
-func closest(key string, known map[string]int) string {
+func closest[V any](key string, known map[string]V) string {
 	names := make([]string, 0, len(known))
 	for k := range known {
 		names = append(names, k)

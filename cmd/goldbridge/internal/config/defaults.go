@@ -22,6 +22,14 @@ const (
 	DefaultAnomalyTrailing          = 7
 	DefaultAnomalyTolerance         = 0.5
 	DefaultListen                   = "127.0.0.1:9464"
+
+	// maintenance.*: what every table keeps (lakehouse/maintain.DefaultPolicy).
+	DefaultRetainAge        = Duration(time.Hour)
+	DefaultRetainMin        = 5
+	DefaultMaxFiles         = 8
+	DefaultMaxDeleteFiles   = 16
+	DefaultMaxManifests     = 16
+	DefaultMetadataVersions = 20
 )
 
 func (c *Config) applyDefaults() {
@@ -179,6 +187,13 @@ func (c *Config) applyDefaults() {
 		c.Schedules[name] = s
 	}
 	setDefault(&c.Server.Listen, DefaultListen)
+	mp := &c.Maintenance.MaintenancePolicy
+	setPtr(&mp.RetainAge, DefaultRetainAge)
+	setPtr(&mp.RetainMin, DefaultRetainMin)
+	setPtr(&mp.MaxFiles, DefaultMaxFiles)
+	setPtr(&mp.MaxDeleteFiles, DefaultMaxDeleteFiles)
+	setPtr(&mp.MaxManifests, DefaultMaxManifests)
+	setPtr(&mp.MetadataVersions, DefaultMetadataVersions)
 	if c.Server.ShutdownTimeout == 0 {
 		c.Server.ShutdownTimeout = Duration(30 * time.Second)
 	}
@@ -188,5 +203,12 @@ func (c *Config) applyDefaults() {
 func setDefault(p *string, v string) {
 	if *p == "" {
 		*p = v
+	}
+}
+
+// setPtr points *p at v when it is unset.
+func setPtr[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
 	}
 }

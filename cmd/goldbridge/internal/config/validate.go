@@ -28,7 +28,7 @@ var (
 	systemRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	decimalRe   = regexp.MustCompile(`^decimal\((\d+),\s*(\d+)\)$`)
 	cronParser  = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-	validStages = []string{"ingest", "silver", "gold", "sync", "check"}
+	validStages = []string{"ingest", "silver", "gold", "sync", "check", "maintain"}
 )
 
 // Reserved column names that goldbridge adds to Silver and Gold tables itself; a
@@ -179,6 +179,7 @@ func (c *Config) Validate() Problems {
 	for _, name := range sortedKeys(c.Schedules) {
 		c.validateSchedule(v, name)
 	}
+	c.validateMaintenance(v)
 	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
 		v.add("server.listen", "must be host:port, got %q", c.Server.Listen)
 	}
@@ -1060,6 +1061,40 @@ func (c *Config) validatePII(v *validator, p string, pii *PII) {
 			v.add(fp, "duplicate field %s", f)
 		default:
 			seen[k] = true
+		}
+	}
+}
+
+// validateMaintenance checks the maintenance policy and that each override names a
+// table of the pipeline or a layer.
+func (c *Config) validateMaintenance(v *validator) {
+	m := c.Maintenance
+	if m.Every < 0 {
+		v.add("maintenance.every", "must not be negative")
+	}
+	v.maintenancePolicy("maintenance", m.MaintenancePolicy)
+	tables := c.TableNames()
+	for _, name := range sortedKeys(m.Tables) {
+		p := "maintenance.tables." + name
+		if !slices.Contains(tables, name) && !slices.Contains([]string{"bronze", "silver", "gold"}, name) {
+			v.add(p, "not a table of this pipeline (%s) or a layer (bronze, silver, gold)", strings.Join(tables, ", "))
+		}
+		v.maintenancePolicy(p, m.Tables[name])
+	}
+}
+
+func (v *validator) maintenancePolicy(path string, p MaintenancePolicy) {
+	if p.RetainAge != nil && *p.RetainAge < 0 {
+		v.add(path+".retain_age", "must not be negative")
+	}
+	for _, f := range []struct {
+		key string
+		val *int
+		min int
+	}{{"retain_min", p.RetainMin, 1}, {"max_files", p.MaxFiles, 2}, {"max_delete_files", p.MaxDeleteFiles, 1},
+		{"max_manifests", p.MaxManifests, 1}, {"metadata_versions", p.MetadataVersions, 1}} {
+		if f.val != nil && *f.val < f.min {
+			v.add(path+"."+f.key, "must be at least %d, got %d", f.min, *f.val)
 		}
 	}
 }

@@ -29,6 +29,14 @@ type Metrics struct {
 	QuarantineGate *prometheus.GaugeVec // entity
 	// EmbeddedRestarts counts restarts of the embedded ClickHouse after it exited on its own.
 	EmbeddedRestarts prometheus.Counter
+	// What each lake table costs a reader, after the last maintenance (table, layer).
+	TableSnapshots     *prometheus.GaugeVec
+	TableDataFiles     *prometheus.GaugeVec
+	TableDeleteFiles   *prometheus.GaugeVec
+	TableManifests     *prometheus.GaugeVec
+	TableMetadataBytes *prometheus.GaugeVec
+	// MaintenanceLastSuccess is the unix time of a table's last successful maintenance (table).
+	MaintenanceLastSuccess *prometheus.GaugeVec
 }
 
 // New registers every goldbridge metric plus the Go and process collectors.
@@ -82,10 +90,23 @@ func New() *Metrics {
 		EmbeddedRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "goldbridge_clickhouse_restarts_total", Help: "Restarts of the embedded ClickHouse after its process exited on its own (a crash).",
 		}),
+		TableSnapshots:     tableGauge("goldbridge_table_snapshots", "Snapshots a lake table keeps (bounded by maintenance.retain_age and retain_min)."),
+		TableDataFiles:     tableGauge("goldbridge_table_data_files", "Live data files of a lake table's current snapshot."),
+		TableDeleteFiles:   tableGauge("goldbridge_table_delete_files", "Live delete files of a lake table's current snapshot (Silver's merge-on-read debt)."),
+		TableManifests:     tableGauge("goldbridge_table_manifests", "Manifests (data and delete) of a lake table's current snapshot."),
+		TableMetadataBytes: tableGauge("goldbridge_table_metadata_bytes", "Size of a lake table's current metadata file, bytes."),
+		MaintenanceLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_maintenance_last_success_timestamp_seconds", Help: "Unix time of a lake table's last successful maintenance.",
+		}, []string{"table"}),
 	}
 	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
 		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined, m.QuarantineGate,
-		m.EmbeddedRestarts,
+		m.EmbeddedRestarts, m.TableSnapshots, m.TableDataFiles, m.TableDeleteFiles, m.TableManifests, m.TableMetadataBytes,
+		m.MaintenanceLastSuccess,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+func tableGauge(name, help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{"table", "layer"})
 }
