@@ -13,6 +13,8 @@
 #   BENCH_RESULTS=dir  where <date>.md goes (default bench/results)
 #   BENCH_SCALE=1     instead: the incremental and no-change runs at 1M/3M/10M stored events
 #                      (bench/scale.sh, its own knobs documented there)
+#   BENCH_SOAK=N       instead: a cron life of N one-file runs against the same files landed
+#                      at once (bench/soak.sh, its own knobs documented there)
 #   BENCH_SETTLE=s     pause after flushing dirty pages before each timed step
 #                      (default 2; 0 with BENCH_QUICK, whose timings are not judged)
 #   BENCH_BI_SECS=s    load time of each side of the BI latency step (default 20; 2 with
@@ -54,6 +56,9 @@ END=2026-06-30
 DUCKDB_VERSION=1.5.6-r.1
 if [[ "${BENCH_SCALE:-}" == 1 ]]; then
 	exec "$root/bench/scale.sh" "$BIN"
+fi
+if [[ -n "${BENCH_SOAK:-}" ]]; then
+	exec "$root/bench/soak.sh" "$BIN"
 fi
 
 if [[ -n "${BENCH_EVENTS:-}" ]]; then
