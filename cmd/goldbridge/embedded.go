@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,6 +69,64 @@ func embeddedOptions(cfg *config.Config) (chlocal.Options, error) {
 	return opt, nil
 }
 
+// The embedded server of another state dir may listen on this one's ports (two
+// pipelines of one host with the same ports). libchdb 26.7 ends the whole server process
+// on a failed native login (serving/chlocal/ports.go), so a login there would kill the
+// other pipeline's server. goldbridge therefore logs in to an embedded server only after
+// the server said, without a login, that it is this state dir's (chlocal.Identify: its
+// data directory and ports); otherwise it refuses, naming the port and the data
+// directory of the server that holds it, and leaves that server alone.
+
+// checkEmbedded asks, without logging in (chlocal.Identify), who answers on the HTTP
+// port of cfg's embedded server: nil if it is this state dir's own server with its
+// ports; an error wrapping chlocal.ErrNoServer if nothing listens there; else an error
+// naming the port and what holds it, with what to do.
+func checkEmbedded(ctx context.Context, cfg *config.Config) error {
+	l := cfg.ClickHouse.Local
+	id, err := chlocal.Identify(ctx, chlocal.DefaultListenHost, l.HTTPPort)
+	switch {
+	case errors.Is(err, chlocal.ErrNoServer):
+		return err
+	case err != nil:
+		return portsAdvice(cfg, &chlocal.PortError{Port: l.HTTPPort, Err: err})
+	case id.Is(l.Path, l.TCPPort, l.HTTPPort):
+		return nil
+	}
+	return portsAdvice(cfg, &chlocal.PortError{Port: l.HTTPPort, Holder: &id})
+}
+
+// portsAdvice adds to an error that wraps a *chlocal.PortError what to do about it; it
+// returns other errors as they are.
+func portsAdvice(cfg *config.Config, err error) error {
+	var pe *chlocal.PortError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	l := cfg.ClickHouse.Local
+	if own, _ := filepath.Abs(l.Path); pe.Holder != nil && pe.Holder.Path == own {
+		return fmt.Errorf("%w: this state dir's ClickHouse already runs there, started by another goldbridge process with other ports; stop it first", err)
+	}
+	return fmt.Errorf("%w; each state dir needs ports of its own: set other ones in clickhouse.local.tcp_port and http_port", err)
+}
+
+// useEmbedded makes sure the embedded ClickHouse of cfg runs: the one this state dir's
+// server already answers on its ports (started by `clickhouse serve`, `serve` or a run of
+// this state dir), else one it starts (startEmbedded). stop stops the server it started
+// and does nothing otherwise; srv is nil then. It is the one place commands find or
+// start the embedded server, and it never lets a command log in to a server that
+// checkEmbedded did not find to be this state dir's own.
+func (a *app) useEmbedded(ctx context.Context, cfg *config.Config) (srv *chlocal.Server, stop func(), err error) {
+	err = checkEmbedded(ctx, cfg)
+	if err == nil {
+		a.log.Debug("using the running embedded clickhouse", "path", cfg.ClickHouse.Local.Path, "http_port", cfg.ClickHouse.Local.HTTPPort)
+		return nil, func() {}, nil
+	}
+	if !errors.Is(err, chlocal.ErrNoServer) {
+		return nil, nil, fmt.Errorf("embedded clickhouse: %w", err)
+	}
+	return a.startEmbedded(ctx, cfg)
+}
+
 // startEmbedded starts the embedded ClickHouse of cfg (startServer).
 func (a *app) startEmbedded(ctx context.Context, cfg *config.Config) (*chlocal.Server, func(), error) {
 	opt, err := embeddedOptions(cfg)
@@ -76,7 +135,7 @@ func (a *app) startEmbedded(ctx context.Context, cfg *config.Config) (*chlocal.S
 	}
 	srv, stop, err := a.startServer(ctx, opt)
 	if err != nil {
-		return nil, nil, fmt.Errorf("embedded clickhouse: %w", err)
+		return nil, nil, fmt.Errorf("embedded clickhouse: %w", portsAdvice(cfg, err))
 	}
 	a.log.Info("started embedded clickhouse", "path", opt.Path, "http", srv.HTTPURL(), "pid", srv.PID())
 	return srv, stop, nil
