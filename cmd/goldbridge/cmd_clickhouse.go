@@ -79,8 +79,8 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 	}
 	f := serve.Flags()
 	f.StringVar(&flags.Path, "path", "", "data directory (default clickhouse.local.path)")
-	f.IntVar(&flags.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port)")
-	f.IntVar(&flags.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port)")
+	f.IntVar(&flags.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port, else the state dir's own)")
+	f.IntVar(&flags.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port, else the state dir's own)")
 	f.StringSliceVar(&flags.ReadDirs, "read-dir", nil, "a directory the server's users may read with file() besides its data directory (repeatable; the bench's landing files); none by default")
 	f.StringVar(&flags.Dir, "dir", "", "working directory: relative file names and icebergLocal() tables resolve inside it (default --path; the bench's run directory)")
 

@@ -69,13 +69,77 @@ func embeddedOptions(cfg *config.Config) (chlocal.Options, error) {
 	return opt, nil
 }
 
-// The embedded server of another state dir may listen on this one's ports (two
-// pipelines of one host with the same ports). libchdb 26.7 ends the whole server process
-// on a failed native login (serving/chlocal/ports.go), so a login there would kill the
-// other pipeline's server. goldbridge therefore logs in to an embedded server only after
-// the server said, without a login, that it is this state dir's (chlocal.Identify: its
-// data directory and ports); otherwise it refuses, naming the port and the data
-// directory of the server that holds it, and leaves that server alone.
+// Ports of the embedded server: one pair per state dir (issue 37).
+//
+// Every embedded server used to listen on 19000/18123 unless the config said otherwise,
+// so a second pipeline on the host (another config, another state dir) found the first
+// one's server on "its" ports and logged in with its own password. libchdb 26.7 ends the
+// whole server process on a failed native login (serving/chlocal/ports.go), so that login
+// killed the first pipeline's server, and the second pipeline failed too.
+//
+// Two rules now, each enough for the common case and both kept:
+//   - Ports left unset in the config are the state dir's own: chosen free on first use
+//     and recorded in <state-dir>/clickhouse.ports (0600), so they stay put for the
+//     dashboards pointed at them. Recorded rather than derived from the state dir's path
+//     alone: a derived pair can be taken, and moving the directory would move the ports.
+//     A state dir that already holds ClickHouse data keeps 19000/18123 while both are
+//     free (a pipeline set up before this rule keeps its dashboards).
+//   - goldbridge logs in to an embedded server only after the server said, without a
+//     login, that it is this state dir's (chlocal.Identify: its data directory and
+//     ports). Otherwise it refuses, naming the port and the data directory of the server
+//     that holds it, and leaves that server alone: pinned ports that clash, a copied
+//     ports file, or a recorded port another program took while the server was down.
+
+// portsFile is the file that records the state dir's own ports of its embedded server.
+func portsFile(cfg *config.Config) string { return filepath.Join(cfg.StateDir, "clickhouse.ports") }
+
+// localPorts fills in the ports of cfg's embedded server that the config leaves unset
+// (clickhouse.local.tcp_port, http_port) with the state dir's own, which it chooses and
+// records on first use (chlocal.EnsurePorts), and sets cfg's Local.PortsFile then.
+func (a *app) localPorts(cfg *config.Config) error {
+	l := &cfg.ClickHouse.Local
+	if !cfg.ClickHouse.IsEmbedded() || (l.TCPPort != 0 && l.HTTPPort != 0) {
+		return nil
+	}
+	file := portsFile(cfg)
+	var pinned []int // the one port the config sets, if any: the chosen pair avoids it
+	for _, p := range []int{l.TCPPort, l.HTTPPort} {
+		if p != 0 {
+			pinned = append(pinned, p)
+		}
+	}
+	legacyTaken := false
+	p, recorded, err := chlocal.EnsurePorts(file, func() (chlocal.Ports, error) {
+		var legacy *chlocal.Ports
+		if _, err := os.Stat(filepath.Join(l.Path, "metadata")); err == nil {
+			legacy = &chlocal.Ports{TCP: config.LegacyCHLocalTCPPort, HTTP: config.LegacyCHLocalHTTPPort}
+		}
+		p, err := chlocal.ChoosePorts(chlocal.DefaultListenHost, l.Path, legacy, pinned...)
+		legacyTaken = legacy != nil && p != *legacy
+		return p, err
+	})
+	if err != nil {
+		return fmt.Errorf("clickhouse.local: %w", err)
+	}
+	switch {
+	case legacyTaken:
+		a.log.Warn("this state dir's embedded clickhouse used ports 19000/18123, which are taken now: it gets ports of its own (point dashboards there, or pin clickhouse.local.tcp_port and http_port)",
+			"tcp_port", p.TCP, "http_port", p.HTTP, "file", file)
+	case recorded:
+		a.log.Info("chose the embedded clickhouse's ports for this state dir", "tcp_port", p.TCP, "http_port", p.HTTP, "file", file)
+	}
+	if l.TCPPort == 0 {
+		l.TCPPort = p.TCP
+	}
+	if l.HTTPPort == 0 {
+		l.HTTPPort = p.HTTP
+	}
+	if l.TCPPort == l.HTTPPort {
+		return &exitError{exitUsage, fmt.Errorf("clickhouse.local: the port the config sets, %d, is the other one recorded for this state dir in %s: set both tcp_port and http_port, or neither", l.TCPPort, file)}
+	}
+	l.PortsFile = file
+	return nil
+}
 
 // checkEmbedded asks, without logging in (chlocal.Identify), who answers on the HTTP
 // port of cfg's embedded server: nil if it is this state dir's own server with its
@@ -106,7 +170,10 @@ func portsAdvice(cfg *config.Config, err error) error {
 	if own, _ := filepath.Abs(l.Path); pe.Holder != nil && pe.Holder.Path == own {
 		return fmt.Errorf("%w: this state dir's ClickHouse already runs there, started by another goldbridge process with other ports; stop it first", err)
 	}
-	return fmt.Errorf("%w; each state dir needs ports of its own: set other ones in clickhouse.local.tcp_port and http_port", err)
+	if l.PortsFile == "" {
+		return fmt.Errorf("%w; each state dir needs ports of its own: pin other ones in clickhouse.local.tcp_port and http_port, or leave both unset (the state dir then gets its own, kept in %s)", err, portsFile(cfg))
+	}
+	return fmt.Errorf("%w; it is a port of this state dir (tcp %d, http %d, kept in %s): delete that file to have free ones chosen at the next start, or pin them in clickhouse.local.tcp_port and http_port", err, l.TCPPort, l.HTTPPort, l.PortsFile)
 }
 
 // useEmbedded makes sure the embedded ClickHouse of cfg runs: the one this state dir's

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/serving/chlocal"
 )
 
@@ -118,6 +124,50 @@ func checkNeverRestarted(t *testing.T, p hostPipeline, srv *process, up0 int, t0
 	}
 }
 
+// TestTwoPipelinesOneHost (issue 37): two pipelines on one host, each with its own state
+// directory and the example's config as it is (no ports pinned). A's ClickHouse runs
+// long-lived under `clickhouse serve` while A's and B's `run` go at the same time. Both
+// runs succeed, each ClickHouse serves its own pipeline's Gold table exactly (checked
+// against the lake, read by an engine of its own), and A's server is never restarted.
+// Before, both pipelines took ports 19000/18123: B logged into A's server with B's
+// password, the failed login aborted A's server (libchdb 26.7 ends the process on it,
+// docs/operations.md) and B's run exited 1.
+func TestTwoPipelinesOneHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: two pipelines on the embedded stack (skipped with -short)")
+	}
+	if _, err := chlocal.LibPath(); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildGoldbridge(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "pipeline.yaml")
+	writeOrdersConfig(t, cfg, func(map[string]any) {}) // unchanged: no clickhouse.local ports
+	a := hostPipeline{t: t, name: "A", bin: bin, cfg: cfg, state: filepath.Join(dir, "a")}
+	b := hostPipeline{t: t, name: "B", bin: bin, cfg: cfg, state: filepath.Join(dir, "b")}
+	mustRun(t, bin, "--state-dir", a.state, "demo", "generate", "--events", "3000", "--seed", "1")
+	mustRun(t, bin, "--state-dir", b.state, "demo", "generate", "--events", "5000", "--seed", "2")
+
+	srvA := a.serveClickHouse()
+	up0, t0 := a.uptime(), time.Now()
+	runA, runB := a.start("run"), b.start("run")
+	for _, r := range []*process{runA, runB} {
+		if code := waitExit(t, r, 5*time.Minute); code != 0 {
+			t.Fatalf("%s: exit %d\n%s", r.name, code, tail(r.output(), 4000))
+		}
+	}
+	checkNeverRestarted(t, a, srvA, up0, t0)
+	ordersA, ordersB := a.checkServesItsOwn(), b.checkServesItsOwn()
+	if ordersA == ordersB {
+		t.Fatalf("A and B serve the same number of orders (%d): the test cannot tell them apart", ordersA)
+	}
+	checkNeverRestarted(t, a, srvA, up0, t0)
+	if code := srvA.stop(t, 20*time.Second); code != 0 {
+		t.Fatalf("A: clickhouse serve exit %d", code)
+	}
+	t.Logf("A serves %d orders, B %d; A's server up for the whole test", ordersA, ordersB)
+}
+
 // TestPinnedPortsTakenByAnotherStateDir (issue 37): two state directories whose config
 // pins the same ports. B's commands refuse to use the server A runs there, naming the
 // port and A's data directory, without logging in to it: A's server is not restarted
@@ -169,5 +219,74 @@ func TestPinnedPortsTakenByAnotherStateDir(t *testing.T) {
 	}
 	if code := srvA.stop(t, 20*time.Second); code != 0 {
 		t.Fatalf("A: clickhouse serve exit %d", code)
+	}
+}
+
+// TestLocalPorts: ports left unset are the state dir's own, chosen once and kept
+// (0600); two state dirs get different ones; pinned ports are used as they are and
+// record nothing; a state dir with ClickHouse data from before keeps 19000/18123 while
+// both are free; a pinned port equal to the other recorded one is a config error.
+func TestLocalPorts(t *testing.T) {
+	a := &app{log: slog.New(slog.DiscardHandler)}
+	load := func(state, src string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse([]byte("version: 1\n"+src), state, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.localPorts(cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	dir := t.TempDir()
+	sa, sb := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	la, lb := load(sa, "").ClickHouse.Local, load(sb, "").ClickHouse.Local
+	if la.TCPPort == 0 || la.HTTPPort == 0 || la.PortsFile != filepath.Join(sa, "clickhouse.ports") {
+		t.Fatalf("A: %+v", la)
+	}
+	if ports := []int{la.TCPPort, la.HTTPPort, lb.TCPPort, lb.HTTPPort}; len(slices.Compact(slices.Sorted(slices.Values(ports)))) != 4 {
+		t.Fatalf("A and B share a port: %v", ports)
+	}
+	if again := load(sa, "").ClickHouse.Local; again.TCPPort != la.TCPPort || again.HTTPPort != la.HTTPPort {
+		t.Fatalf("A's ports changed: %+v, then %+v", la, again)
+	}
+	if st, err := os.Stat(la.PortsFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("ports file: %v %v, want mode 0600", st, err)
+	}
+
+	sp := filepath.Join(dir, "pinned")
+	if l := load(sp, "clickhouse: {local: {tcp_port: 29001, http_port: 29002}}\n").ClickHouse.Local; l.TCPPort != 29001 || l.HTTPPort != 29002 || l.PortsFile != "" {
+		t.Fatalf("pinned: %+v", l)
+	}
+	if _, err := os.Stat(filepath.Join(sp, "clickhouse.ports")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pinned ports recorded a file: %v", err)
+	}
+
+	so := filepath.Join(dir, "old")
+	if err := os.MkdirAll(filepath.Join(so, "clickhouse", "metadata"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	legacyFree := true
+	for _, p := range []int{config.LegacyCHLocalTCPPort, config.LegacyCHLocalHTTPPort} {
+		if l, err := net.Listen("tcp", net.JoinHostPort(chlocal.DefaultListenHost, strconv.Itoa(p))); err != nil {
+			legacyFree = false
+		} else {
+			l.Close()
+		}
+	}
+	lo := load(so, "").ClickHouse.Local
+	if got := lo.TCPPort == config.LegacyCHLocalTCPPort && lo.HTTPPort == config.LegacyCHLocalHTTPPort; got != legacyFree {
+		t.Fatalf("a state dir from before, 19000/18123 free %v: got %+v", legacyFree, lo)
+	}
+
+	cfg, err := config.Parse([]byte(fmt.Sprintf("version: 1\nclickhouse: {local: {tcp_port: %d}}\n", la.HTTPPort)), sa, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.localPorts(cfg)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), strconv.Itoa(la.HTTPPort)) {
+		t.Fatalf("a pinned port equal to the recorded other one: %v, want a usage error naming %d", err, la.HTTPPort)
 	}
 }
