@@ -168,7 +168,7 @@ func portsAdvice(cfg *config.Config, err error) error {
 	}
 	l := cfg.ClickHouse.Local
 	if own, _ := filepath.Abs(l.Path); pe.Holder != nil && pe.Holder.Path == own {
-		return fmt.Errorf("%w: this state dir's ClickHouse already runs there, started by another goldbridge process with other ports; stop it first", err)
+		return fmt.Errorf("%w: that is this state dir's own ClickHouse, started by another goldbridge process (stop it first if its ports are not tcp %d, http %d)", err, l.TCPPort, l.HTTPPort)
 	}
 	if l.PortsFile == "" {
 		return fmt.Errorf("%w; each state dir needs ports of its own: pin other ones in clickhouse.local.tcp_port and http_port, or leave both unset (the state dir then gets its own, kept in %s)", err, portsFile(cfg))
