@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -67,7 +69,7 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 				if ctx.Err() != nil {
 					return nil // stopped while starting: Start killed the child
 				}
-				return err
+				return fmt.Errorf("clickhouse serve: %w", portsAdvice(cfg, err))
 			}
 			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort, "read_dirs", strings.Join(opt.ReadDirs, ","))
 			<-ctx.Done()
@@ -77,8 +79,8 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 	}
 	f := serve.Flags()
 	f.StringVar(&flags.Path, "path", "", "data directory (default clickhouse.local.path)")
-	f.IntVar(&flags.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port)")
-	f.IntVar(&flags.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port)")
+	f.IntVar(&flags.TCPPort, "tcp-port", 0, "native protocol port (default clickhouse.local.tcp_port, else the state dir's own)")
+	f.IntVar(&flags.HTTPPort, "http-port", 0, "HTTP port (default clickhouse.local.http_port, else the state dir's own)")
 	f.StringSliceVar(&flags.ReadDirs, "read-dir", nil, "a directory the server's users may read with file() besides its data directory (repeatable; the bench's landing files); none by default")
 	f.StringVar(&flags.Dir, "dir", "", "working directory: relative file names and icebergLocal() tables resolve inside it (default --path; the bench's run directory)")
 
@@ -108,9 +110,9 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 	return cmd
 }
 
-// clickhouseHTTP returns the HTTP base URL of the configured ClickHouse; for the embedded
-// server it reuses one already listening on the configured port, or starts one and returns
-// the function that stops it.
+// clickhouseHTTP returns the HTTP base URL of the configured ClickHouse; the embedded
+// server is found running or started (useEmbedded), and the returned function stops a
+// server it started.
 func (a *app) clickhouseHTTP(ctx context.Context, cfg *config.Config) (string, func(), error) {
 	ch := cfg.ClickHouse
 	if !ch.IsEmbedded() {
@@ -125,16 +127,11 @@ func (a *app) clickhouseHTTP(ctx context.Context, cfg *config.Config) (string, f
 		}
 		return fmt.Sprintf("%s://%s:8123", scheme, host), func() {}, nil
 	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
-	if chlocal.Ping(ctx, base) == nil {
-		a.log.Debug("using the running local clickhouse", "url", base)
-		return base, func() {}, nil
-	}
-	srv, stop, err := a.startEmbedded(ctx, cfg)
+	_, stop, err := a.useEmbedded(ctx, cfg)
 	if err != nil {
 		return "", nil, err
 	}
-	return srv.HTTPURL(), stop, nil
+	return "http://" + net.JoinHostPort(chlocal.DefaultListenHost, strconv.Itoa(ch.Local.HTTPPort)), stop, nil
 }
 
 // httpQuery runs one statement over the HTTP interface as user and copies the result to w.

@@ -157,7 +157,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 
 // printForgetLog prints audit.forget_log (read only: no state lock).
 func (a *app) printForgetLog(cmd *cobra.Command) error {
-	cfg, err := a.loadConfig()
+	cfg, err := a.readConfig()
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func (a *app) freshnessCmd() *cobra.Command {
 		Use:   "freshness [MART...]",
 		Short: "Print each mart's last successful calculation and newest grain; exit 5 on an SLA breach",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.readConfig() // the catalog only
 			if err != nil {
 				return err
 			}

@@ -177,22 +177,21 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) (err error) {
 	return nil
 }
 
-// openClickHouse starts the embedded ClickHouse once for the life of serve (one-shot
-// stages then find it running), and sets the readiness ping. The returned function stops
-// the embedded server within its context.
+// openClickHouse starts the embedded ClickHouse once for the life of serve, unless this
+// state dir's server already runs (useEmbedded; one-shot stages then find it running),
+// and sets the readiness ping. The returned function stops the embedded server it started
+// within its context.
 func (s *server) openClickHouse(ctx context.Context) (func(context.Context), error) {
-	ch := s.cfg.ClickHouse
 	var srv *chlocal.Server
-	if ch.IsEmbedded() {
-		base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
-		if chlocal.Ping(ctx, base) != nil {
-			var err error
-			if srv, _, err = s.a.startEmbedded(ctx, s.cfg); err != nil {
-				return nil, err
-			}
+	stopSrv := func() {}
+	if s.cfg.ClickHouse.IsEmbedded() {
+		var err error
+		if srv, stopSrv, err = s.a.useEmbedded(ctx, s.cfg); err != nil {
+			return nil, err
 		}
 	}
-	// The readiness client connects lazily and reconnects after a failure.
+	// The readiness client connects lazily and reconnects after a failure; it never
+	// starts a server (the supervisor restarts ours).
 	var (
 		mu     sync.Mutex
 		client *chconn.Client
@@ -204,7 +203,7 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 			// Reachability only: the mart database appears with the first sync.
 			cfg := *s.cfg
 			cfg.ClickHouse.Database = "default"
-			c, _, err := s.a.openClickHouse(ctx, &cfg) // the server is up: no stop function
+			c, err := s.a.dialClickHouse(ctx, &cfg)
 			if err != nil {
 				return err
 			}
@@ -229,6 +228,7 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 				s.a.log.Warn("stopping embedded clickhouse", "err", err)
 			}
 		}
+		stopSrv() // ends the supervision; the server is stopped already
 	}, nil
 }
 

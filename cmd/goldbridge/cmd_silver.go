@@ -47,7 +47,7 @@ func (a *app) rulesCmd() *cobra.Command {
 		Short: "Print the transformation rules registry of an entity as a Markdown table",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.readConfig() // the config only
 			if err != nil {
 				return err
 			}

@@ -120,42 +120,51 @@ func servedMart(cfg *config.Config, name string) (*serving.Mart, error) {
 	})
 }
 
-// openClickHouse connects to the configured ClickHouse; for the embedded server it
-// reuses one already listening or starts one, and returns the function that stops it.
+// openClickHouse connects to the configured ClickHouse; the embedded server is found
+// running or started (useEmbedded), and the returned function stops a server it started.
 // With clickhouse.shards it connects to the first node (openTarget connects to all).
 func (a *app) openClickHouse(ctx context.Context, cfg *config.Config) (*chconn.Client, func(), error) {
-	ch := cfg.ClickHouse
-	opt, err := clientOptions(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
 	stop := func() {}
-	switch {
-	case ch.IsEmbedded():
-		port := ch.Local.TCPPort
-		if opt.HTTP {
-			port = ch.Local.HTTPPort
+	if cfg.ClickHouse.IsEmbedded() {
+		_, stopSrv, err := a.useEmbedded(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
 		}
-		opt.Addresses = []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-		base := fmt.Sprintf("http://127.0.0.1:%d", ch.Local.HTTPPort)
-		if chlocal.Ping(ctx, base) != nil {
-			_, stopSrv, err := a.startEmbedded(ctx, cfg)
-			if err != nil {
-				return nil, nil, err
-			}
-			stop = stopSrv
-		}
-	case len(ch.Shards) > 0:
-		opt.Addresses = ch.Shards[0][:1]
-	default:
-		opt.Addresses = ch.Addresses
+		stop = stopSrv
 	}
-	c, err := a.connect(ctx, opt)
+	c, err := a.dialClickHouse(ctx, cfg)
 	if err != nil {
 		stop()
 		return nil, nil, err
 	}
 	return c, stop, nil
+}
+
+// dialClickHouse connects to the configured ClickHouse, with clickhouse.shards to its
+// first node. It never starts the embedded server, and connects to it only once it
+// answered, without a login, that it is this state dir's (checkEmbedded).
+func (a *app) dialClickHouse(ctx context.Context, cfg *config.Config) (*chconn.Client, error) {
+	ch := cfg.ClickHouse
+	opt, err := clientOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case ch.IsEmbedded():
+		if err := checkEmbedded(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("embedded clickhouse: %w", err)
+		}
+		port := ch.Local.TCPPort
+		if opt.HTTP {
+			port = ch.Local.HTTPPort
+		}
+		opt.Addresses = []string{net.JoinHostPort(chlocal.DefaultListenHost, strconv.Itoa(port))}
+	case len(ch.Shards) > 0:
+		opt.Addresses = ch.Shards[0][:1]
+	default:
+		opt.Addresses = ch.Addresses
+	}
+	return a.connect(ctx, opt)
 }
 
 // clientOptions are the connection options of the clickhouse section, addresses aside.

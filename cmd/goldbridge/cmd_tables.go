@@ -120,7 +120,7 @@ files, and its watermark (the Bronze or Silver snapshot it is processed up to).
 Reads the catalog only: no ClickHouse is needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.readConfig()
 			if err != nil {
 				return err
 			}
@@ -172,7 +172,7 @@ an external ClickHouse cannot read this machine's warehouse, and an s3:// wareho
 not read yet (query it with ClickHouse's icebergS3).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.readConfig() // a ClickHouse of its own (lakeServer), not the embedded one
 			if err != nil {
 				return err
 			}

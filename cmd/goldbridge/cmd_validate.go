@@ -1,12 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/serving/chlocal"
 )
 
 func (a *app) validateCmd() *cobra.Command {
@@ -15,7 +20,7 @@ func (a *app) validateCmd() *cobra.Command {
 		Short: "Check the pipeline config and print every problem with its path",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.readConfig() // validate writes nothing: no ports are chosen here
 			if err != nil {
 				return err
 			}
@@ -24,8 +29,7 @@ func (a *app) validateCmd() *cobra.Command {
 			fmt.Fprintf(w, "  catalog:    %s %s\n", cfg.Lakehouse.Catalog.Type, redactedURI(cfg.Lakehouse.Catalog.URI))
 			fmt.Fprintf(w, "  warehouse:  %s\n", cfg.Lakehouse.Warehouse)
 			if ch := cfg.ClickHouse; ch.IsEmbedded() {
-				fmt.Fprintf(w, "  clickhouse: embedded at %s (tcp %d, http %d), database %s\n",
-					ch.Local.Path, ch.Local.TCPPort, ch.Local.HTTPPort, ch.Database)
+				fmt.Fprintf(w, "  clickhouse: embedded at %s (%s), database %s\n", ch.Local.Path, embeddedPortsText(cfg), ch.Database)
 			} else {
 				fmt.Fprintf(w, "  clickhouse: %s over %s, database %s\n", strings.Join(ch.Addresses, ","), ch.Protocol, ch.Database)
 			}
@@ -36,6 +40,30 @@ func (a *app) validateCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// embeddedPortsText describes the ports of cfg's embedded server as the config and the
+// state dir's record give them, without choosing any.
+func embeddedPortsText(cfg *config.Config) string {
+	l := cfg.ClickHouse.Local
+	if l.TCPPort != 0 && l.HTTPPort != 0 {
+		return fmt.Sprintf("tcp %d, http %d", l.TCPPort, l.HTTPPort)
+	}
+	file := portsFile(cfg)
+	p, err := chlocal.ReadPorts(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "ports of its own, chosen at first use into " + file
+	case err != nil:
+		return err.Error()
+	}
+	if l.TCPPort != 0 {
+		p.TCP = l.TCPPort
+	}
+	if l.HTTPPort != 0 {
+		p.HTTP = l.HTTPPort
+	}
+	return fmt.Sprintf("tcp %d, http %d, kept in %s", p.TCP, p.HTTP, file)
 }
 
 // sortedNames lists the keys of a config map, sorted and comma-separated.

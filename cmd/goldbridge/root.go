@@ -208,8 +208,21 @@ func (a *app) setup() error {
 	return nil
 }
 
-// loadConfig reads and validates the pipeline file.
+// loadConfig reads and validates the pipeline file and fills in the embedded server's
+// ports the config leaves to the state dir (localPorts).
 func (a *app) loadConfig() (*config.Config, error) {
+	cfg, err := a.readConfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.localPorts(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// readConfig reads and validates the pipeline file; it writes nothing.
+func (a *app) readConfig() (*config.Config, error) {
 	cfg, err := config.Load(a.configPath, a.stateDir, checkRules)
 	if err != nil {
 		var ps config.Problems
@@ -225,7 +238,14 @@ func (a *app) loadConfig() (*config.Config, error) {
 func (a *app) loadConfigOptional(cmd *cobra.Command) (*config.Config, error) {
 	if !cmd.Flags().Changed("config") && os.Getenv("GOLDBRIDGE_CONFIG") == "" {
 		if _, err := os.Stat(a.configPath); errors.Is(err, os.ErrNotExist) {
-			return config.Parse([]byte("version: 1\n"), a.stateDir, nil)
+			cfg, err := config.Parse([]byte("version: 1\n"), a.stateDir, nil)
+			if err != nil {
+				return nil, err
+			}
+			if err := a.localPorts(cfg); err != nil {
+				return nil, err
+			}
+			return cfg, nil
 		}
 	}
 	return a.loadConfig()

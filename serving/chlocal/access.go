@@ -29,7 +29,8 @@ import (
 //     engines outside the MergeTree family and Memory, and only the admin may read files
 //     (goldbridge query reads the lake with icebergLocal); executable() looks in an empty
 //     directory; an HTTP request with an Origin header (a browser's cross-origin request)
-//     is answered 403.
+//     is answered 403;
+//   - GET IdentityPath answers, without a login, the data directory and ports (ports.go).
 const (
 	// DefaultUser is the admin user goldbridge logs in as when Options.User is empty.
 	DefaultUser = "goldbridge"
@@ -152,7 +153,9 @@ func writeAccess(opt Options) (string, error) {
       <headers><Origin>regex:.+</Origin></headers>
       <handler><type>static</type><status>403</status><response_content>cross-origin requests are refused</response_content></handler>
     </rule>
-    <defaults/>
+`)
+	b.WriteString(identityHandler(identityOf(opt))) // ports.go: asked before any login
+	b.WriteString(`    <defaults/>
   </http_handlers>
 </clickhouse>
 `)

@@ -275,10 +275,8 @@ func (s *Server) Supervise(ctx context.Context, restarted func(exit, err error))
 // start launches a child and waits for readiness; s.life must be held.
 func (s *Server) start(ctx context.Context) error {
 	opt := s.opt
-	for _, port := range []int{opt.TCPPort, opt.HTTPPort} {
-		if err := portFree(opt.ListenHost, port); err != nil {
-			return fmt.Errorf("chlocal start: port %d on %s is not free: %w", port, opt.ListenHost, err)
-		}
+	if err := checkPorts(ctx, opt); err != nil {
+		return fmt.Errorf("chlocal start: %w", err)
 	}
 	p := &proc{out: newRing(outputKeep), done: make(chan struct{})}
 	var w io.Writer = p.out
@@ -335,14 +333,18 @@ func (s *Server) waitReady(ctx context.Context, p *proc) error {
 	defer tick.Stop()
 	for {
 		if ping(ctx, client, url) && !p.exited() {
-			// Make sure the answer came from our child and not from another
-			// server on that port: the data path is locked per instance.
-			got, err := queryText(ctx, client, s.HTTPURL(), s.opt.User, s.opt.Password, "SELECT getServerSetting('path')")
-			if err == nil {
-				if filepath.Clean(got) != s.opt.Path {
-					return fmt.Errorf("chlocal start: %s is served by another ClickHouse (path %s)", s.HTTPAddr(), got)
-				}
+			// Make sure the answer came from our child and not from another server
+			// on that port (the data path is locked per instance), without logging
+			// in to it: a failed login can end another embedded server (ports.go).
+			id, err := Identify(ctx, s.opt.ListenHost, s.opt.HTTPPort)
+			if err == nil && id.Is(s.opt.Path, s.opt.TCPPort, s.opt.HTTPPort) {
 				return nil
+			}
+			if err == nil {
+				return fmt.Errorf("chlocal start: %w", &PortError{Port: s.opt.HTTPPort, Holder: &id})
+			}
+			if !errors.Is(err, ErrNoServer) {
+				return fmt.Errorf("chlocal start: %w", &PortError{Port: s.opt.HTTPPort, Err: err})
 			}
 		}
 		select {

@@ -91,9 +91,14 @@ func (c ClickHouse) IsEmbedded() bool { return c.Embedded == nil || *c.Embedded 
 
 // LocalServer configures the embedded ClickHouse started by goldbridge.
 type LocalServer struct {
-	Path            string `yaml:"path"`
-	TCPPort         int    `yaml:"tcp_port"`
-	HTTPPort        int    `yaml:"http_port"`
+	Path string `yaml:"path"`
+	// TCPPort and HTTPPort pin the server's ports; 0 leaves them to the state dir
+	// (recorded in PortsFile).
+	TCPPort  int `yaml:"tcp_port"`
+	HTTPPort int `yaml:"http_port"`
+	// PortsFile is set by goldbridge when it filled in a port left unset: the state
+	// dir's file that records its own ports (<state-dir>/clickhouse.ports).
+	PortsFile       string `yaml:"-"`
 	MaxServerMemory int64  `yaml:"max_server_memory"`
 	// Readers are read-only users (BI tools, Grafana) of the served database.
 	Readers []LocalReader `yaml:"readers"`

@@ -9,8 +9,6 @@ import (
 const (
 	DefaultCatalogName              = "goldbridge"
 	DefaultCHDatabase               = "marts"
-	DefaultCHLocalTCPPort           = 19000
-	DefaultCHLocalHTTPPort          = 18123
 	DefaultCHLocalUser              = "goldbridge" // the embedded server's admin; "default" is clickhouse-local's own
 	DefaultBatchRows                = 100_000
 	DefaultBronzeBatchRows          = 16_384 // small Arrow batches keep ingestion memory flat
@@ -30,6 +28,14 @@ const (
 	DefaultMaxDeleteFiles   = 16
 	DefaultMaxManifests     = 16
 	DefaultMetadataVersions = 20
+)
+
+// The embedded server's fixed ports before every state dir had its own: a state dir that
+// already holds ClickHouse data keeps them while they are free, so that the dashboards
+// pointed at them keep working (cmd/goldbridge, localPorts).
+const (
+	LegacyCHLocalTCPPort  = 19000
+	LegacyCHLocalHTTPPort = 18123
 )
 
 func (c *Config) applyDefaults() {
@@ -59,12 +65,9 @@ func (c *Config) applyDefaults() {
 	ch := &c.ClickHouse
 	if ch.IsEmbedded() {
 		setDefault(&ch.Local.Path, filepath.Join(c.StateDir, "clickhouse"))
-		if ch.Local.TCPPort == 0 {
-			ch.Local.TCPPort = DefaultCHLocalTCPPort
-		}
-		if ch.Local.HTTPPort == 0 {
-			ch.Local.HTTPPort = DefaultCHLocalHTTPPort
-		}
+		// Ports left unset are the state dir's own, chosen on first use and recorded
+		// (cmd/goldbridge, localPorts): a fixed default would give every pipeline of a
+		// host the same ports.
 		setDefault(&ch.User, DefaultCHLocalUser)
 	}
 	setDefault(&ch.Protocol, "native")

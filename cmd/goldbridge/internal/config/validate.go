@@ -304,11 +304,11 @@ func (c *Config) validateClickHouse(v *validator) {
 			v.add("clickhouse.addresses", "not used with embedded: true (set embedded: false for an external server)")
 		}
 		for path, p := range map[string]int{"clickhouse.local.tcp_port": ch.Local.TCPPort, "clickhouse.local.http_port": ch.Local.HTTPPort} {
-			if p <= 0 || p > 65535 {
+			if p < 0 || p > 65535 { // 0: unset, the state dir's own
 				v.add(path, "must be a port number, got %d", p)
 			}
 		}
-		if ch.Local.TCPPort == ch.Local.HTTPPort {
+		if ch.Local.TCPPort != 0 && ch.Local.TCPPort == ch.Local.HTTPPort {
 			v.add("clickhouse.local.http_port", "must differ from tcp_port")
 		}
 		if ch.Cluster != "" {
