@@ -255,6 +255,9 @@ func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.F
 	for _, q := range res.Quarantined {
 		fmt.Fprintf(a.stdout, "    quarantined %s (%d bytes, since %s): %s\n", q.Path, q.Size, q.FirstSeen, q.Reason)
 	}
+	for _, w := range res.Waiting {
+		fmt.Fprintf(a.stdout, "    waiting for the newline of the last line of %s (read when it comes, or after tail_wait)\n", w)
+	}
 	return nil
 }
 
