@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -60,6 +61,9 @@ type Result struct {
 	// Waiting are the landing files that end in an unterminated line: their whole lines are
 	// read, the rest waits for its newline (FileSource.TailWait).
 	Waiting []string
+	// Failed are the sources that could not be listed (a landing directory gone): their
+	// files wait for the next run, the other sources' files are ingested.
+	Failed []FailedSource
 	// Quarantined are the landing files that could not be read, newly or still (see
 	// QuarantinedFile); the other files of the run are ingested.
 	Quarantined []QuarantinedFile
@@ -74,11 +78,17 @@ type Result struct {
 // snapshot whose summary lists the files, so a crash before the commit leaves only
 // unreferenced files behind and the next run reads the same files again.
 //
-// If it fails, the files it wrote are deleted (catalog.WriteAttempt).
+// A source that cannot be listed does not stop the others: their files are ingested and
+// committed, and the error wraps ErrSourceFailed and names the failed sources
+// (Result.Failed; Result says what was committed). If it fails otherwise, nothing is
+// committed and the files it wrote are deleted (catalog.WriteAttempt).
 func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sources []FileSource, opt Options) (Result, error) {
 	w := lh.BeginWrite(ident)
 	res, err := ingestFiles(ctx, lh, ident, sources, opt)
-	return res, w.End(ctx, err)
+	if err := w.End(ctx, err); err != nil {
+		return res, err
+	}
+	return res, res.sourcesErr(len(sources))
 }
 
 func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sources []FileSource, opt Options) (Result, error) {
@@ -125,10 +135,13 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 	}
 	var plan []planned
 	listed := map[string]bool{}
+	unlisted := map[string]bool{} // the landing directories of failed sources
 	for _, src := range sources {
 		files, err := src.list()
-		if err != nil {
-			return res, fmt.Errorf("bronze %s source %s: %w", ident, src.Name, err)
+		if err != nil { // the other sources go on; this one's files wait for the next run
+			res.Failed = append(res.Failed, FailedSource{Name: src.Name, Err: err})
+			unlisted[filepath.Clean(src.Dir)] = true
+			continue
 		}
 		for _, f := range files {
 			listed[f.path] = true
@@ -168,7 +181,7 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		}
 	}
 	for path := range quarantine { // a quarantined file that was removed is forgotten
-		if !listed[path] {
+		if !listed[path] && !unlisted[filepath.Dir(path)] {
 			delete(quarantine, path)
 			quarantineChanged = true
 		}
