@@ -26,7 +26,11 @@ func (res Result) sourcesErr(sources int) error {
 	for i, f := range res.Failed {
 		errs[i] = fmt.Errorf("source %s: %w", f.Name, f.Err)
 	}
-	return &sourcesError{fmt.Sprintf("bronze %s: %d of %d sources failed, the others were ingested", res.Table, len(errs), sources), errs}
+	msg := fmt.Sprintf("bronze %s: %d of %d sources failed, the others were ingested", res.Table, len(errs), sources)
+	if len(errs) == sources {
+		msg = fmt.Sprintf("bronze %s: every source failed", res.Table)
+	}
+	return &sourcesError{msg, errs}
 }
 
 // sourcesError is the error of a run some of whose sources failed; it matches
