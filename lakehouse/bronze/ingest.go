@@ -197,7 +197,7 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 	kept := plan[:0]
 	for _, p := range plan { // an unterminated last line waits for its newline
 		if p.end, err = p.src.readEnd(p.file, p.from, time.Now()); err != nil {
-			return res, fmt.Errorf("bronze %s: %w", ident, err)
+			p.end = p.file.size // the read meets the problem and quarantines the file
 		}
 		if p.end < p.file.size {
 			opt.Log.Info("landing file ends in an unterminated line; it is read once it ends", "file", p.file.path, "bytes", p.file.size-p.end)
