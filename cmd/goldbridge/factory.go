@@ -63,7 +63,7 @@ func fileSources(cfg *config.Config, entity string) []bronze.FileSource {
 		out = append(out, bronze.FileSource{
 			Name: name, System: s.System + "_file", Dir: s.Path, Pattern: s.Pattern,
 			Format: s.Format, Compression: s.Compression, CSVDelim: delim, CSVNulls: nulls,
-			Settle: s.Settle.D(),
+			Settle: s.Settle.D(), TailWait: s.TailWait.D(),
 		})
 	}
 	return out

@@ -166,3 +166,36 @@ marts:`
 		}
 	}
 }
+
+// TestValidateReportsEachProblemOnce is issue 37, item 4: a lookup that sets neither
+// entity nor file and an expression that does not parse were each reported twice, once by
+// the config's own check and again by the rule compiler. The compiler's
+// problem is a consequence, so only the first is kept.
+func TestValidateReportsEachProblemOnce(t *testing.T) {
+	b, err := os.ReadFile("../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := `        - {id: E1, kind: lookup, lookup: {on: {country: code}, columns: [name]}}
+        - {id: F9, kind: filter, expr: 'amount >= ', reason: broken}
+        - {id: F8, kind: filter, expr: 'nope > 1', reason: unknown_name}
+
+marts:`
+	cfg := filepath.Join(t.TempDir(), "lookup.yaml")
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "\nmarts:", "\n"+rules, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCLI(t, "-c", cfg, "--state-dir", t.TempDir(), "validate")
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d\n%s", code, exitUsage, errs)
+	}
+	for path, n := range map[string]int{
+		"entities.orders.silver.rules[1].lookup:": 1, "entities.orders.silver.rules[2].expr:": 1,
+		"entities.orders.silver.rules[3].expr: rule F8: unknown name nope": 1, // only the compiler sees it
+		"3 problem(s)": 1,
+	} {
+		if got := strings.Count(errs, path); got != n {
+			t.Errorf("%q reported %d times, want %d:\n%s", path, got, n, errs)
+		}
+	}
+}

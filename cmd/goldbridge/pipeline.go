@@ -37,6 +37,7 @@ type pipeline struct {
 	aheadOnLanding   []string       // open ClickHouse ahead (ensuring these marts) once ingest lands rows
 	landed           bool           // ingest committed something to Bronze
 	committed        bool           // a stage committed something to the lake (maintainDue)
+	outcomes         runOutcomes    // what failed in the stages run so far, for the later stages' errors
 	bg               sync.WaitGroup // metric reads left to run beside the next stages; close waits
 }
 
@@ -210,28 +211,28 @@ func (p *pipeline) ingest(ctx context.Context, entities []string) (err error) {
 				name, ks.Topic, res.Rows, float64(res.Rows)/max(res.Elapsed.Seconds(), 1e-9), res.BatchID, res.SnapshotID)
 		}
 		if srcs := fileSources(p.cfg, name); len(srcs) > 0 {
-			if err := p.ingestFiles(ctx, name, srcs, encrypt); err != nil {
+			if names, err := p.ingestFiles(ctx, name, srcs, encrypt); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				ok = false
-				names := make([]string, len(srcs))
-				for i, s := range srcs {
-					names[i] = s.Name
-				}
 				failed.add(name+" source "+strings.Join(names, ","), fmt.Errorf("ingest %s: %w", name, err))
 				a.log.Error("source failed; the other sources go on", "stage", "ingest", "entity", name, "source", strings.Join(names, ","), "err", err)
 			}
 		}
 		if ok {
 			p.m.LastSuccess.WithLabelValues("ingest", name, "").SetToCurrentTime()
+		} else {
+			p.outcomes.entityFailed(name, "ingest")
 		}
 	}
 	return failed.err()
 }
 
-// ingestFiles lands the landing files of one entity's file sources.
-func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.FileSource, encrypt func([]byte) ([]byte, error)) error {
+// ingestFiles lands the landing files of one entity's file sources. A source that cannot
+// be read does not stop the others (bronze.ErrSourceFailed): what they landed is reported
+// and failed names the sources that failed (all of them when the error is another).
+func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.FileSource, encrypt func([]byte) ([]byte, error)) (failed []string, err error) {
 	a, e := p.a, p.cfg.Entities[name]
 	var total int64
 	for _, s := range srcs {
@@ -243,8 +244,14 @@ func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.F
 		Progress: progress, Log: a.log.With("stage", "ingest", "entity", name),
 	})
 	done()
-	if err != nil {
-		return err
+	if err != nil && !errors.Is(err, bronze.ErrSourceFailed) {
+		for _, s := range srcs {
+			failed = append(failed, s.Name)
+		}
+		return failed, err
+	}
+	for _, f := range res.Failed {
+		failed = append(failed, f.Name)
 	}
 	p.landed = p.landed || res.SnapshotID != 0
 	p.m.Rows.WithLabelValues("ingest", name, "", "ingested").Add(float64(res.Rows))
@@ -256,7 +263,10 @@ func (p *pipeline) ingestFiles(ctx context.Context, name string, srcs []bronze.F
 	for _, q := range res.Quarantined {
 		fmt.Fprintf(a.stdout, "    quarantined %s (%d bytes, since %s): %s\n", q.Path, q.Size, q.FirstSeen, q.Reason)
 	}
-	return nil
+	for _, w := range res.Waiting {
+		fmt.Fprintf(a.stdout, "    waiting for the newline of the last line of %s (read when it comes, or after tail_wait)\n", w)
+	}
+	return failed, err
 }
 
 func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
@@ -283,6 +293,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 			p.m.QuarantineGate.WithLabelValues(name).Set(1)
 		}
 		if err != nil {
+			p.outcomes.entityFailed(name, "silver")
 			failed.add(name, err) // silver.Run names the entity
 			a.log.Error("entity failed; the other entities go on", "stage", "silver", "entity", name, "err", err)
 			continue
@@ -317,6 +328,7 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 			return err
 		}
 		res, err := gold.Run(ctx, p.lh, spec, gold.Options{Full: p.full, Rebuild: p.rebuild, Log: a.log.With("stage", "gold", "mart", name)})
+		p.outcomes.goldRan(name, err)
 		for _, f := range res.Report.Failures {
 			p.m.DQFailures.WithLabelValues(name, f.Check, f.Severity).Inc()
 			fmt.Fprintf(a.stdout, "gold %s: check %s (%s, %s) failed on %d rows\n", name, f.Check, f.Type, f.Severity, f.Count)
@@ -333,6 +345,7 @@ func (p *pipeline) gold(ctx context.Context, marts []string) (err error) {
 			return ctx.Err()
 		}
 		if err != nil {
+			err = p.outcomes.withUpstream(p.cfg, name, err)
 			failed.add(name, err)
 			a.log.Error("mart failed; the other marts go on", "stage", "gold", "mart", name, "err", err)
 			continue

@@ -95,7 +95,7 @@ func (a *app) servedJobs(ctx context.Context, p *pipeline, stage string, marts [
 		}
 		tbl, err := p.lh.LoadTable(ctx, p.cfg.Marts[name].Table)
 		if err != nil {
-			failed.add(name, fmt.Errorf("%s %s: gold table: %w (run gold first)", stage, name, err))
+			failed.add(name, p.outcomes.noGoldTable(p.cfg, stage, name, err))
 			continue
 		}
 		if err := gbsync.Servable(m, tbl); err != nil {

@@ -44,6 +44,13 @@ type FileSource struct {
 	// file modified less than Settle ago is looked at again after the rest of Settle, and
 	// skipped until the next run if it changed meanwhile. 0 reads files at once.
 	Settle time.Duration
+	// TailWait bounds how long the unterminated end of an uncompressed JSON Lines file
+	// waits for its newline. Such a file is read up to its last newline; the bytes after
+	// it (a line its writer is still writing) are read by a later run, once their newline
+	// has come or once the file has stayed unchanged for TailWait: then the writer is taken
+	// to have finished the file without a final newline and the tail is its last line.
+	// 0 reads the tail at once, as a line.
+	TailWait time.Duration
 }
 
 // FileRecord is what Bronze remembers of an ingested landing file.
@@ -58,6 +65,10 @@ type FileRecord struct {
 	// From is where this read started: the size ingested before, when the file grew
 	// and only its appended lines were read (JSON Lines, uncompressed); 0 otherwise.
 	From int64 `json:"from,omitempty"`
+	// Tail is how many bytes the file had after Size that were not read: an unterminated
+	// last line waiting for its newline (FileSource.TailWait). Size and Checksum cover
+	// only what was read, so the next run resumes at Size.
+	Tail int64 `json:"tail,omitempty"`
 }
 
 type landingFile struct {
@@ -512,4 +523,35 @@ func (s FileSource) canResume(f landingFile, prev FileRecord) bool {
 	}
 	sum, err := checksumReader(io.NewSectionReader(fh, 0, prev.Size))
 	return err == nil && sum == prev.Checksum
+}
+
+// readEnd returns where a read of f that starts at from stops: just after the last "\n"
+// in [from, f.size) of an uncompressed JSON Lines file whose tail is still open (from,
+// when there is none), else f.size. The tail is closed once the file has been unchanged
+// for TailWait (now - mtime), or at once with TailWait 0. Only the tail is scanned, from
+// its end backwards, in 64 KiB reads.
+func (s FileSource) readEnd(f landingFile, from int64, now time.Time) (int64, error) {
+	format, compression, err := s.formatOf(f.path)
+	if err != nil || format != "jsonl" || compression != "none" || s.TailWait <= 0 ||
+		now.Sub(time.Unix(0, f.modTime)) >= s.TailWait {
+		return f.size, nil
+	}
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	buf := make([]byte, 64<<10)
+	for end := f.size; end > from; {
+		start := max(from, end-int64(len(buf)))
+		chunk := buf[:end-start]
+		if _, err := fh.ReadAt(chunk, start); err != nil {
+			return 0, fmt.Errorf("find the last line of %s: %w", f.path, err)
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return from, nil
 }

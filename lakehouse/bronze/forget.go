@@ -462,13 +462,10 @@ func rewriteWithout(ctx context.Context, lh *catalog.Lakehouse, ident string, tb
 		}
 		// The replace leaves a manifest of DELETED entries for the old files, and those
 		// entries keep the old files' column bounds: up to 16 characters of the smallest
-		// and largest raw_payload, which may be the forgotten value. A second snapshot
-		// drops that manifest (an overwrite producer keeps no manifest without live
-		// entries), so once the first one is expired nothing references it.
-		if err := tx.Delete(ctx, iceberg.AlwaysFalse{}, all); err != nil {
-			return nil, fmt.Errorf("drop deleted-file entries: %w", err)
-		}
-		return tx.Commit(ctx)
+		// and largest raw_payload, which may be the forgotten value. A second snapshot in
+		// the same commit, a seal ("replace", no row changed), drops that manifest, so
+		// once the first one is expired nothing references it.
+		return lh.CommitSealed(ctx, tx, all)
 	})
 	if err != nil {
 		if errors.Is(err, errReplan) {

@@ -219,6 +219,11 @@ func TestForget(t *testing.T) {
 	if len(snaps) != 1 || snaps[0].SnapshotID != res.DeleteSnapshotID || tbl.CurrentSnapshot().SnapshotID != res.DeleteSnapshotID {
 		t.Fatalf("snapshots after forget: %+v", snaps)
 	}
+	// The snapshot kept is the seal, which changes no row: "replace", not "delete", at
+	// which a streaming reader (Spark) would stop (issue 37).
+	if op := snaps[0].Summary.Operation; op != table.OpReplace {
+		t.Errorf("the forget's seal is a %q snapshot, want %q", op, table.OpReplace)
+	}
 	for _, s := range snaps {
 		_, recs, err := tbl.Scan(table.WithSnapshotID(s.SnapshotID)).ToArrowRecords(ctx)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -57,6 +58,12 @@ type Result struct {
 	Skipped    int          // landing files ingested before and unchanged
 	Changed    []string     // landing files that changed after ingestion and were not re-read
 	Unsettled  []string     // landing files still changing (see FileSource.Settle): left for the next run
+	// Waiting are the landing files that end in an unterminated line: their whole lines are
+	// read, the rest waits for its newline (FileSource.TailWait).
+	Waiting []string
+	// Failed are the sources that could not be listed (a landing directory gone): their
+	// files wait for the next run, the other sources' files are ingested.
+	Failed []FailedSource
 	// Quarantined are the landing files that could not be read, newly or still (see
 	// QuarantinedFile); the other files of the run are ingested.
 	Quarantined []QuarantinedFile
@@ -71,11 +78,17 @@ type Result struct {
 // snapshot whose summary lists the files, so a crash before the commit leaves only
 // unreferenced files behind and the next run reads the same files again.
 //
-// If it fails, the files it wrote are deleted (catalog.WriteAttempt).
+// A source that cannot be listed does not stop the others: their files are ingested and
+// committed, and the error wraps ErrSourceFailed and names the failed sources
+// (Result.Failed; Result says what was committed). If it fails otherwise, nothing is
+// committed and the files it wrote are deleted (catalog.WriteAttempt).
 func IngestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sources []FileSource, opt Options) (Result, error) {
 	w := lh.BeginWrite(ident)
 	res, err := ingestFiles(ctx, lh, ident, sources, opt)
-	return res, w.End(ctx, err)
+	if err := w.End(ctx, err); err != nil {
+		return res, err
+	}
+	return res, res.sourcesErr(len(sources))
 }
 
 func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sources []FileSource, opt Options) (Result, error) {
@@ -118,13 +131,17 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		src  FileSource
 		file landingFile
 		from int64 // > 0: only the lines appended after this offset are read
+		end  int64 // the read stops here (FileSource.readEnd)
 	}
 	var plan []planned
 	listed := map[string]bool{}
+	unlisted := map[string]bool{} // the landing directories of failed sources
 	for _, src := range sources {
 		files, err := src.list()
-		if err != nil {
-			return res, fmt.Errorf("bronze %s source %s: %w", ident, src.Name, err)
+		if err != nil { // the other sources go on; this one's files wait for the next run
+			res.Failed = append(res.Failed, FailedSource{Name: src.Name, Err: err})
+			unlisted[filepath.Clean(src.Dir)] = true
+			continue
 		}
 		for _, f := range files {
 			listed[f.path] = true
@@ -138,7 +155,7 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 			}
 			prev, ok := seen[f.path]
 			if !ok {
-				plan = append(plan, planned{src, f, 0})
+				plan = append(plan, planned{src: src, file: f})
 				continue
 			}
 			changed, err := fileChanged(f, prev)
@@ -146,14 +163,16 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 				return res, fmt.Errorf("bronze %s: %w", ident, err)
 			}
 			switch {
+			case !changed && prev.Tail > 0: // its last line was unterminated: see whether it ended
+				plan = append(plan, planned{src: src, file: f, from: prev.Size})
 			case !changed:
 				res.Skipped++
 			case !opt.Reingest && src.canResume(f, prev):
 				opt.Log.Info("landing file grew since it was ingested; reading its new lines", "file", f.path, "from", prev.Size, "size", f.size)
-				plan = append(plan, planned{src, f, prev.Size})
+				plan = append(plan, planned{src: src, file: f, from: prev.Size})
 			case opt.Reingest:
 				opt.Log.Warn("re-ingesting a landing file that changed after ingestion", "file", f.path)
-				plan = append(plan, planned{src, f, 0})
+				plan = append(plan, planned{src: src, file: f})
 			default:
 				opt.Log.Warn("landing file changed after it was ingested; not re-read (use --reingest to force)",
 					"file", f.path, "ingested_size", prev.Size, "size", f.size)
@@ -162,7 +181,7 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		}
 	}
 	for path := range quarantine { // a quarantined file that was removed is forgotten
-		if !listed[path] {
+		if !listed[path] && !unlisted[filepath.Dir(path)] {
 			delete(quarantine, path)
 			quarantineChanged = true
 		}
@@ -175,6 +194,20 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	kept := plan[:0]
+	for _, p := range plan { // an unterminated last line waits for its newline
+		if p.end, err = p.src.readEnd(p.file, p.from, time.Now()); err != nil {
+			p.end = p.file.size // the read meets the problem and quarantines the file
+		}
+		if p.end < p.file.size {
+			opt.Log.Info("landing file ends in an unterminated line; it is read once it ends", "file", p.file.path, "bytes", p.file.size-p.end)
+			res.Waiting = append(res.Waiting, p.file.path)
+		}
+		if p.end > p.from || p.end == p.file.size {
+			kept = append(kept, p)
+		}
+	}
+	plan = kept
 	if len(plan) == 0 && !quarantineChanged {
 		res.Elapsed = time.Since(start)
 		return res, nil
@@ -188,7 +221,7 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		for _, p := range plan {
 			rows0 := run.Rows()
 			var emitErr error
-			checksum, blank, err := p.src.readFileFrom(ctx, p.file.path, p.from, p.file.size, func(payload []byte) error {
+			checksum, blank, err := p.src.readFileFrom(ctx, p.file.path, p.from, p.end, func(payload []byte) error {
 				emitErr = emit(payload, p.src.System, p.file.path, time.Time{})
 				return emitErr
 			})
@@ -206,11 +239,11 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 				delete(quarantine, p.file.path)
 				quarantineChanged = true
 			}
-			res.Bytes += p.file.size
+			res.Bytes += p.end
 			res.Blank += blank
 			res.Files = append(res.Files, FileRecord{
-				Path: p.file.path, Size: p.file.size, ModTime: p.file.modTime, Checksum: checksum,
-				Rows: run.Rows() - rows0, Blank: blank, BatchID: res.BatchID, From: p.from,
+				Path: p.file.path, Size: p.end, ModTime: p.file.modTime, Checksum: checksum,
+				Rows: run.Rows() - rows0, Blank: blank, BatchID: res.BatchID, From: p.from, Tail: p.file.size - p.end,
 			})
 			if opt.Progress != nil {
 				opt.Progress(res.Bytes, run.Rows())
@@ -436,7 +469,7 @@ func (r *Run) Commit(ctx context.Context, props iceberg.Properties, precheck fun
 // fileChanged tells whether a landing file differs from what was ingested: a different
 // size, or the same size and mtime but a different checksum is a change.
 func fileChanged(f landingFile, prev FileRecord) (bool, error) {
-	if f.size != prev.Size {
+	if f.size != prev.Size+prev.Tail {
 		return true, nil
 	}
 	if f.modTime == prev.ModTime {

@@ -252,12 +252,25 @@ func TestGrowingFileAppendedLinesAreNewRecords(t *testing.T) {
 // TestFileAppendedWhileIngesting: a writer appends lines in two writes each while ingest
 // runs again and again; with a settle time no torn line lands and every complete line
 // lands exactly once (issue 17: a half line became a Bronze row and the rest was skipped).
+// With a tail wait and no settle time the same holds: a file is read up to its last
+// newline (issue 37).
 func TestFileAppendedWhileIngesting(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		settle, tailWait time.Duration
+	}{{"settle", 150 * time.Millisecond, 0}, {"tail_wait", 0, time.Hour}} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := source(t.TempDir())
+			src.Settle, src.TailWait = tt.settle, tt.tailWait
+			appendWhileIngesting(t, src)
+		})
+	}
+}
+
+func appendWhileIngesting(t *testing.T, src FileSource) {
 	ctx := context.Background()
 	lh := lakehousetest.Open(t)
-	dir := t.TempDir()
-	src := source(dir)
-	src.Settle = 150 * time.Millisecond
+	dir := src.Dir
 	path := filepath.Join(dir, "live.jsonl")
 	f, err := os.Create(path)
 	if err != nil {

@@ -76,12 +76,13 @@ func NewestWithKey(tbl *table.Table, key string) int64 {
 	return 0
 }
 
-// Seal commits a data-less snapshot on top of ident whose summary holds props and every
-// goldbridge.* key of the current snapshot's summary (watermarks and bookkeeping, which
-// must survive the expiry of the snapshot that wrote them), and returns its id. A
-// copy-on-write commit leaves a manifest of DELETED entries that keep the removed files'
-// column bounds (value prefixes); the sealing snapshot drops it, so that once the older
-// snapshots are expired no manifest lists the removed files.
+// Seal commits a data-less snapshot, operation "replace", on top of ident whose summary
+// holds props and every goldbridge.* key of the current snapshot's summary (watermarks
+// and bookkeeping, which must survive the expiry of the snapshot that wrote them), and
+// returns its id. A copy-on-write commit leaves a manifest of DELETED entries that keep
+// the removed files' column bounds (value prefixes); the sealing snapshot drops it, so
+// that once the older snapshots are expired no manifest lists the removed files. It
+// changes no row, so a streaming reader (Spark) passes over it (CommitSealed).
 func (l *Lakehouse) Seal(ctx context.Context, ident string, props iceberg.Properties) (int64, error) {
 	tbl, err := l.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		all := iceberg.Properties{}
@@ -93,11 +94,7 @@ func (l *Lakehouse) Seal(ctx context.Context, ident string, props iceberg.Proper
 			}
 		}
 		maps.Copy(all, props)
-		tx := tbl.NewTransaction()
-		if err := tx.Delete(ctx, iceberg.AlwaysFalse{}, all); err != nil {
-			return nil, err
-		}
-		return tx.Commit(ctx)
+		return l.CommitSealed(ctx, tbl.NewTransaction(), all)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("seal %s: %w", ident, err)

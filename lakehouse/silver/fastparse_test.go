@@ -160,3 +160,38 @@ func FuzzFastParse(f *testing.F) {
 		checkFastDecimal(t, s, prec, scale)
 	})
 }
+
+// TestIntegralDecimalsAreIntegers is issue 37, item 4: a Parquet double 2.0 reaches
+// Bronze as JSON 2 and typed as an int32, but the same value from a CSV ("2.0") or a
+// JSON line (2.0) was refused. A whole number written with a zero fraction is now an
+// integer however it arrives; a real fraction is refused with its text, and the digits
+// are read exactly (no float on the way).
+func TestIntegralDecimalsAreIntegers(t *testing.T) {
+	cols := []ColumnSpec{{Name: "n", Type: Type{Kind: Int32}}, {Name: "big", Type: Type{Kind: Int64}}}
+	ps, err := newParser(cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		payload string
+		n, big  int64
+		reason  string
+	}{
+		{`{"n":2,"big":1}`, 2, 1, ""},                                   // Parquet's 2.0 (RecordToJSON writes 2)
+		{`{"n":"2.0","big":"-7.00"}`, 2, -7, ""},                        // CSV
+		{`{"n":2.0,"big":9007199254740993.0}`, 2, 9007199254740993, ""}, // JSON lines; 2^53+1 exactly
+		{`{"n":" 3.0 ","big":0}`, 3, 0, ""},
+		{`{"n":"3.","big":0}`, 0, 0, `invalid_n: not an integer "3."`},
+		{`{"n":"2.5","big":0}`, 0, 0, `invalid_n: not an integer "2.5"`},
+		{`{"n":2.000001,"big":0}`, 0, 0, `invalid_n: not an integer "2.000001"`},
+		{`{"n":"2147483648.0","big":0}`, 0, 0, "invalid_n: 2147483648 out of int32 range"},
+		{`{"n":".0","big":0}`, 0, 0, `invalid_n: not an integer ".0"`},
+		{`{"n":"1e3","big":0}`, 0, 0, `invalid_n: not an integer "1e3"`},
+	} {
+		row := make([]Value, len(cols))
+		reason := ps.parse([]byte(tt.payload), row)
+		if reason != tt.reason || reason == "" && (row[0].I != tt.n || row[1].I != tt.big) {
+			t.Errorf("%s: reason %q, row %+v; want %q, %d %d", tt.payload, reason, row, tt.reason, tt.n, tt.big)
+		}
+	}
+}

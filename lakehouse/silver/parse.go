@@ -161,7 +161,7 @@ func convertString(c ColumnSpec, s string) (Value, error) {
 	case String:
 		return Value{S: s}, nil
 	case Int32, Int64:
-		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		n, err := parseInteger(s)
 		if err != nil {
 			return Value{}, fmt.Errorf("not an integer %q", clip(s))
 		}
@@ -212,6 +212,18 @@ func convertString(c ColumnSpec, s string) (Value, error) {
 		return Value{I: t.UnixMicro()}, inTimeRange(t.UnixMicro(), s)
 	}
 	return Value{}, fmt.Errorf("unsupported type %s", c.Type)
+}
+
+// parseInteger reads a whole number: decimal digits, an optional sign and an optional
+// fraction of zeros ("2", "-7", "2.0", "2.00"). A Parquet double 2.0 reaches Bronze as
+// JSON 2, a CSV field or a JSON line may write it 2.0: the same value types the same.
+// The digits are read exactly, never through a float; "2.5", "2." and "1e3" are refused.
+func parseInteger(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '.'); i > 0 && i < len(s)-1 && strings.Trim(s[i+1:], "0") == "" {
+		s = s[:i]
+	}
+	return strconv.ParseInt(s, 10, 64)
 }
 
 // inTimeRange refuses an instant outside years 0001-9999 (time.Parse reads year 0000, and

@@ -135,6 +135,9 @@ type Source struct {
 	CSV         CSV    `yaml:"csv"`
 	// Settle is how long a landing file must stay unchanged before it is read.
 	Settle *Duration `yaml:"settle"`
+	// TailWait is how long an unterminated last line of an uncompressed JSON Lines file
+	// waits for its newline before it is read as the file's last line.
+	TailWait *Duration `yaml:"tail_wait"`
 
 	// kafka
 	Brokers     []string `yaml:"brokers"`

@@ -234,6 +234,7 @@ func TestValidationRules(t *testing.T) {
 		{"empty segment", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$.a..b"}`, "entities.orders.silver.columns[3].path"},
 		{"table too long for ClickHouse", "      table: daily_revenue_kpi\n", "      table: " + strings.Repeat("t", 196) + "\n", "marts.daily_revenue_kpi.serving.table"},
 		{"database too long for ClickHouse", "  database: marts\n", "  database: " + strings.Repeat("d", 198) + "\n", "clickhouse.database"},
+		{"tail wait too long", "    format: jsonl\n", "    format: jsonl\n    tail_wait: 8d\n", "sources.orders_landing.tail_wait"},
 		{"lookback with keys table", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n      lookback: 7d\n      keys_table: silver.order_keys\n", "entities.orders.silver.lookback"},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,7 @@ const (
 	DefaultHotWindow                = Duration(90 * 24 * time.Hour)
 	DefaultQualityWarnPct           = 5.0
 	DefaultSettle                   = 5 * time.Second // sources.<name>.settle
+	DefaultTailWait                 = time.Hour       // sources.<name>.tail_wait
 	DefaultQualityFailQuarantinePct = 50.0            // entities.<name>.silver.quality.fail_quarantine_pct
 	DefaultAnomalyTrailing          = 7
 	DefaultAnomalyTolerance         = 0.5
@@ -90,6 +91,10 @@ func (c *Config) applyDefaults() {
 			if s.Settle == nil {
 				d := Duration(DefaultSettle)
 				s.Settle = &d
+			}
+			if s.TailWait == nil {
+				d := Duration(DefaultTailWait)
+				s.TailWait = &d
 			}
 		}
 		if s.Type == "kafka" {

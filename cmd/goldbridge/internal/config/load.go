@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -25,6 +26,32 @@ func Load(path, stateDir string, checks ...ExtraCheck) (*Config, error) {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	return Parse(data, stateDir, nil, checks...)
+}
+
+// extraProblems runs checks on cfg and returns their problems except those at or below a
+// path Validate already reported (found): a rule that does not parse, or a lookup that
+// names no file, is one mistake, not a second one found by compiling the rule.
+func extraProblems(found Problems, cfg *Config, checks []ExtraCheck) Problems {
+	var out Problems
+	for _, check := range checks {
+		for _, p := range check(cfg) {
+			if !coveredBy(found, p.Path) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// coveredBy tells whether a problem in ps is at path or inside it (path.key, path[i]).
+func coveredBy(ps Problems, path string) bool {
+	for _, p := range ps {
+		rest, ok := strings.CutPrefix(p.Path, path)
+		if ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			return true
+		}
+	}
+	return false
 }
 
 // Parse is Load on bytes; env looks up ${VAR} (nil: the process environment).
@@ -65,9 +92,7 @@ func Parse(data []byte, stateDir string, env func(string) (string, bool), checks
 		failed[p.Path] = true
 	}
 	more := cfg.Validate()
-	for _, check := range checks {
-		more = append(more, check(cfg)...)
-	}
+	more = append(more, extraProblems(more, cfg, checks)...)
 	lines := lineIndex{}
 	indexLines(lines, "", &root)
 	// Every problem, each once, with the line of its path (or of its nearest ancestor in

@@ -418,6 +418,9 @@ func (c *Config) validateSource(v *validator, name string) {
 		if s.Settle != nil && (*s.Settle < 0 || s.Settle.D() > time.Hour) {
 			v.add(p+".settle", "must be between 0s and 1h")
 		}
+		if s.TailWait != nil && (*s.TailWait < 0 || s.TailWait.D() > 7*24*time.Hour) {
+			v.add(p+".tail_wait", "must be between 0s and 7d")
+		}
 		if len(s.Brokers) > 0 || s.Topic != "" {
 			v.add(p, "brokers/topic are Kafka settings; this source has type file")
 		}
