@@ -95,7 +95,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, ident string, opt Options) 
 	inputs := map[string]string{} // rewritten data file -> the deletes applying to it
 	var results []table.CompactionGroupResult
 	for _, g := range Groups(tasks, max(opt.MinFiles, 2)) {
-		gr, err := table.ExecuteCompactionGroup(ctx, tbl, g)
+		gr, err := rewrite(ctx, tbl, g)
 		if err != nil {
 			return fail(fmt.Errorf("rewrite partition %s: %w", g.PartitionKey, err))
 		}
