@@ -31,6 +31,7 @@ import (
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
 
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
@@ -98,7 +99,8 @@ type Options struct {
 	// Only limits the run to these tables (nil: all of them).
 	Only []string
 	Log  *slog.Logger
-	// fault, in tests, is called after each step; an error stops the run there.
+	// fault, in tests, is called after each step, and with step "commit" before a
+	// compaction commits; an error stops the run there.
 	fault func(ident, step string) error
 }
 
@@ -279,7 +281,7 @@ func (w work) maintain(ctx context.Context, lh *catalog.Lakehouse, p Policy, opt
 		return err
 	})
 	step("compact", func() (err error) {
-		r.Compacted, err = w.compact(ctx, lh, p)
+		r.Compacted, err = w.compact(ctx, lh, p, opt)
 		return err
 	})
 	step("manifests", func() (err error) {
@@ -314,7 +316,12 @@ func (w work) maintain(ctx context.Context, lh *catalog.Lakehouse, p Policy, opt
 }
 
 // compact rewrites the table's small files as its layer allows.
-func (w work) compact(ctx context.Context, lh *catalog.Lakehouse, p Policy) (compact.Result, error) {
+func (w work) compact(ctx context.Context, lh *catalog.Lakehouse, p Policy, opt Options) (compact.Result, error) {
+	id := uuid.NewString()
+	co := compact.Options{MinFiles: p.MaxFiles}
+	if opt.fault != nil {
+		co.BeforeCommit = func(int) { _ = opt.fault(w.ident, "commit") }
+	}
 	switch w.layer {
 	case LayerBronze:
 		if w.bronzeSeq <= 0 {
@@ -322,27 +329,23 @@ func (w work) compact(ctx context.Context, lh *catalog.Lakehouse, p Policy) (com
 		}
 		// Only files every consumer has read: Silver reads Bronze by the append snapshots
 		// after its watermark, and a rewritten file belongs to a replace snapshot.
-		return compact.Run(ctx, lh, w.ident, compact.Options{
-			MinFiles: p.MaxFiles,
-			Select: func(t table.FileScanTask) bool {
-				return t.DataSequenceNumber != nil && *t.DataSequenceNumber <= w.bronzeSeq && t.File.FileSizeBytes() < SmallFile
-			},
-		})
+		co.Select = func(t table.FileScanTask) bool {
+			return t.DataSequenceNumber != nil && *t.DataSequenceNumber <= w.bronzeSeq && t.File.FileSizeBytes() < SmallFile
+		}
 	case LayerQuarantine, LayerKeys:
-		return compact.Run(ctx, lh, w.ident, compact.Options{
-			MinFiles: p.MaxFiles,
-			Select:   func(t table.FileScanTask) bool { return t.File.FileSizeBytes() < SmallFile },
-			Props:    func(tbl *table.Table) iceberg.Properties { return silver.CompactionProps(tbl, "maintenance") },
-		})
+		co.Select = func(t table.FileScanTask) bool { return t.File.FileSizeBytes() < SmallFile }
+		co.Props = func(tbl *table.Table) iceberg.Properties { return silver.CompactionProps(tbl, id) }
 	case LayerSilver:
 		due, err := silverDebt(ctx, lh, w.ident, p)
 		if err != nil || !due {
 			return compact.Result{}, err
 		}
-		res, err := silver.Compact(ctx, lh, w.ident)
-		return res.Result, err
+		co.MinFiles = 2 // every partition with more than one file or with deletes: silver.Compact's rule
+		co.Props = func(tbl *table.Table) iceberg.Properties { return silver.CompactionProps(tbl, id) }
+	default:
+		return compact.Result{}, nil // Gold: one file per partition, rewritten whole by each run
 	}
-	return compact.Result{}, nil // Gold: one file per partition, rewritten whole by each run
+	return compact.Run(ctx, lh, w.ident, co)
 }
 
 // silverDebt reports whether a Silver table's merge-on-read debt is due: a partition
