@@ -74,7 +74,7 @@ func (p *pipeline) maintainDue() bool {
 	return age >= mc.Every.D()
 }
 
-// maintain maintains the tables of entities and marts (only those of only, if given),
+// maintain maintains the tables of entities and marts (those of only, if any given),
 // knowing every reader of the whole pipeline, prints what it did, records each table's
 // cost in the metrics, and stamps the state dir.
 func (p *pipeline) maintain(ctx context.Context, entities, marts, only []string) (err error) {
@@ -84,7 +84,7 @@ func (p *pipeline) maintain(ctx context.Context, entities, marts, only []string)
 	if err != nil {
 		return err
 	}
-	if only == nil {
+	if len(only) == 0 {
 		only = tablesOf(p.cfg, entities, marts)
 	}
 	reports, err := maintain.Run(ctx, p.lh, ents, ms, maintain.Options{
@@ -106,8 +106,8 @@ func (p *pipeline) maintain(ctx context.Context, entities, marts, only []string)
 			p.m.MaintenanceLastSuccess.WithLabelValues(r.Table).SetToCurrentTime()
 		}
 		if r.Compacted.SnapshotID != 0 || r.Expired.Snapshots > 0 || r.ManifestsAfter != r.ManifestsBefore {
-			fmt.Fprintf(p.a.stdout, "maintain %s: %d snapshots expired (%d kept), %d files compacted into %d (%d delete files removed), manifests %d -> %d, %.2fs\n",
-				r.Table, r.Expired.Snapshots, r.Expired.Kept, r.Compacted.DataFilesRemoved, r.Compacted.DataFilesAdded,
+			fmt.Fprintf(p.a.stdout, "maintain %s: %d snapshots expired (%d kept, %d files deleted), %d files compacted into %d (%d delete files removed), manifests %d -> %d, %.2fs\n",
+				r.Table, r.Expired.Snapshots, r.Expired.Kept, r.Expired.Files, r.Compacted.DataFilesRemoved, r.Compacted.DataFilesAdded,
 				r.Compacted.DeleteFilesRemoved, r.ManifestsBefore, r.ManifestsAfter, r.Elapsed.Seconds())
 		}
 	}

@@ -96,7 +96,7 @@ const (
 type Options struct {
 	// Policy returns the policy of a table (nil: DefaultPolicy for all).
 	Policy func(ident string) Policy
-	// Only limits the run to these tables (nil: all of them).
+	// Only limits the run to these tables (none: all of them).
 	Only []string
 	Log  *slog.Logger
 	// fault, in tests, is called after each step, and with step "commit" before a
@@ -133,7 +133,7 @@ func Run(ctx context.Context, lh *catalog.Lakehouse, entities []Entity, marts []
 	var reports []Report
 	var errs []error
 	for _, t := range ts {
-		if opt.Only != nil && !contains(opt.Only, t.ident) {
+		if len(opt.Only) > 0 && !contains(opt.Only, t.ident) {
 			continue
 		}
 		start := time.Now()
@@ -307,10 +307,10 @@ func (w work) maintain(ctx context.Context, lh *catalog.Lakehouse, p Policy, opt
 		return nil
 	})
 	if r.Compacted.SnapshotID != 0 || r.ManifestsAfter != r.ManifestsBefore || r.Expired.Snapshots > 0 {
-		opt.Log.Info("table maintained", "table", w.ident, "compacted_files", r.Compacted.DataFilesRemoved,
+		opt.Log.Debug("table maintained", "table", w.ident, "compacted_files", r.Compacted.DataFilesRemoved,
 			"compacted_into", r.Compacted.DataFilesAdded, "delete_files_removed", r.Compacted.DeleteFilesRemoved,
 			"manifests_before", r.ManifestsBefore, "manifests_after", r.ManifestsAfter,
-			"snapshots_expired", r.Expired.Snapshots, "snapshots_kept", r.Expired.Kept)
+			"snapshots_expired", r.Expired.Snapshots, "snapshots_kept", r.Expired.Kept, "files_deleted", r.Expired.Files)
 	}
 	return r
 }
