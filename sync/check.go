@@ -45,9 +45,10 @@ func summed(m *serving.Mart) []serving.Measure {
 	return out
 }
 
-func isFloat(m *serving.Mart, ms serving.Measure) bool {
-	return ms.Type == "Float64" && ms.Agg != mart.CountDistinct && ms.Agg != mart.Count
-}
+// isFloat reports whether readers see the measure as a double (serving.Measure.FinalType):
+// its sums are then compared within a relative 1e-9. An avg over an integer column is
+// one, though its hidden __sum column is Int64.
+func isFloat(ms serving.Measure) bool { return ms.FinalType() == "Float64" }
 
 // Check compares every hot partition of the mart between Gold and ClickHouse, row for
 // row: per partition and grouping level, the row count and an order-independent
@@ -56,8 +57,11 @@ func isFloat(m *serving.Mart, ms serving.Measure) bool {
 // decimals), computed the same way from Gold's rows and from the served view
 // (fingerprint.go). So a single changed cell, a swapped dimension value, a compensating
 // edit, a missing or an extra row is drift. Per level it also compares the sum of every
-// numeric measure, for a readable report (decimals and integers equal, floats within a
-// relative 1e-9). A served table whose columns differ from the DDL is drift in every
+// numeric measure, for a readable report (decimals and integers equal, doubles within a
+// relative 1e-9: a measure is compared as the type readers see, Measure.FinalType).
+// A double that is added up (a sum, an average) may differ in its last bits where the
+// server built the level: it is compared by its sums and weighted sums within 1e-9,
+// not in the fingerprint. A served table whose columns differ from the DDL is drift in every
 // hot partition, and so is a served partition that is not hot. Partitions not served
 // (Plan.Unservable) are skipped. It returns the drifts, sorted; and, like Sync, a
 // ColdError when the window counts back from the clock and none of Gold's partitions is
@@ -161,7 +165,7 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*LevelStats) []Drift 
 	for l := range cs {
 		levels[l] = true
 	}
-	empty := &LevelStats{Sums: map[string]decimal.Decimal{}}
+	empty := newLevelStats()
 	for l := range levels {
 		g, c := gs[l], cs[l]
 		if g == nil {
@@ -170,29 +174,49 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*LevelStats) []Drift 
 		if c == nil {
 			c = empty
 		}
-		n := len(out)
-		if g.Rows != c.Rows {
-			out = append(out, Drift{id, l, "rows", fmt.Sprint(g.Rows), fmt.Sprint(c.Rows)})
-		}
-		for _, ms := range summed(m) {
-			gv, cv := g.Sums[ms.Name], c.Sums[ms.Name]
-			eq := gv.Equal(cv)
-			if !eq && isFloat(m, ms) {
-				a, _ := gv.Float64()
-				b, _ := cv.Float64()
-				eq = math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
-			}
-			if !eq {
-				out = append(out, Drift{id, l, ms.Name, gv.String(), cv.String()})
-			}
-		}
-		if len(out) == n && g.Hash != c.Hash {
-			// Same counts and sums, other rows: a compensating edit, a swapped dimension
-			// value, a changed quantile, date or timestamp.
-			out = append(out, Drift{id, l, "rows fingerprint", fmt.Sprintf("%016x", g.Hash), fmt.Sprintf("%016x", c.Hash)})
-		}
+		out = append(out, compareLevel(m, id, l, g, c)...)
 	}
 	return out
+}
+
+// compareLevel compares one level of partition id: rows and sums first; when they
+// agree, what only the rows tell apart.
+func compareLevel(m *serving.Mart, id, l string, g, c *LevelStats) []Drift {
+	var out []Drift
+	if g.Rows != c.Rows {
+		out = append(out, Drift{id, l, "rows", fmt.Sprint(g.Rows), fmt.Sprint(c.Rows)})
+	}
+	for _, ms := range summed(m) {
+		gv, cv := g.Sums[ms.Name], c.Sums[ms.Name]
+		eq := gv.Equal(cv)
+		if !eq && isFloat(ms) {
+			a, _ := gv.Float64()
+			b, _ := cv.Float64()
+			eq = near(a, b)
+		}
+		if !eq {
+			out = append(out, Drift{id, l, ms.Name, gv.String(), cv.String()})
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	// Same counts and sums, other rows: a compensating edit, a swapped dimension value,
+	// a changed quantile, date or timestamp, a value moved between rows.
+	for _, ms := range m.Measures {
+		if a, b := g.Weighted[ms.Name], c.Weighted[ms.Name]; approx(ms) && !near(a, b) {
+			out = append(out, Drift{id, l, ms.Name + " weighted sum", fmt.Sprint(a), fmt.Sprint(b)})
+		}
+	}
+	if g.Hash != c.Hash {
+		out = append(out, Drift{id, l, "rows fingerprint", fmt.Sprintf("%016x", g.Hash), fmt.Sprintf("%016x", c.Hash)})
+	}
+	return out
+}
+
+// near reports whether two doubles agree within a relative 1e-9.
+func near(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
 }
 
 // hotRange is the grain range [from, to) of the sorted hot partitions.
@@ -203,7 +227,7 @@ func hotRange(hot []push.Partition) (time.Time, time.Time) {
 // goldStats scans the Gold rows (all levels) of the hot partitions, by partition id
 // and level.
 func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []push.Partition) (map[string]map[string]*LevelStats, error) {
-	fields := canonFields(m)
+	fields, nkey := canonFields(m), keyFields(m)
 	names := make([]string, len(fields))
 	for i, f := range fields {
 		names[i] = f.gold
@@ -256,18 +280,25 @@ func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []pus
 				l := cols[1].ValueStr(i)
 				st := byLevel[l]
 				if st == nil {
-					st = &LevelStats{Sums: map[string]decimal.Decimal{}}
+					st = newLevelStats()
 					byLevel[l] = st
 				}
 				st.Rows++
 				buf = buf[:0]
+				keyLen := 0
 				for k, f := range fields {
-					if buf, err = appendCanon(buf, cols[k], i, f.nullAs0); err != nil {
+					if k == nkey {
+						keyLen = len(buf)
+					}
+					if buf, err = appendField(buf, cols[k], i, f); err != nil {
 						return fmt.Errorf("check %s %s: %w", m.Name, f.gold, err)
 					}
 					buf = append(buf, ';')
 				}
 				st.Hash += push.SipHash64(buf)
+				if err := addWeighted(st, fields, cols, i, buf[:keyLen]); err != nil {
+					return fmt.Errorf("check %s: %w", m.Name, err)
+				}
 				for k, ms := range sums {
 					if sumCols[k].IsNull(i) {
 						continue
@@ -286,6 +317,25 @@ func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []pus
 		}
 	}
 	return out, nil
+}
+
+// addWeighted adds row i of the columns cols of fields, whose key text is key, to the
+// weighted sums of the approx measures (NULLs skipped).
+func addWeighted(st *LevelStats, fields []canonField, cols []arrow.Array, i int, key []byte) error {
+	w := rowWeight(push.SipHash64(key))
+	for k, f := range fields {
+		if !f.present {
+			continue
+		}
+		col, ok := cols[k].(*array.Float64)
+		if !ok {
+			return fmt.Errorf("%s: a double measure of type %s", f.gold, cols[k].DataType())
+		}
+		if !col.IsNull(i) {
+			st.Weighted[f.gold] += w * col.Value(i)
+		}
+	}
+	return nil
 }
 
 // partitionOf is the ClickHouse partition id of row i of the grain column a (ids

@@ -225,26 +225,37 @@ func (t *ClickHouse) ReadBack(ctx context.Context, m *serving.Mart, hot []push.P
 	return rb, err
 }
 
+// hotWhere is the condition selecting the grain range of the sorted hot partitions.
+func hotWhere(m *serving.Mart, hot []push.Partition) string {
+	from, to := hotRange(hot)
+	g := serving.Q(m.Grain.As)
+	return fmt.Sprintf("%s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC')", g, from.UnixMicro(), g, to.UnixMicro())
+}
+
 // stats aggregates the hot partitions of <t>_final by partition id and level.
 func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Partition) (map[string]map[string]*LevelStats, error) {
 	sums := summed(m)
 	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l", "count()", "sum(" + rowHashSQL(m) + ")"}
 	for _, ms := range sums {
 		// NULL values are skipped, as on Gold's side: a level of NULLs sums to 0.
-		if isFloat(m, ms) {
+		if isFloat(ms) {
 			sel = append(sel, "toString(toDecimal128(ifNull(sum("+serving.Q(ms.Name)+"), 0), 9))")
 		} else {
 			sel = append(sel, "toString(ifNull(sum("+serving.Q(ms.Name)+"), 0))")
 		}
 	}
-	from, to := hotRange(hot)
-	g := serving.Q(m.Grain.As)
+	var weighted []serving.Measure
+	for _, ms := range m.Measures {
+		if approx(ms) {
+			weighted = append(weighted, ms)
+			sel = append(sel, "ifNull(sum("+rowWeightSQL(m)+" * "+serving.Q(ms.Name)+"), 0)")
+		}
+	}
 	src := ddl.Name(m, m.Table+ddl.ViewSuffix)
 	if t.local {
 		src = "(" + ddl.FinalSelect(m, m.Table) + ")"
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC') GROUP BY _p, _l",
-		strings.Join(sel, ", "), src, g, from.UnixMicro(), g, to.UnixMicro())
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), src, hotWhere(m, hot))
 	rows, err := t.c.Conn().Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", m.Name, err)
@@ -255,14 +266,22 @@ func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Part
 		var p, l string
 		var n, h uint64
 		vals := make([]string, len(sums))
+		ws := make([]float64, len(weighted))
 		dest := []any{&p, &l, &n, &h}
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
+		for i := range ws {
+			dest = append(dest, &ws[i])
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		st := &LevelStats{Rows: int64(n), Hash: h, Sums: map[string]decimal.Decimal{}}
+		st := newLevelStats()
+		st.Rows, st.Hash = int64(n), h
+		for i, ms := range weighted {
+			st.Weighted[ms.Name] = ws[i]
+		}
 		for i, v := range vals {
 			d, err := decimal.NewFromString(v)
 			if err != nil {
