@@ -219,8 +219,10 @@ func (t *ClickHouse) ReadBack(ctx context.Context, m *serving.Mart, hot []push.P
 		if rb.Columns, err = ddl.TargetDrift(ctx, t.c.Conn(), m); err != nil || len(rb.Columns) > 0 || len(hot) == 0 {
 			return err
 		}
-		rb.Stats, err = t.stats(ctx, m, hot)
-		return err
+		if rb.Stats, err = t.stats(ctx, m, hot); err != nil {
+			return err
+		}
+		return t.stateStats(ctx, m, hot, rb.Stats)
 	})
 	return rb, err
 }
@@ -230,6 +232,48 @@ func hotWhere(m *serving.Mart, hot []push.Partition) string {
 	from, to := hotRange(hot)
 	g := serving.Q(m.Grain.As)
 	return fmt.Sprintf("%s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC')", g, from.UnixMicro(), g, to.UnixMicro())
+}
+
+// stateStats adds to out, by partition id and level, the fingerprints of the states of
+// the hot rows of <t> as stored (checkedStates), row by row: a row a merge would fold
+// into another is a row Gold does not have.
+func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push.Partition, out map[string]map[string]*LevelStats) error {
+	checks := checkedStates(m)
+	if len(checks) == 0 {
+		return nil
+	}
+	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l"}
+	for _, sc := range checks {
+		digest := stateDigestSQL(serving.Q(ddl.StateColumn(sc.ms)), sc.ms.Agg == mart.CountDistinct, groupArrayMax)
+		sel = append(sel, "sum(sipHash64(concat("+rowKeySQL(m)+", "+digest+", ';')))")
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), ddl.Name(m, m.Table), hotWhere(m, hot))
+	rows, err := t.c.Conn().Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("check %s states: %w", m.Name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p, l string
+		hs := make([]uint64, len(checks))
+		dest := []any{&p, &l}
+		for i := range hs {
+			dest = append(dest, &hs[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("check %s states: %w", m.Name, err)
+		}
+		if out[p] == nil {
+			out[p] = map[string]*LevelStats{}
+		}
+		if out[p][l] == nil {
+			out[p][l] = newLevelStats()
+		}
+		for i, sc := range checks {
+			out[p][l].States[sc.ms.Name] = hs[i]
+		}
+	}
+	return rows.Err()
 }
 
 // stats aggregates the hot partitions of <t>_final by partition id and level.

@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
+	"goldbridge/serving/push"
 )
 
 // A row fingerprint is the SipHash-2-4 (zero keys, 64 bits: ClickHouse's sipHash64) of
@@ -31,6 +33,10 @@ import (
 // bits may differ. Its field says only whether it is NULL (N) or not (V), and its values
 // are compared per level within a relative 1e-9, by their sum and by their sum weighted
 // by each row's weight (rowWeight), which a value moved between rows changes.
+//
+// The served aggregate states are compared too (checkedStates): per row, a digest of the
+// state's elements (appendStateDigest) after the row's key text, summed per level like the
+// row fingerprints. ClickHouse reads the states of <t>, row by row as stored.
 
 // canonField is one field of the canonical text: the Gold column it comes from, its
 // ClickHouse expression over the view, and how a NULL reads.
@@ -133,6 +139,77 @@ func rowWeight(keyHash uint64) float64 { return 1 + float64(keyHash>>11)/(1<<53)
 // rowWeightSQL is rowWeight in ClickHouse.
 func rowWeightSQL(m *serving.Mart) string {
 	return "(1 + toFloat64(bitShiftRight(sipHash64(" + rowKeySQL(m) + "), 11)) / 9007199254740992)"
+}
+
+// stateCheck is a served state Check compares: a measure's, serialized as a varuint
+// count followed by elements of width bytes.
+type stateCheck struct {
+	ms    serving.Measure
+	width int
+}
+
+// checkedStates lists the states Check compares with Gold's lists: quantiles'
+// (groupArray(Float64): the values, 8 bytes each), and distinct counts' served as
+// uniqExact (a set of the keys' SipHash-128, 16 bytes each). A uniq state is a sample
+// of the keys' hashes, which goldbridge does not build: its finished count is compared.
+func checkedStates(m *serving.Mart) []stateCheck {
+	var out []stateCheck
+	for _, ms := range m.Measures {
+		switch {
+		case ms.Agg == mart.Quantiles:
+			out = append(out, stateCheck{ms, 8})
+		case ms.Agg == mart.CountDistinct && m.Distinct == "uniqExact":
+			out = append(out, stateCheck{ms, 16})
+		}
+	}
+	return out
+}
+
+// stateMeasures are the measures of checks.
+func stateMeasures(checks []stateCheck) []serving.Measure {
+	out := make([]serving.Measure, len(checks))
+	for i, c := range checks {
+		out[i] = c.ms
+	}
+	return out
+}
+
+// appendStateDigest appends the digest of a serialized state (a varuint count, then
+// the elements, width bytes each): "n:d", n the number of elements and d the wrapping
+// sum of their sipHash64, which does not depend on their order (ClickHouse writes a
+// set in its hash table's order).
+func appendStateDigest(b, state []byte, width int) ([]byte, error) {
+	n, k := binary.Uvarint(state)
+	if k <= 0 || uint64(len(state)-k) != n*uint64(width) {
+		return nil, fmt.Errorf("a state of %d bytes is no count of %d-byte elements", len(state), width)
+	}
+	var d uint64
+	for e := state[k:]; len(e) > 0; e = e[width:] {
+		d += push.SipHash64(e[:width])
+	}
+	b = strconv.AppendUint(b, n, 10)
+	return strconv.AppendUint(append(b, ':'), d, 10), nil
+}
+
+// groupArrayMax is the most elements ClickHouse reads into a groupArray state (its
+// aggregate_function_group_array_max_element_size, by default).
+const groupArrayMax = 1<<24 - 1
+
+// stateDigestSQL is appendStateDigest in ClickHouse over the state column col: of a
+// distinct count's uniqExact(String) state, else of a quantiles' groupArray(Float64).
+// A uniqExact(String) state is serialized as a groupArray(UInt128) of its hashes is, so
+// it is read back as one (as a groupUniqArray(UInt128), which rebuilds a set, when it
+// holds more than limit: groupArray refuses more than groupArrayMax).
+func stateDigestSQL(col string, distinct bool, limit int) string {
+	elems := "finalizeAggregation(" + col + ")"
+	if distinct {
+		as := func(f string) string {
+			return "finalizeAggregation(CAST(CAST(" + col + " AS String) AS AggregateFunction(" + f + ", UInt128)))"
+		}
+		elems = fmt.Sprintf("if(finalizeAggregation(%s) <= %d, %s, %s)", col, limit, as("groupArray"), as("groupUniqArray"))
+	}
+	h := "arrayMap(x -> sipHash64(x), " + elems + ")" // computed once
+	return "concat(toString(length(" + h + ")), ':', toString(arraySum(" + h + ")))"
 }
 
 // appendField appends the canonical text of row i of the Gold column a as field f.
