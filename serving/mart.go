@@ -38,6 +38,27 @@ type Measure struct {
 	Quantiles []float64
 }
 
+// FinalType is the ClickHouse type of the finished value readers see in <t>_final
+// (Nullable aside), the type Check compares a measure as: Type for sum, min and max;
+// Int64 for count and count_distinct; for avg Decimal(38, S+6) over a decimal and
+// Float64 over an integer or a float (an average is a double there, whatever the
+// hidden __sum column's type); Array(Float64) for quantiles.
+func (ms Measure) FinalType() string {
+	switch ms.Agg {
+	case mart.Count, mart.CountDistinct:
+		return "Int64"
+	case mart.Avg:
+		var p, s int
+		if _, err := fmt.Sscanf(ms.Type, "Decimal(%d, %d)", &p, &s); err == nil {
+			return fmt.Sprintf("Decimal(38, %d)", s+6) // as ddl.FinalExpr and Gold's avg
+		}
+		return "Float64"
+	case mart.Quantiles:
+		return "Array(Float64)"
+	}
+	return ms.Type
+}
+
 // Mart is one mart's ClickHouse copy.
 type Mart struct {
 	Name     string // mart name (sync state key)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/shopspring/decimal"
 
@@ -45,9 +45,10 @@ func summed(m *serving.Mart) []serving.Measure {
 	return out
 }
 
-func isFloat(m *serving.Mart, ms serving.Measure) bool {
-	return ms.Type == "Float64" && ms.Agg != mart.CountDistinct && ms.Agg != mart.Count
-}
+// isFloat reports whether readers see the measure as a double (serving.Measure.FinalType):
+// its sums are then compared within a relative 1e-9. An avg over an integer column is
+// one, though its hidden __sum column is Int64.
+func isFloat(ms serving.Measure) bool { return ms.FinalType() == "Float64" }
 
 // Check compares every hot partition of the mart between Gold and ClickHouse, row for
 // row: per partition and grouping level, the row count and an order-independent
@@ -56,8 +57,14 @@ func isFloat(m *serving.Mart, ms serving.Measure) bool {
 // decimals), computed the same way from Gold's rows and from the served view
 // (fingerprint.go). So a single changed cell, a swapped dimension value, a compensating
 // edit, a missing or an extra row is drift. Per level it also compares the sum of every
-// numeric measure, for a readable report (decimals and integers equal, floats within a
-// relative 1e-9). A served table whose columns differ from the DDL is drift in every
+// numeric measure, for a readable report (decimals and integers equal, doubles within a
+// relative 1e-9: a measure is compared as the type readers see, Measure.FinalType).
+// A double that is added up (a sum, an average) may differ in its last bits where the
+// server built the level: it is compared by its sums and weighted sums within 1e-9,
+// not in the fingerprint. The served states are compared with those a push builds from
+// Gold's lists (the distinct keys of uniqExact states, the values of quantile states),
+// so a state with other keys or values than Gold's is drift though its finished value
+// is right. A served table whose columns differ from the DDL is drift in every
 // hot partition, and so is a served partition that is not hot. Partitions not served
 // (Plan.Unservable) are skipped. It returns the drifts, sorted; and, like Sync, a
 // ColdError when the window counts back from the clock and none of Gold's partitions is
@@ -161,7 +168,7 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*LevelStats) []Drift 
 	for l := range cs {
 		levels[l] = true
 	}
-	empty := &LevelStats{Sums: map[string]decimal.Decimal{}}
+	empty := newLevelStats()
 	for l := range levels {
 		g, c := gs[l], cs[l]
 		if g == nil {
@@ -170,29 +177,54 @@ func compare(m *serving.Mart, id string, gs, cs map[string]*LevelStats) []Drift 
 		if c == nil {
 			c = empty
 		}
-		n := len(out)
-		if g.Rows != c.Rows {
-			out = append(out, Drift{id, l, "rows", fmt.Sprint(g.Rows), fmt.Sprint(c.Rows)})
+		out = append(out, compareLevel(m, id, l, g, c)...)
+	}
+	return out
+}
+
+// compareLevel compares one level of partition id: rows and sums first; when they
+// agree, what only the rows tell apart.
+func compareLevel(m *serving.Mart, id, l string, g, c *LevelStats) []Drift {
+	var out []Drift
+	if g.Rows != c.Rows {
+		out = append(out, Drift{id, l, "rows", fmt.Sprint(g.Rows), fmt.Sprint(c.Rows)})
+	}
+	for _, ms := range summed(m) {
+		gv, cv := g.Sums[ms.Name], c.Sums[ms.Name]
+		eq := gv.Equal(cv)
+		if !eq && isFloat(ms) {
+			a, _ := gv.Float64()
+			b, _ := cv.Float64()
+			eq = near(a, b)
 		}
-		for _, ms := range summed(m) {
-			gv, cv := g.Sums[ms.Name], c.Sums[ms.Name]
-			eq := gv.Equal(cv)
-			if !eq && isFloat(m, ms) {
-				a, _ := gv.Float64()
-				b, _ := cv.Float64()
-				eq = math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
-			}
-			if !eq {
-				out = append(out, Drift{id, l, ms.Name, gv.String(), cv.String()})
-			}
+		if !eq {
+			out = append(out, Drift{id, l, ms.Name, gv.String(), cv.String()})
 		}
-		if len(out) == n && g.Hash != c.Hash {
-			// Same counts and sums, other rows: a compensating edit, a swapped dimension
-			// value, a changed quantile, date or timestamp.
-			out = append(out, Drift{id, l, "rows fingerprint", fmt.Sprintf("%016x", g.Hash), fmt.Sprintf("%016x", c.Hash)})
+	}
+	if len(out) > 0 {
+		return out
+	}
+	// Same counts and sums, other rows: a compensating edit, a swapped dimension value,
+	// a changed quantile, date or timestamp, a value moved between rows, another state.
+	for _, ms := range m.Measures {
+		if a, b := g.Weighted[ms.Name], c.Weighted[ms.Name]; approx(ms) && !near(a, b) {
+			out = append(out, Drift{id, l, ms.Name + " weighted sum", fmt.Sprint(a), fmt.Sprint(b)})
+		}
+	}
+	if g.Hash != c.Hash {
+		out = append(out, Drift{id, l, "rows fingerprint", fmt.Sprintf("%016x", g.Hash), fmt.Sprintf("%016x", c.Hash)})
+	}
+	for _, sc := range checkedStates(m) {
+		if a, b := g.States[sc.ms.Name], c.States[sc.ms.Name]; a != b {
+			out = append(out, Drift{id, l, sc.ms.Name + " states", fmt.Sprintf("%016x", a), fmt.Sprintf("%016x", b)})
 		}
 	}
 	return out
+}
+
+// near reports whether two doubles agree within a relative 1e-9.
+func near(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
 }
 
 // hotRange is the grain range [from, to) of the sorted hot partitions.
@@ -200,92 +232,179 @@ func hotRange(hot []push.Partition) (time.Time, time.Time) {
 	return hot[0].Start, hot[len(hot)-1].End
 }
 
-// goldStats scans the Gold rows (all levels) of the hot partitions, by partition id
-// and level.
+// goldStats reads the Gold rows (all levels) of the hot partitions, as a push reads
+// them with the states it builds, into LevelStats by partition id and level.
 func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []push.Partition) (map[string]map[string]*LevelStats, error) {
-	fields := canonFields(m)
-	names := make([]string, len(fields))
-	for i, f := range fields {
-		names[i] = f.gold
-	}
-	from, to := hotRange(hot)
-	g := iceberg.Reference(m.Grain.As)
-	var f iceberg.BooleanExpression
-	if m.Grain.Unit == "hour" {
-		f = iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Timestamp(from.UnixMicro())), iceberg.LessThan(g, iceberg.Timestamp(to.UnixMicro())))
-	} else {
-		f = iceberg.NewAnd(iceberg.GreaterThanEqual(g, iceberg.Date(from.Unix()/86400)), iceberg.LessThan(g, iceberg.Date(to.Unix()/86400)))
-	}
-	_, recs, err := tbl.Scan(table.WithRowFilter(f), table.WithSelectedFields(names...)).ToArrowRecords(ctx)
+	acc := newGoldAcc(m)
+	grains, err := push.ReadGrains(ctx, m, tbl, hot, acc.names(), stateMeasures(acc.states))
 	if err != nil {
-		return nil, fmt.Errorf("check scan gold: %w", err)
+		return nil, fmt.Errorf("check %s: read gold: %w", m.Name, err)
 	}
-	sums := summed(m)
-	out := map[string]map[string]*LevelStats{}
-	ids := map[int64]string{} // grain value -> partition id
-	var buf []byte
-	for rec, err := range recs {
+	for g, err := range grains {
 		if err != nil {
-			return nil, fmt.Errorf("check scan gold: %w", err)
+			return nil, fmt.Errorf("check %s: read gold: %w", m.Name, err)
 		}
-		err := func() error {
-			defer rec.Release()
-			sch := rec.Schema()
-			cols := make([]arrow.Array, len(fields))
-			for i, f := range fields {
-				ix := sch.FieldIndices(f.gold)
-				if len(ix) == 0 {
-					return fmt.Errorf("check %s: gold table has no column %s", m.Name, f.gold)
-				}
-				cols[i] = rec.Column(ix[0])
-			}
-			sumCols := make([]arrow.Array, len(sums))
-			for i, ms := range sums {
-				sumCols[i] = rec.Column(sch.FieldIndices(ms.Name)[0])
-			}
-			for i := 0; i < int(rec.NumRows()); i++ {
-				id, err := partitionOf(m, cols[0], i, ids)
-				if err != nil {
-					return err
-				}
-				byLevel := out[id]
-				if byLevel == nil {
-					byLevel = map[string]*LevelStats{}
-					out[id] = byLevel
-				}
-				l := cols[1].ValueStr(i)
-				st := byLevel[l]
-				if st == nil {
-					st = &LevelStats{Sums: map[string]decimal.Decimal{}}
-					byLevel[l] = st
-				}
-				st.Rows++
-				buf = buf[:0]
-				for k, f := range fields {
-					if buf, err = appendCanon(buf, cols[k], i, f.nullAs0); err != nil {
-						return fmt.Errorf("check %s %s: %w", m.Name, f.gold, err)
-					}
-					buf = append(buf, ';')
-				}
-				st.Hash += push.SipHash64(buf)
-				for k, ms := range sums {
-					if sumCols[k].IsNull(i) {
-						continue
-					}
-					d, err := toDecimal(sumCols[k], i)
-					if err != nil {
-						return fmt.Errorf("check %s: %w", ms.Name, err)
-					}
-					st.Sums[ms.Name] = st.Sums[ms.Name].Add(d)
-				}
-			}
-			return nil
-		}()
-		if err != nil {
-			return nil, err
+		if err := acc.add(g); err != nil {
+			return nil, fmt.Errorf("check %s: %w", m.Name, err)
 		}
 	}
-	return out, nil
+	return acc.out, nil
+}
+
+// goldAcc adds Gold's rows up into LevelStats (by partition id and level), computing
+// each row's fingerprint, sums, weighted sums and state fingerprints as ClickHouse does
+// over the served rows.
+type goldAcc struct {
+	m      *serving.Mart
+	fields []canonField
+	nkey   int          // key fields (keyFields)
+	sums   []int        // fields of the summed measures
+	approx []int        // fields of the approx measures
+	states []stateCheck // state k is the grain's state k
+	out    map[string]map[string]*LevelStats
+	ids    map[int64]string // grain value -> partition id
+	buf    []byte           // a row's canonical text
+	sbuf   []byte           // a row's state text
+}
+
+func newGoldAcc(m *serving.Mart) *goldAcc {
+	a := &goldAcc{m: m, fields: canonFields(m), nkey: keyFields(m), states: checkedStates(m),
+		out: map[string]map[string]*LevelStats{}, ids: map[int64]string{}}
+	at := func(name string) int {
+		return slices.IndexFunc(a.fields, func(f canonField) bool { return f.gold == name })
+	}
+	for _, ms := range summed(m) {
+		a.sums = append(a.sums, at(ms.Name))
+	}
+	for _, ms := range m.Measures {
+		if approx(ms) {
+			a.approx = append(a.approx, at(ms.Name))
+		}
+	}
+	return a
+}
+
+// names are the Gold columns of the fields, in order.
+func (a *goldAcc) names() []string {
+	out := make([]string, len(a.fields))
+	for i, f := range a.fields {
+		out[i] = f.gold
+	}
+	return out
+}
+
+// add adds the rows of one grain.
+func (a *goldAcc) add(g push.GoldGrain) error {
+	row := 0
+	for _, rec := range g.Recs {
+		for i := range int(rec.NumRows()) {
+			if err := a.addRow(g, rec, i, row); err != nil {
+				return err
+			}
+			row++
+		}
+	}
+	return nil
+}
+
+// addRow adds row i of rec, the grain's row-th.
+func (a *goldAcc) addRow(g push.GoldGrain, rec arrow.RecordBatch, i, row int) error {
+	id, err := partitionOf(a.m, rec.Column(0), i, a.ids)
+	if err != nil {
+		return err
+	}
+	st := a.level(id, rec.Column(1).ValueStr(i))
+	st.Rows++
+	keyLen, err := a.text(rec, i)
+	if err != nil {
+		return err
+	}
+	st.Hash += push.SipHash64(a.buf)
+	if err := a.addSums(st, rec, i); err != nil {
+		return err
+	}
+	key := a.buf[:keyLen]
+	if err := a.addWeighted(st, rec, i, key); err != nil {
+		return err
+	}
+	for s, sc := range a.states {
+		b, err := appendStateDigest(append(a.sbuf[:0], key...), g.State(s, row), sc.width)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.ms.Name, err)
+		}
+		a.sbuf = append(b, ';')
+		st.States[sc.ms.Name] += push.SipHash64(a.sbuf)
+	}
+	return nil
+}
+
+// text puts the canonical text of row i of rec into a.buf and returns the length of its
+// key fields' text.
+func (a *goldAcc) text(rec arrow.RecordBatch, i int) (int, error) {
+	b, keyLen := a.buf[:0], 0
+	var err error
+	for k, f := range a.fields {
+		if k == a.nkey {
+			keyLen = len(b)
+		}
+		if b, err = appendField(b, rec.Column(k), i, f); err != nil {
+			return 0, fmt.Errorf("%s: %w", f.gold, err)
+		}
+		b = append(b, ';')
+	}
+	if a.nkey == len(a.fields) {
+		keyLen = len(b)
+	}
+	a.buf = b
+	return keyLen, nil
+}
+
+// addSums adds row i of rec to the sums of the summed measures (NULLs skipped).
+func (a *goldAcc) addSums(st *LevelStats, rec arrow.RecordBatch, i int) error {
+	for _, k := range a.sums {
+		if col := rec.Column(k); !col.IsNull(i) {
+			d, err := toDecimal(col, i)
+			if err != nil {
+				return fmt.Errorf("%s: %w", a.fields[k].gold, err)
+			}
+			st.Sums[a.fields[k].gold] = st.Sums[a.fields[k].gold].Add(d)
+		}
+	}
+	return nil
+}
+
+// addWeighted adds row i of rec, whose key text is key, to the weighted sums of the
+// approx measures (NULLs skipped).
+func (a *goldAcc) addWeighted(st *LevelStats, rec arrow.RecordBatch, i int, key []byte) error {
+	if len(a.approx) == 0 {
+		return nil
+	}
+	w := rowWeight(push.SipHash64(key))
+	for _, k := range a.approx {
+		col, ok := rec.Column(k).(*array.Float64)
+		if !ok {
+			return fmt.Errorf("%s: a double measure of type %s", a.fields[k].gold, rec.Column(k).DataType())
+		}
+		if !col.IsNull(i) {
+			st.Weighted[a.fields[k].gold] += w * col.Value(i)
+		}
+	}
+	return nil
+}
+
+// level returns the LevelStats of partition id and level l, created empty.
+func (a *goldAcc) level(id, l string) *LevelStats {
+	byLevel := a.out[id]
+	if byLevel == nil {
+		byLevel = map[string]*LevelStats{}
+		a.out[id] = byLevel
+	}
+	st := byLevel[l]
+	if st == nil {
+		st = newLevelStats()
+		byLevel[l] = st
+	}
+	return st
 }
 
 // partitionOf is the ClickHouse partition id of row i of the grain column a (ids

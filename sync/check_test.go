@@ -30,6 +30,105 @@ func TestSipHash64MatchesClickHouse(t *testing.T) {
 	}
 }
 
+// The digest of a served state (check's comparison of states) is the same from the
+// state's bytes in Go and from the state in ClickHouse (through groupArray, and through
+// groupUniqArray past the limit), and equals the one of the keys' sipHash128 or of the
+// values, computed by ClickHouse over the inputs.
+func TestStateDigestMatchesClickHouse(t *testing.T) {
+	ctx := context.Background()
+	db := chtest.Database(t)
+	c := client(t, db)
+	tbl := serving.Q(db) + ".st"
+	for _, q := range []string{
+		"CREATE TABLE " + tbl + " (k UInt64, u AggregateFunction(uniqExact, String), q AggregateFunction(groupArray, Float64), want_u String, want_q String) ENGINE = Memory",
+		// Row k: the keys and values of the numbers n < 3000 with n % 7 = k, k = 6 none.
+		"INSERT INTO " + tbl + ` SELECT k, uniqExactStateIf(key, keep), groupArrayStateIf(v, keep),
+			concat(toString(countIf(keep)), ':', toString(sumIf(sipHash64(sipHash128(key)), keep))),
+			concat(toString(countIf(keep)), ':', toString(sumIf(sipHash64(v), keep)))
+			FROM (SELECT number % 7 AS k, concat('key-', toString(number)) AS key, if(number % 11 = 0, -0., number / 3) AS v, k < 6 AS keep FROM numbers(3000))
+			GROUP BY k`,
+	} {
+		if err := c.Conn().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	rows, err := c.Conn().Query(ctx, fmt.Sprintf("SELECT k, CAST(u AS String), CAST(q AS String), want_u, want_q, %s, %s, %s FROM %s ORDER BY k",
+		gbsync.StateDigestSQL("u", true, 1000), gbsync.StateDigestSQL("u", true, 100), gbsync.StateDigestSQL("q", false, 0), tbl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var k uint64
+		var u, q, wantU, wantQ, sqlU, sqlUniqU, sqlQ string
+		if err := rows.Scan(&k, &u, &q, &wantU, &wantQ, &sqlU, &sqlUniqU, &sqlQ); err != nil {
+			t.Fatal(err)
+		}
+		goU, err := gbsync.StateDigest([]byte(u), 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goQ, err := gbsync.StateDigest([]byte(q), 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if goU != wantU || sqlU != wantU || sqlUniqU != wantU || goQ != wantQ || sqlQ != wantQ {
+			t.Fatalf("row %d: uniqExact Go %s, ClickHouse %s / %s, want %s; groupArray Go %s, ClickHouse %s, want %s",
+				k, goU, sqlU, sqlUniqU, wantU, goQ, sqlQ, wantQ)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil || n != 7 {
+		t.Fatalf("%d rows: %v", n, err)
+	}
+}
+
+// TestCheckCleanByInput: a mart with every aggregate over a decimal, an integer or a
+// double column, served through each state path: <t>_final equals ClickHouse GROUPING
+// SETS over the live Silver rows (doubles summed in another order within 1e-9), and
+// check finds no drift. An average over integers is a double to its readers although
+// its hidden sum is Int64: check compares it as a double.
+func TestCheckCleanByInput(t *testing.T) {
+	ctx := context.Background()
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	lh, db, c := servedDemo(t, end)
+	oracleTable(t, lh, c, db)
+	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	dims := []string{"country", "category"}
+	levels := [][]string{dims, {"country"}, {}}
+	for _, v := range allInputs {
+		in := inputs{"revenue": v, "avg_amount": v, "max_amount": v, "p_amount": v, "big_paid_revenue": v}
+		spec := withInputs(groupingMart("in_"+v.col, "rollup", nil), in)
+		if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
+			t.Fatalf("%s: gold: %v", v.col, err)
+		}
+		tbl, err := lh.LoadTable(ctx, spec.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []struct {
+			distinct     string
+			serverStates bool
+		}{{"uniqExact", false}, {"uniqExact", true}, {"uniq", false}} {
+			t.Run(fmt.Sprintf("%s/%s/server=%v", v.col, p.distinct, p.serverStates), func(t *testing.T) {
+				m := servedMart(db, spec, p.distinct)
+				m.Table = fmt.Sprintf("%s_%s_%v", spec.Name, p.distinct, p.serverStates)
+				if _, err := gbsync.Sync(ctx, gbsync.WithServerStates(gbsync.NewClickHouse(c), p.serverStates), m, tbl, gbsync.Options{Now: clock}); err != nil {
+					t.Fatal(err)
+				}
+				want := oracleQueryRows(t, c, db, oracleQuery{distinct: p.distinct, grain: "toDate(created_at)", dims: dims, levels: levels, in: in})
+				if got := servedRows(t, c, m); len(want) == 0 || !sameRows(got, want) {
+					t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
+				}
+				if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+					t.Fatalf("check of correct data: %v %v", drifts, err)
+				}
+			})
+		}
+	}
+}
+
 // TestCheckRowExact: on a mart with every aggregate (timestamps' min and max too) over
 // the demo orders, check is clean; then each tamper, on a fresh state, is drift naming
 // the partition, and the repair (sync of the drifting partitions) makes check clean and
@@ -77,6 +176,13 @@ func TestCheckRowExact(t *testing.T) {
 	if len(countries) < 2 || len(details) < 2 {
 		t.Fatalf("partition %s: countries %v, detail rows %v", p, countries, details)
 	}
+	// The detail row with most orders (the quantile tamper needs 3 values or more, so
+	// that it can change the smallest without changing the row's quantiles).
+	busiest := pick("concat(country, '/', category) WHERE grouping_level = 'detail' AND country IS NOT NULL AND category IS NOT NULL AND orders >= 3 ORDER BY orders DESC, country, category")
+	if busiest[0] == "" {
+		t.Fatalf("partition %s: no detail row with 3 orders", p)
+	}
+	details = append(details, busiest[0])
 	byCountry := func(i int) string {
 		return fmt.Sprintf("grouping_level = 'by_country' AND country = %s", serving.QS(countries[i]))
 	}
@@ -98,6 +204,9 @@ func TestCheckRowExact(t *testing.T) {
 			fmt.Sprintf("ALTER TABLE %s REPLACE PARTITION ID '%s' FROM %s", target, p, tmp),
 		}
 	}
+	// These tampers leave every value of <t>_final as it was: only merges of the
+	// tampered state with other days would differ.
+	sameFinal := map[string]bool{"uniqexact_same_count": true, "quantile_same_result": true}
 	for _, tc := range []struct {
 		name string
 		sql  []string
@@ -111,6 +220,11 @@ func TestCheckRowExact(t *testing.T) {
 		{"sum_if", rewrite(fmt.Sprintf("if(%s, big_paid_revenue + 0.01, big_paid_revenue) AS big_paid_revenue", detail(0)), "1")},
 		{"count_if_moved", rewrite(fmt.Sprintf("multiIf(%s, big_paid + 1, %s, big_paid - 1, big_paid) AS big_paid", detail(0), detail(1)), "1")},
 		{"quantile", rewrite(fmt.Sprintf("if(%s, arrayReduce('groupArrayState', [toFloat64(12345.67)]), p_amount__state) AS p_amount__state", detail(0)), "1")},
+		// As many other keys: the row's distinct count is unchanged, a merge with other
+		// days is not.
+		{"uniqexact_same_count", rewrite(fmt.Sprintf("if(%s, arrayReduce('uniqExactState', arrayMap(i -> concat('other-', toString(i)), range(finalizeAggregation(customers__state)))), customers__state) AS customers__state", detail(2)), "1")},
+		// The smallest value 1 lower: the row's quantiles (ranks 2 and up) are unchanged.
+		{"quantile_same_result", rewrite(fmt.Sprintf("if(%s, arrayReduce('groupArrayState', arrayMap((x, i) -> if(i = 1, x - 1, x), arraySort(finalizeAggregation(p_amount__state)) AS v, arrayEnumerate(v))), p_amount__state) AS p_amount__state", detail(2)), "1")},
 		{"timestamp", rewrite(fmt.Sprintf("if(%s, last_order_at + toIntervalSecond(1), last_order_at) AS last_order_at", detail(0)), "1")},
 		{"missing_row", rewrite("", "NOT ("+detail(1)+")")},
 		{"extra_row", []string{fmt.Sprintf("INSERT INTO %s (report_date, grouping_level, country, category, grouping_country, grouping_category) SELECT report_date, 'detail', 'ZZ', 'zz', 0, 0 FROM %s WHERE _partition_id = '%s' LIMIT 1", target, target, p)}},
@@ -128,6 +242,9 @@ func TestCheckRowExact(t *testing.T) {
 				if err := c.Conn().Exec(ctx, q); err != nil {
 					t.Fatalf("%s: %v", q, err)
 				}
+			}
+			if sameFinal[tc.name] && dump() != want {
+				t.Fatal("the tamper changed <t>_final")
 			}
 			drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil {

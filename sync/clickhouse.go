@@ -219,10 +219,61 @@ func (t *ClickHouse) ReadBack(ctx context.Context, m *serving.Mart, hot []push.P
 		if rb.Columns, err = ddl.TargetDrift(ctx, t.c.Conn(), m); err != nil || len(rb.Columns) > 0 || len(hot) == 0 {
 			return err
 		}
-		rb.Stats, err = t.stats(ctx, m, hot)
-		return err
+		if rb.Stats, err = t.stats(ctx, m, hot); err != nil {
+			return err
+		}
+		return t.stateStats(ctx, m, hot, rb.Stats)
 	})
 	return rb, err
+}
+
+// hotWhere is the condition selecting the grain range of the sorted hot partitions.
+func hotWhere(m *serving.Mart, hot []push.Partition) string {
+	from, to := hotRange(hot)
+	g := serving.Q(m.Grain.As)
+	return fmt.Sprintf("%s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC')", g, from.UnixMicro(), g, to.UnixMicro())
+}
+
+// stateStats adds to out, by partition id and level, the fingerprints of the states of
+// the hot rows of <t> as stored (checkedStates), row by row: a row a merge would fold
+// into another is a row Gold does not have.
+func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push.Partition, out map[string]map[string]*LevelStats) error {
+	checks := checkedStates(m)
+	if len(checks) == 0 {
+		return nil
+	}
+	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l"}
+	for _, sc := range checks {
+		digest := stateDigestSQL(serving.Q(ddl.StateColumn(sc.ms)), sc.ms.Agg == mart.CountDistinct, groupArrayMax)
+		sel = append(sel, "sum(sipHash64(concat("+rowKeySQL(m)+", "+digest+", ';')))")
+	}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), ddl.Name(m, m.Table), hotWhere(m, hot))
+	rows, err := t.c.Conn().Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("check %s states: %w", m.Name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p, l string
+		hs := make([]uint64, len(checks))
+		dest := []any{&p, &l}
+		for i := range hs {
+			dest = append(dest, &hs[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("check %s states: %w", m.Name, err)
+		}
+		if out[p] == nil {
+			out[p] = map[string]*LevelStats{}
+		}
+		if out[p][l] == nil {
+			out[p][l] = newLevelStats()
+		}
+		for i, sc := range checks {
+			out[p][l].States[sc.ms.Name] = hs[i]
+		}
+	}
+	return rows.Err()
 }
 
 // stats aggregates the hot partitions of <t>_final by partition id and level.
@@ -231,20 +282,24 @@ func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Part
 	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l", "count()", "sum(" + rowHashSQL(m) + ")"}
 	for _, ms := range sums {
 		// NULL values are skipped, as on Gold's side: a level of NULLs sums to 0.
-		if isFloat(m, ms) {
+		if isFloat(ms) {
 			sel = append(sel, "toString(toDecimal128(ifNull(sum("+serving.Q(ms.Name)+"), 0), 9))")
 		} else {
 			sel = append(sel, "toString(ifNull(sum("+serving.Q(ms.Name)+"), 0))")
 		}
 	}
-	from, to := hotRange(hot)
-	g := serving.Q(m.Grain.As)
+	var weighted []serving.Measure
+	for _, ms := range m.Measures {
+		if approx(ms) {
+			weighted = append(weighted, ms)
+			sel = append(sel, "ifNull(sum("+rowWeightSQL(m)+" * "+serving.Q(ms.Name)+"), 0)")
+		}
+	}
 	src := ddl.Name(m, m.Table+ddl.ViewSuffix)
 	if t.local {
 		src = "(" + ddl.FinalSelect(m, m.Table) + ")"
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC') GROUP BY _p, _l",
-		strings.Join(sel, ", "), src, g, from.UnixMicro(), g, to.UnixMicro())
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), src, hotWhere(m, hot))
 	rows, err := t.c.Conn().Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", m.Name, err)
@@ -255,14 +310,22 @@ func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Part
 		var p, l string
 		var n, h uint64
 		vals := make([]string, len(sums))
+		ws := make([]float64, len(weighted))
 		dest := []any{&p, &l, &n, &h}
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
+		for i := range ws {
+			dest = append(dest, &ws[i])
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		st := &LevelStats{Rows: int64(n), Hash: h, Sums: map[string]decimal.Decimal{}}
+		st := newLevelStats()
+		st.Rows, st.Hash = int64(n), h
+		for i, ms := range weighted {
+			st.Weighted[ms.Name] = ws[i]
+		}
 		for i, v := range vals {
 			d, err := decimal.NewFromString(v)
 			if err != nil {

@@ -26,3 +26,12 @@ func SetPrepared(t *ClickHouse, mart string, sch *iceberg.Schema) {
 	defer t.mu.Unlock()
 	t.ensured[mart] = ensured{schema: sch}
 }
+
+// StateDigest is Check's digest of a serialized state (appendStateDigest).
+func StateDigest(state []byte, width int) (string, error) {
+	b, err := appendStateDigest(nil, state, width)
+	return string(b), err
+}
+
+// StateDigestSQL is the digest's ClickHouse expression (stateDigestSQL).
+var StateDigestSQL = stateDigestSQL

@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
+	"goldbridge/serving/push"
 )
 
 // A row fingerprint is the SipHash-2-4 (zero keys, 64 bits: ClickHouse's sipHash64) of
@@ -26,12 +28,23 @@ import (
 // with ',', and NULL as N (a NULL sum, min or max is served as NULL). Counts and
 // distinct counts are never NULL in Gold; a NULL there reads as 0, as it is served.
 
+// A double that is added up (a sum, an average: approx) is no exact field: levels built
+// by the server add the carrier rows' values in another order than Gold, so the last
+// bits may differ. Its field says only whether it is NULL (N) or not (V), and its values
+// are compared per level within a relative 1e-9, by their sum and by their sum weighted
+// by each row's weight (rowWeight), which a value moved between rows changes.
+//
+// The served aggregate states are compared too (checkedStates): per row, a digest of the
+// state's elements (appendStateDigest) after the row's key text, summed per level like the
+// row fingerprints. ClickHouse reads the states of <t>, row by row as stored.
+
 // canonField is one field of the canonical text: the Gold column it comes from, its
 // ClickHouse expression over the view, and how a NULL reads.
 type canonField struct {
 	gold    string // Gold column
 	sql     string // canonical text of the served value (ClickHouse)
 	nullAs0 bool   // a Gold NULL is served as 0
+	present bool   // an approx measure: only N (NULL) or V
 }
 
 // canonFields lists the fields of a mart's canonical row text, in order.
@@ -49,19 +62,16 @@ func canonFields(m *serving.Mart) []canonField {
 	}
 	for _, ms := range m.Measures {
 		f := canonField{gold: ms.Name}
+		if approx(ms) {
+			f.sql, f.present = "if(isNull("+q(ms.Name)+"), 'N', 'V')", true
+			out = append(out, f)
+			continue
+		}
 		switch ms.Agg {
-		case mart.Count:
-			f.sql, f.nullAs0 = canonSQL(q(ms.Name), ms.Type, false), true
-		case mart.Sum, mart.Min, mart.Max:
-			f.sql = canonSQL(q(ms.Name), ms.Type, true)
-		case mart.CountDistinct:
-			f.sql, f.nullAs0 = canonSQL(q(ms.Name), "Int64", false), true
-		case mart.Avg:
-			t := "Float64"
-			if strings.HasPrefix(ms.Type, "Decimal") {
-				t = "Decimal"
-			}
-			f.sql = canonSQL(q(ms.Name), t, true)
+		case mart.Count, mart.CountDistinct:
+			f.sql, f.nullAs0 = canonSQL(q(ms.Name), ms.FinalType(), false), true
+		case mart.Sum, mart.Min, mart.Max, mart.Avg:
+			f.sql = canonSQL(q(ms.Name), ms.FinalType(), true)
 		case mart.Quantiles:
 			f.sql = "arrayStringConcat(arrayMap(x -> toString(reinterpretAsUInt64(x)), " + q(ms.Name) + "), ',')"
 		}
@@ -91,13 +101,126 @@ func canonSQL(e, t string, nullable bool) string {
 	return "toString(" + e + ")" // integers, decimals
 }
 
-// rowHashSQL is the ClickHouse expression of a served row's fingerprint.
-func rowHashSQL(m *serving.Mart) string {
+// approx reports whether measure ms is compared within a relative 1e-9 rather than
+// exactly: a double that is added up (a sum or an average), which ClickHouse may add in
+// another order than Gold. Minima, maxima and quantiles select values: exact.
+func approx(ms serving.Measure) bool {
+	return isFloat(ms) && (ms.Agg == mart.Sum || ms.Agg == mart.Avg)
+}
+
+// keyFields is the number of leading canonFields that identify a row: grain, level,
+// dimensions and grouping flags.
+func keyFields(m *serving.Mart) int { return 2 + 2*len(m.Dimensions) }
+
+// canonSQLParts are the arguments of the ClickHouse concat() of the fields' canonical
+// text, each followed by ';'.
+func canonSQLParts(fields []canonField) []string {
 	var parts []string
-	for _, f := range canonFields(m) {
+	for _, f := range fields {
 		parts = append(parts, f.sql, "';'")
 	}
-	return "sipHash64(concat(" + strings.Join(parts, ", ") + "))"
+	return parts
+}
+
+// rowHashSQL is the ClickHouse expression of a served row's fingerprint.
+func rowHashSQL(m *serving.Mart) string {
+	return "sipHash64(concat(" + strings.Join(canonSQLParts(canonFields(m)), ", ") + "))"
+}
+
+// rowKeySQL is the ClickHouse expression of a row's key text (its key fields' text).
+func rowKeySQL(m *serving.Mart) string {
+	return "concat(" + strings.Join(canonSQLParts(canonFields(m)[:keyFields(m)]), ", ") + ")"
+}
+
+// rowWeight is the weight of a row in the weighted sums of approx measures: 1 plus the
+// top 53 bits of the sipHash64 of its key text as a fraction, in [1, 2).
+func rowWeight(keyHash uint64) float64 { return 1 + float64(keyHash>>11)/(1<<53) }
+
+// rowWeightSQL is rowWeight in ClickHouse.
+func rowWeightSQL(m *serving.Mart) string {
+	return "(1 + toFloat64(bitShiftRight(sipHash64(" + rowKeySQL(m) + "), 11)) / 9007199254740992)"
+}
+
+// stateCheck is a served state Check compares: a measure's, serialized as a varuint
+// count followed by elements of width bytes.
+type stateCheck struct {
+	ms    serving.Measure
+	width int
+}
+
+// checkedStates lists the states Check compares with Gold's lists: quantiles'
+// (groupArray(Float64): the values, 8 bytes each), and distinct counts' served as
+// uniqExact (a set of the keys' SipHash-128, 16 bytes each). A uniq state is a sample
+// of the keys' hashes, which goldbridge does not build: its finished count is compared.
+func checkedStates(m *serving.Mart) []stateCheck {
+	var out []stateCheck
+	for _, ms := range m.Measures {
+		switch {
+		case ms.Agg == mart.Quantiles:
+			out = append(out, stateCheck{ms, 8})
+		case ms.Agg == mart.CountDistinct && m.Distinct == "uniqExact":
+			out = append(out, stateCheck{ms, 16})
+		}
+	}
+	return out
+}
+
+// stateMeasures are the measures of checks.
+func stateMeasures(checks []stateCheck) []serving.Measure {
+	out := make([]serving.Measure, len(checks))
+	for i, c := range checks {
+		out[i] = c.ms
+	}
+	return out
+}
+
+// appendStateDigest appends the digest of a serialized state (a varuint count, then
+// the elements, width bytes each): "n:d", n the number of elements and d the wrapping
+// sum of their sipHash64, which does not depend on their order (ClickHouse writes a
+// set in its hash table's order).
+func appendStateDigest(b, state []byte, width int) ([]byte, error) {
+	n, k := binary.Uvarint(state)
+	if k <= 0 || uint64(len(state)-k) != n*uint64(width) {
+		return nil, fmt.Errorf("a state of %d bytes is no count of %d-byte elements", len(state), width)
+	}
+	var d uint64
+	for e := state[k:]; len(e) > 0; e = e[width:] {
+		d += push.SipHash64(e[:width])
+	}
+	b = strconv.AppendUint(b, n, 10)
+	return strconv.AppendUint(append(b, ':'), d, 10), nil
+}
+
+// groupArrayMax is the most elements ClickHouse reads into a groupArray state (its
+// aggregate_function_group_array_max_element_size, by default).
+const groupArrayMax = 1<<24 - 1
+
+// stateDigestSQL is appendStateDigest in ClickHouse over the state column col: of a
+// distinct count's uniqExact(String) state, else of a quantiles' groupArray(Float64).
+// A uniqExact(String) state is serialized as a groupArray(UInt128) of its hashes is, so
+// it is read back as one (as a groupUniqArray(UInt128), which rebuilds a set, when it
+// holds more than limit: groupArray refuses more than groupArrayMax).
+func stateDigestSQL(col string, distinct bool, limit int) string {
+	elems := "finalizeAggregation(" + col + ")"
+	if distinct {
+		as := func(f string) string {
+			return "finalizeAggregation(CAST(CAST(" + col + " AS String) AS AggregateFunction(" + f + ", UInt128)))"
+		}
+		elems = fmt.Sprintf("if(finalizeAggregation(%s) <= %d, %s, %s)", col, limit, as("groupArray"), as("groupUniqArray"))
+	}
+	h := "arrayMap(x -> sipHash64(x), " + elems + ")" // computed once
+	return "concat(toString(length(" + h + ")), ':', toString(arraySum(" + h + ")))"
+}
+
+// appendField appends the canonical text of row i of the Gold column a as field f.
+func appendField(b []byte, a arrow.Array, i int, f canonField) ([]byte, error) {
+	if f.present {
+		if a.IsNull(i) {
+			return append(b, 'N'), nil
+		}
+		return append(b, 'V'), nil
+	}
+	return appendCanon(b, a, i, f.nullAs0)
 }
 
 // appendCanon appends the canonical text of row i of the Gold column a.

@@ -254,7 +254,8 @@ func sameLevels(a, b map[string]*LevelStats) bool {
 	}
 	for l, x := range a {
 		y := b[l]
-		if y == nil || x.Rows != y.Rows || x.Hash != y.Hash || len(x.Sums) != len(y.Sums) {
+		if y == nil || x.Rows != y.Rows || x.Hash != y.Hash || len(x.Sums) != len(y.Sums) ||
+			!maps.Equal(x.States, y.States) || !maps.EqualFunc(x.Weighted, y.Weighted, near) {
 			return false
 		}
 		for k, v := range x.Sums {

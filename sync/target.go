@@ -34,7 +34,8 @@ type Target interface {
 	Publish(ctx context.Context, m *serving.Mart, tbl *table.Table, b Batch) (Published, error)
 	// ReadBack reads the served rows of the hot partitions for Check: how the served
 	// table's columns differ from m's definition, and, when they do not, per partition
-	// id and grouping level the row count, fingerprint and measure sums (LevelStats).
+	// id and grouping level the row count, fingerprint, measure sums, weighted sums and
+	// state fingerprints (LevelStats).
 	ReadBack(ctx context.Context, m *serving.Mart, hot []push.Partition) (ReadBack, error)
 }
 
@@ -76,4 +77,15 @@ type LevelStats struct {
 	Rows int64
 	Hash uint64                     // sum of the rows' fingerprints (fingerprint.go)
 	Sums map[string]decimal.Decimal // by summed measure (summed)
+	// Weighted: by approx measure (a double sum or average), the sum of its values
+	// weighted by their rows' weights (fingerprint.go).
+	Weighted map[string]float64
+	// States: by measure with a checked state (checkedStates), the sum of the rows'
+	// state fingerprints (fingerprint.go), over the rows as <t> stores them.
+	States map[string]uint64
+}
+
+// newLevelStats returns empty LevelStats.
+func newLevelStats() *LevelStats {
+	return &LevelStats{Sums: map[string]decimal.Decimal{}, Weighted: map[string]float64{}, States: map[string]uint64{}}
 }
