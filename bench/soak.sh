@@ -15,6 +15,10 @@
 #
 # BENCH_SOAK_CONFIG=file uses another pipeline file (default examples/orders.yaml with
 # the ClickHouse ports set; its maintenance: section is the one measured).
+# BENCH_SOAK_RETAIN (default 1m) is maintenance.retain_age of the default config: the
+# soak runs back to back, a few seconds apart, so it compresses a one-minute cron's
+# hours into minutes; 1m keeps the 20-30 newest snapshots, about what the default 1h
+# keeps at one run a minute (60).
 # Results go to bench/results/<date>.md. Timings never fail the script; a failing
 # command or a mismatch does.
 set -euo pipefail
@@ -27,6 +31,7 @@ BIN=${1:-${BENCH_BIN:-bin/goldbridge}}
 N=${BENCH_SOAK:-150}
 EVENTS=${BENCH_SOAK_EVENTS:-2000}
 REPEAT=${BENCH_SOAK_REPEAT:-3}
+RETAIN=${BENCH_SOAK_RETAIN:-1m}
 W=${BENCH_DIR:-$root/bench/data}
 [[ "$W" == /* ]] || W="$root/$W"
 W=$W/soak
@@ -59,6 +64,7 @@ config() {
 		sed -e "s#tcp_port: .*#tcp_port: $tcp#" -e "s#http_port: .*#http_port: $http#" "$BENCH_SOAK_CONFIG" >"$W/$1.yaml"
 	else
 		sed -e "s#^  embedded: true.*#  embedded: true\n  local: {tcp_port: $tcp, http_port: $http}#" "$root/examples/orders.yaml" >"$W/$1.yaml"
+		printf '\nmaintenance:\n  retain_age: %s\n' "$RETAIN" >>"$W/$1.yaml"
 	fi
 }
 config soaked
@@ -192,7 +198,7 @@ out="$RESULTS/$(date -u +%F).md"
 	echo "| embedded ClickHouse part directories | $soaked_parts | $oneshot_parts | $(ratio "$soaked_parts" "$oneshot_parts")× |"
 	echo "| embedded ClickHouse data dir | $soaked_mb MB | $oneshot_mb MB | |"
 	echo
-	echo "| table | live data files soaked / one-shot | delete files | data files on disk | metadata files | current metadata bytes |"
+	echo "| table | live data files soaked / one-shot | delete rows (summary) | data files on disk | metadata dir files | current metadata bytes |"
 	echo "|---|---:|---:|---:|---:|---:|"
 	join <(sort <<<"$soaked_tables") <(sort <<<"$oneshot_tables") | while read -r t _ l1 d1 m1 b1 x1 _ l2 d2 m2 b2 x2; do
 		echo "| $t | $l1 / $l2 | $x1 / $x2 | $d1 / $d2 | $m1 / $m2 | $b1 / $b2 |"
