@@ -79,11 +79,13 @@ fuzz:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-## lint: go vet + staticcheck + gofmt (third_party/ is upstream code: its own module, skipped by ./...)
+## lint: go vet + staticcheck + gofmt (third_party/ is upstream code: its own module, skipped by ./...),
+##       and the vendored iceberg-go is exactly upstream's plus its patches (scripts/iceberg-go-copy.sh)
 lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' ':!third_party')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@scripts/iceberg-go-copy.sh && git diff --exit-code --stat third_party || { echo "third_party/iceberg-go differs from upstream + third_party/iceberg-go-patches (see third_party/README.md)"; exit 1; }
 
 ## bench: the whole chain side by side with DuckDB and ClickHouse on the same input (bench/run.sh):
 ##        BENCH_EVENTS=N (default 10000000), BENCH_QUICK=1 (200k events, CI); appends to bench/results/<date>.md
