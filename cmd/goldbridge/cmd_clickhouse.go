@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -103,7 +104,7 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 			if err != nil {
 				return err
 			}
-			return httpQuery(ctx, base, cfg.ClickHouse.User, pw, args[0], a.stdout)
+			return httpQuery(ctx, base, cfg.ClickHouse.User, pw, args[0], nil, a.stdout)
 		},
 	}
 	cmd.AddCommand(serve, query)
@@ -134,9 +135,14 @@ func (a *app) clickhouseHTTP(ctx context.Context, cfg *config.Config) (string, f
 	return "http://" + net.JoinHostPort(chlocal.DefaultListenHost, strconv.Itoa(ch.Local.HTTPPort)), stop, nil
 }
 
-// httpQuery runs one statement over the HTTP interface as user and copies the result to w.
-func httpQuery(ctx context.Context, base, user, password, sql string, w io.Writer) error {
-	u := base + "/?default_format=PrettyCompactMonoBlock"
+// httpQuery runs one statement over the HTTP interface as user, with the given settings
+// (nil: none), and copies the result to w.
+func httpQuery(ctx context.Context, base, user, password, sql string, settings url.Values, w io.Writer) error {
+	params := url.Values{"default_format": {"PrettyCompactMonoBlock"}}
+	for k, v := range settings {
+		params[k] = v
+	}
+	u := base + "/?" + params.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(sql))
 	if err != nil {
 		return err

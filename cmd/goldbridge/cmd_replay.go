@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -49,6 +50,12 @@ after changing the entity's rules. Replaying again is safe.`,
 			res, err := silver.Replay(ctx, lh, spec, cfg.Entities[name].Bronze.Table, silver.Options{
 				Log: a.log.With("stage", "replay", "entity", name), Decrypt: decrypt, PassRows: cfg.Entities[name].Silver.PassRows,
 			})
+			for _, f := range res.Quality.Failures {
+				p.m.SilverCheckFailures.WithLabelValues(name, f.Check, f.Severity).Inc()
+			}
+			if errors.Is(err, silver.ErrCriticalCheck) {
+				a.printSilverResult("replay", spec, res) // which check failed, on what
+			}
 			if err != nil {
 				return fmt.Errorf("replay %s: %w", name, err)
 			}

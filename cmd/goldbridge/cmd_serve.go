@@ -20,6 +20,7 @@ import (
 	"goldbridge/cmd/goldbridge/internal/scheduler"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/silver"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
 )
@@ -287,6 +288,12 @@ func (s *server) initSeries() {
 		for _, ck := range m.Checks {
 			s.m.DQFailures.WithLabelValues(name, ck.Name, ck.Severity).Add(0)
 		}
+	}
+	for name, e := range s.cfg.Entities {
+		sev := e.Silver.Quality.Severity
+		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckRows, sev.Rows).Add(0)
+		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckSchema, sev.Schema).Add(0)
+		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckBalance, sev.Balance).Add(0)
 	}
 }
 

@@ -65,7 +65,8 @@ func (a *app) rulesCmd() *cobra.Command {
 }
 
 // printSilverResult prints a Silver run's accounting and its quality report, and logs
-// the report's warnings and failed checks.
+// the report's warnings and its failed checks of severity warning (a critical one is the
+// run's error).
 func (a *app) printSilverResult(stage string, spec silver.EntitySpec, res silver.Result) {
 	c := res.Counts
 	name := spec.Name
@@ -83,7 +84,9 @@ func (a *app) printSilverResult(stage string, spec silver.EntitySpec, res silver
 	for _, w := range res.Quality.Warnings {
 		a.log.Warn(w, "stage", stage, "entity", name)
 	}
-	if !res.Quality.Passed() {
-		a.log.Error("quality checks failed", "stage", stage, "entity", name)
+	for _, f := range res.Quality.Failures {
+		if f.Severity == silver.SeverityWarning {
+			a.log.Warn("quality check failed; published (severity warning)", "stage", stage, "entity", name, "check", f.Check, "detail", f.Detail)
+		}
 	}
 }

@@ -208,8 +208,7 @@ not read yet (query it with ClickHouse's icebergS3).`,
 				return fmt.Errorf("query: %w", err)
 			}
 			defer stop()
-			err = httpQuery(ctx, base, chlocal.DefaultUser, pw, sql, a.stdout)
-			return err
+			return httpQuery(ctx, base, chlocal.DefaultUser, pw, sql, lakeQuerySettings(), a.stdout)
 		},
 	}
 }

@@ -59,8 +59,8 @@ func TestExitCodesTellTheTruth(t *testing.T) {
 		t.Fatalf("entity b not ingested beside the failed source:\n%s", out)
 	}
 	code, out, errs = runCLI(t, "-c", cfg, "--state-dir", state, "silver", "b")
-	if code != exitQuarantineGate || !strings.Contains(errs, "missing_id (2)") || !strings.Contains(errs, "silver b") {
-		t.Fatalf("silver: exit %d, want %d with the top reason\n%s\n%s", code, exitQuarantineGate, out, errs)
+	if code != exitSilverGate || !strings.Contains(errs, "missing_id (2)") || !strings.Contains(errs, "silver b") {
+		t.Fatalf("silver: exit %d, want %d with the top reason\n%s\n%s", code, exitSilverGate, out, errs)
 	}
 }
 

@@ -97,6 +97,7 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 		EventTime: sv.EventTime, Lookback: sv.Lookback.D(), KeysTable: sv.KeysTable, Buckets: sv.Buckets, SortBy: sv.SortBy,
 		WarnQuarantinePct: *sv.Quality.WarnQuarantinePct, WarnDuplicatePct: *sv.Quality.WarnDuplicatePct,
 		FailQuarantinePct: *sv.Quality.FailQuarantinePct,
+		Severity:          silver.Severities{Rows: sv.Quality.Severity.Rows, Schema: sv.Quality.Severity.Schema, Balance: sv.Quality.Severity.Balance},
 	}
 	for _, c := range sv.Columns {
 		t, err := silver.ParseType(c.Type)

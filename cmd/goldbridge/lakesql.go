@@ -2,11 +2,27 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 )
 
 // maxQueryLen bounds the SQL text goldbridge query accepts.
 const maxQueryLen = 1 << 20
+
+// lakeQuerySettings are the ClickHouse settings every goldbridge query runs with.
+//
+// optimize_trivial_count_query=0: ClickHouse 26.7.2 (libchdb 26.7.3-stable.1, the newest
+// build) answers a bare count() over an Iceberg table (count(*), count() WHERE 1 too)
+// from metadata, the records of the data files less the position deletes, ignoring
+// equality deletes: an upsert table's replaced versions were counted as rows (ClickHouse
+// issue #112347). With the optimization off, the count comes from a read that applies
+// the deletes. It is off for every table, not only the ones whose current snapshot has
+// deletes: a query can read an older snapshot (SETTINGS iceberg_snapshot_id), which the
+// rewrite does not see. On a table without deletes it costs a read of the Parquet
+// footers (0.33 s instead of 0.01 s for 100k Bronze rows in 4 files).
+func lakeQuerySettings() url.Values {
+	return url.Values{"optimize_trivial_count_query": {"0"}}
+}
 
 // lakeTable is where ClickHouse's Iceberg reader finds one lake table.
 type lakeTable struct {

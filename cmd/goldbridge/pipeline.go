@@ -292,6 +292,12 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 		if errors.Is(err, silver.ErrQuarantineGate) {
 			p.m.QuarantineGate.WithLabelValues(name).Set(1)
 		}
+		for _, f := range res.Quality.Failures {
+			p.m.SilverCheckFailures.WithLabelValues(name, f.Check, f.Severity).Inc()
+		}
+		if errors.Is(err, silver.ErrCriticalCheck) {
+			a.printSilverResult("silver", spec, res) // which check failed, on what
+		}
 		if err != nil {
 			p.outcomes.entityFailed(name, "silver")
 			failed.add(name, err) // silver.Run names the entity

@@ -30,9 +30,10 @@ const (
 	exitCircuitOpen = 3 // a critical data-quality check failed; the mart's circuit is open
 	exitDrift       = 4 // check found ClickHouse partitions that differ from Gold
 	exitStale       = 5 // freshness SLA breached
-	// exitQuarantineGate: a Silver run quarantined more than its fail_quarantine_pct and
-	// committed nothing (data, not config: fix the producer or the spec).
-	exitQuarantineGate = 6
+	// exitSilverGate: a Silver run committed nothing because of its data: it quarantined
+	// more than its fail_quarantine_pct, or a critical quality check failed (data or
+	// spec, not config syntax: fix the producer or the spec; retrying fails the same way).
+	exitSilverGate = 6
 	// exitLeaseHeld: with a shared catalog, another worker holds the lease of an entity or
 	// mart a one-stage command would touch (claimAll); nothing was changed.
 	exitLeaseHeld = 7
@@ -96,8 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	if errors.Is(err, silver.ErrQuarantineGate) {
-		return exitQuarantineGate
+	if errors.Is(err, silver.ErrQuarantineGate) || errors.Is(err, silver.ErrCriticalCheck) {
+		return exitSilverGate
 	}
 	if errors.Is(err, gold.ErrCircuitOpen) {
 		return exitCircuitOpen

@@ -834,7 +834,6 @@ func (e *engine) keyFields(tbl *table.Table) ([]int, *arrow.Schema) {
 //
 // An append entity's new rows are appended. A replay replaces every file of the table.
 func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident string, res Result, opt Options, written silverFiles) (int64, error) {
-	e.quality.aggregate(e.counts, e.spec)
 	if opt.afterWrite != nil {
 		opt.afterWrite()
 	}
@@ -877,26 +876,27 @@ func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident 
 	return committed.CurrentSnapshot().SnapshotID, nil
 }
 
-// commitQuarantine appends the quarantined rows with the Bronze watermark.
-func (e *engine) commitQuarantine(ctx context.Context, lh *catalog.Lakehouse, ident string, res Result) (int64, error) {
+// writeQuarantine writes the quarantined rows' data files, for the run to commit (with
+// commitFiles and the Bronze watermark) once the quality gate passed.
+func (e *engine) writeQuarantine(ctx context.Context, lh *catalog.Lakehouse, ident string) ([]iceberg.DataFile, error) {
 	tbl, err := lh.LoadTable(ctx, ident)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	rec := e.quar.NewRecordBatch()
-	var files []iceberg.DataFile
-	if rec.NumRows() > 0 {
-		one := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-		for df, err := range table.WriteRecords(ctx, tbl, quarantineArrow, one) {
-			if err != nil {
-				return 0, fmt.Errorf("write quarantine files: %w", err)
-			}
-			files = append(files, df)
-		}
-	} else {
+	if rec.NumRows() == 0 {
 		rec.Release()
+		return nil, nil
 	}
-	return commitFiles(ctx, lh, ident, files, watermarkProps(res), res.Replay, nil)
+	var files []iceberg.DataFile
+	one := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+	for df, err := range table.WriteRecords(ctx, tbl, quarantineArrow, one) {
+		if err != nil {
+			return nil, fmt.Errorf("write quarantine files: %w", err)
+		}
+		files = append(files, df)
+	}
+	return files, nil
 }
 
 // commitKeys appends the keys new to the keys table with the Bronze watermark.

@@ -130,6 +130,7 @@ func TestQualityReport(t *testing.T) {
 		{ID: "N2", Kind: "normalize", Column: "owner", Expr: `owner == "nobody" ? nil : owner`},
 	}
 	spec.WarnQuarantinePct, spec.WarnDuplicatePct = 10, 30
+	spec.Severity = Severities{Rows: SeverityWarning} // published, reported (TestCriticalCheckCommitsNothing: refused)
 	row := func(id, price, owner string) string {
 		return fmt.Sprintf(`{"item_id":%q,"updated_at":"2026-01-01T00:00:00Z","qty":1,"price":%s,"owner":%q}`, id, price, owner)
 	}
@@ -151,6 +152,7 @@ func TestQualityReport(t *testing.T) {
 		BronzeRows:       5, SilverRows: 3, Balanced: true,
 		QuarantinePct: 20, DuplicatePct: 20,
 		Warnings: []string{"20.00% of the bronze rows were quarantined (threshold 10%)"},
+		Failures: []Failure{{Check: CheckRows, Severity: SeverityWarning, Detail: "1 rows fail F1; 1 rows with NULL owner"}},
 	}
 	if g, w := fmt.Sprintf("%+v", q), fmt.Sprintf("%+v", want); g != w {
 		t.Fatalf("quality\n%s\nwant\n%s", g, w)
@@ -167,7 +169,7 @@ func TestQualityReport(t *testing.T) {
 		t.Errorf("summary quality %+v", stored)
 	}
 	lines := strings.Join(q.Lines(), "\n")
-	for _, s := range []string{"FAIL: 1 rows fail F1; 1 rows with NULL owner", "quality schema: ok", "20.00% quarantined", "WARN: 20.00%"} {
+	for _, s := range []string{"FAIL (warning): 1 rows fail F1; 1 rows with NULL owner", "quality schema: ok", "20.00% quarantined", "WARN: 20.00%"} {
 		if !strings.Contains(lines, s) {
 			t.Errorf("report lacks %q:\n%s", s, lines)
 		}

@@ -31,6 +31,52 @@ type Quality struct {
 	QuarantinePct float64  `json:"quarantine_pct"`
 	DuplicatePct  float64  `json:"duplicate_pct"`
 	Warnings      []string `json:"warnings,omitempty"`
+
+	// Failures are the failed row, schema and balance checks with their severity: a
+	// critical one refuses the run (ErrCriticalCheck), a warning is published.
+	Failures []Failure `json:"failures,omitempty"`
+}
+
+// The severities of a Silver quality check, as in Gold's data-quality gateway.
+const (
+	SeverityCritical = "critical" // the run commits nothing and fails with ErrCriticalCheck
+	SeverityWarning  = "warning"  // the run commits; the failure is reported
+)
+
+// The checks a severity is set for.
+const (
+	CheckRows    = "rows"    // a written row fails a filter rule or has NULL in a not-null column
+	CheckSchema  = "schema"  // the table lacks a declared column or types it differently
+	CheckBalance = "balance" // read != current + superseded + duplicates + quarantined
+)
+
+// Severities are the severities of the row, schema and balance checks; "" is critical.
+type Severities struct {
+	Rows, Schema, Balance string
+}
+
+// of is the severity of check.
+func (s Severities) of(check string) string {
+	var v string
+	switch check {
+	case CheckRows:
+		v = s.Rows
+	case CheckSchema:
+		v = s.Schema
+	case CheckBalance:
+		v = s.Balance
+	}
+	if v == "" {
+		return SeverityCritical
+	}
+	return v
+}
+
+// Failure is one failed quality check of a run.
+type Failure struct {
+	Check    string `json:"check"` // CheckRows, CheckSchema or CheckBalance
+	Severity string `json:"severity"`
+	Detail   string `json:"detail"`
 }
 
 // Passed reports whether the row, schema and accounting checks hold. Warnings about
@@ -39,9 +85,36 @@ func (q Quality) Passed() bool {
 	return len(q.FilterViolations) == 0 && len(q.NullViolations) == 0 && len(q.SchemaIssues) == 0 && q.Balanced
 }
 
-// Lines renders the report for people, one line per level and one per warning.
-func (q Quality) Lines() []string {
-	rows := "ok"
+// Critical returns the failed checks whose severity is critical.
+func (q Quality) Critical() []Failure {
+	var out []Failure
+	for _, f := range q.Failures {
+		if f.Severity == SeverityCritical {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// judge sets Failures from the row, schema and balance levels and the severities.
+func (q *Quality) judge(sev Severities) {
+	q.Failures = nil
+	add := func(check, detail string) {
+		q.Failures = append(q.Failures, Failure{Check: check, Severity: sev.of(check), Detail: detail})
+	}
+	if rows := q.rowViolations(); len(rows) > 0 {
+		add(CheckRows, strings.Join(rows, "; "))
+	}
+	if len(q.SchemaIssues) > 0 {
+		add(CheckSchema, strings.Join(q.SchemaIssues, "; "))
+	}
+	if !q.Balanced {
+		add(CheckBalance, "counts do not add up")
+	}
+}
+
+// rowViolations describes the row level's violations, one entry per rule and column.
+func (q Quality) rowViolations() []string {
 	var bad []string
 	for _, id := range sortedKeys(q.FilterViolations) {
 		bad = append(bad, fmt.Sprintf("%d rows fail %s", q.FilterViolations[id], id))
@@ -49,16 +122,35 @@ func (q Quality) Lines() []string {
 	for _, c := range sortedKeys(q.NullViolations) {
 		bad = append(bad, fmt.Sprintf("%d rows with NULL %s", q.NullViolations[c], c))
 	}
-	if len(bad) > 0 {
-		rows = "FAIL: " + strings.Join(bad, "; ")
+	return bad
+}
+
+// criticalError is the error of a run whose critical checks failed, or nil.
+func (q Quality) criticalError() error {
+	crit := q.Critical()
+	if len(crit) == 0 {
+		return nil
+	}
+	parts := make([]string, len(crit))
+	for i, f := range crit {
+		parts[i] = f.Check + ": " + f.Detail
+	}
+	return fmt.Errorf("%w: %s; nothing committed", ErrCriticalCheck, strings.Join(parts, "; "))
+}
+
+// Lines renders the report for people, one line per level and one per warning.
+func (q Quality) Lines() []string {
+	rows := "ok"
+	if bad := q.rowViolations(); len(bad) > 0 {
+		rows = q.fail(CheckRows) + strings.Join(bad, "; ")
 	}
 	schema := "ok"
 	if len(q.SchemaIssues) > 0 {
-		schema = "FAIL: " + strings.Join(q.SchemaIssues, "; ")
+		schema = q.fail(CheckSchema) + strings.Join(q.SchemaIssues, "; ")
 	}
 	balanced := "counts add up"
 	if !q.Balanced {
-		balanced = "FAIL: counts do not add up"
+		balanced = q.fail(CheckBalance) + "counts do not add up"
 	}
 	out := []string{
 		fmt.Sprintf("quality rows: %d written rows checked, %s", q.RowsChecked, rows),
@@ -73,6 +165,17 @@ func (q Quality) Lines() []string {
 		out = append(out, "WARN: "+w)
 	}
 	return out
+}
+
+// fail is the prefix of a failed check's line: "FAIL (critical): ", "FAIL (warning): ",
+// or "FAIL: " before the severities were applied.
+func (q Quality) fail(check string) string {
+	for _, f := range q.Failures {
+		if f.Check == check {
+			return "FAIL (" + f.Severity + "): "
+		}
+	}
+	return "FAIL: "
 }
 
 func sortedKeys(m map[string]int64) []string {

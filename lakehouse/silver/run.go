@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
 	icecat "github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/cespare/xxhash/v2"
@@ -88,6 +89,11 @@ type Result struct {
 // records); the error names the top reasons. Running again fails the same way until the
 // cause is fixed (the spec, or the gate raised).
 var ErrQuarantineGate = errors.New("quarantine gate")
+
+// ErrCriticalCheck means a critical check of the run's quality report failed (see
+// EntitySpec.Severity): nothing was committed, and the error names the checks. Running
+// again fails the same way until the cause is fixed (the spec, or the severity lowered).
+var ErrCriticalCheck = errors.New("critical quality check failed")
 
 // ErrBronzeExpired means the Bronze snapshot Silver processed last is gone; only a
 // replay can rebuild Silver then.
@@ -294,48 +300,35 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 		res.Counts = e.counts
 		return fail(err)
 	}
+	// The quarantine's files are written now, before the passes (their rows are held
+	// since the first read), and committed after the quality gate.
+	var quarantined []iceberg.DataFile
+	if need(sinkQuarantine) {
+		if quarantined, err = e.writeQuarantine(ctx, lh, spec.QuarantineTable); err != nil {
+			return fail(fmt.Errorf("quarantine: %w", err))
+		}
+	}
+	tabs := passTables{bronze: bronzeTbl, silver: silverTbl, keys: keysTbl, silverIdent: spec.Table}
+	written, err := e.buildPasses(ctx, lh, tabs, ranges, opt, replay, need(sinkSilver))
+	if err != nil {
+		return fail(err)
+	}
+	// The quality gate, before the first commit: a failed critical check commits nothing.
+	e.quality.aggregate(e.counts, spec)
+	e.quality.judge(spec.Severity)
+	if err := e.quality.criticalError(); err != nil {
+		res.Counts, res.Quality, res.Elapsed = e.counts, e.quality, time.Since(start)
+		return fail(err)
+	}
 	// Quarantine first: it carries its own watermark, so a crash before the Silver
 	// commit does not quarantine the same rows twice. The keys table last: a key in it
 	// means the event is in Silver.
 	if need(sinkQuarantine) {
-		if res.QuarantineSnapshotID, err = e.commitQuarantine(ctx, lh, spec.QuarantineTable, res); err != nil {
+		if res.QuarantineSnapshotID, err = commitFiles(ctx, lh, spec.QuarantineTable, quarantined, watermarkProps(res), res.Replay, nil); err != nil {
 			return fail(fmt.Errorf("quarantine: %w", err))
 		}
 		if err := hook(opt, spec.QuarantineTable); err != nil {
 			return fail(err)
-		}
-	}
-	var written silverFiles
-	for g := range e.groups {
-		if g > 0 {
-			// The next group: the winners of the last are written, Bronze is read again.
-			e.group = g
-			e.resetWinners()
-			if err := e.scanRanges(ctx, bronzeTbl, ranges, opt); err != nil {
-				return fail(err)
-			}
-		}
-		if !replay {
-			t0 := time.Now()
-			if err := e.resolve(ctx, silverTbl, keysTbl); err != nil {
-				return fail(err)
-			}
-			attrs := []any{"seconds", time.Since(t0).Seconds()}
-			if p := e.lookupPruner; p != nil {
-				attrs = append(attrs, "files", p.files, "files_read", p.filesKept, "row_groups", p.rowGroups.Load(), "row_groups_read", p.rowGroupsKept.Load(),
-					"rows_read", p.rowsKept.Load())
-			}
-			opt.Log.Debug("silver resolve", attrs...)
-		}
-		if need(sinkSilver) {
-			t0 := time.Now()
-			if err := e.writeSilver(ctx, lh, spec.Table, &written); err != nil {
-				return fail(err)
-			}
-			opt.Log.Debug("silver write", "pass", g, "seconds", time.Since(t0).Seconds())
-		}
-		if opt.afterPass != nil {
-			opt.afterPass(g)
 		}
 	}
 	if need(sinkSilver) {
@@ -357,6 +350,61 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 		}
 	}
 	return done()
+}
+
+// passTables are the tables the passes of a run read and write.
+type passTables struct {
+	bronze, silver, keys *table.Table
+	silverIdent          string
+}
+
+// buildPasses builds Silver in e.groups passes over the key groups: each resolves its
+// keys against the stored versions (not in a replay) and, with write, writes their files;
+// every pass after the first reads Bronze again. The files are for the run's one commit.
+func (e *engine) buildPasses(ctx context.Context, lh *catalog.Lakehouse, t passTables, ranges []bronzeRange, opt Options, replay, write bool) (silverFiles, error) {
+	var written silverFiles
+	for g := range e.groups {
+		if g > 0 {
+			// The next group: the winners of the last are written, Bronze is read again.
+			e.group = g
+			e.resetWinners()
+			if err := e.scanRanges(ctx, t.bronze, ranges, opt); err != nil {
+				return written, err
+			}
+		}
+		if !replay {
+			if err := e.resolveLogged(ctx, t.silver, t.keys, opt); err != nil {
+				return written, err
+			}
+		}
+		if write {
+			t0 := time.Now()
+			if err := e.writeSilver(ctx, lh, t.silverIdent, &written); err != nil {
+				return written, err
+			}
+			opt.Log.Debug("silver write", "pass", g, "seconds", time.Since(t0).Seconds())
+		}
+		if opt.afterPass != nil {
+			opt.afterPass(g)
+		}
+	}
+	return written, nil
+}
+
+// resolveLogged resolves this pass's keys against the stored versions and logs what the
+// lookup read.
+func (e *engine) resolveLogged(ctx context.Context, silverTbl, keysTbl *table.Table, opt Options) error {
+	t0 := time.Now()
+	if err := e.resolve(ctx, silverTbl, keysTbl); err != nil {
+		return err
+	}
+	attrs := []any{"seconds", time.Since(t0).Seconds()}
+	if p := e.lookupPruner; p != nil {
+		attrs = append(attrs, "files", p.files, "files_read", p.filesKept, "row_groups", p.rowGroups.Load(), "row_groups_read", p.rowGroupsKept.Load(),
+			"rows_read", p.rowsKept.Load())
+	}
+	opt.Log.Debug("silver resolve", attrs...)
+	return nil
 }
 
 func hook(opt Options, ident string) error {

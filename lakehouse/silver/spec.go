@@ -154,6 +154,11 @@ type EntitySpec struct {
 	// FailQuarantinePct is the quarantine gate: a run that quarantines a larger share of
 	// its Bronze rows commits nothing and fails with ErrQuarantineGate (0 = no gate).
 	FailQuarantinePct float64
+	// Severity is the severity of the row, schema and balance checks of the quality
+	// report: a failed critical check (the default) commits nothing and fails the run
+	// with ErrCriticalCheck; a failed warning is reported in Quality.Failures and the
+	// run commits.
+	Severity Severities
 }
 
 // Value is one typed cell. I holds Int32/Int64, Date (days since 1970-01-01) and

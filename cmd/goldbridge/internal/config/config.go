@@ -270,12 +270,21 @@ func (lc *LookupColumns) decodeNode(d *decoder, path string, n *yaml.Node) {
 	}
 }
 
-// Quality sets the warning thresholds of the Silver aggregate checks.
+// Quality sets the thresholds of the Silver aggregate checks and the severity of the
+// row, schema and balance checks.
 type Quality struct {
 	WarnQuarantinePct *float64 `yaml:"warn_quarantine_pct"`
 	WarnDuplicatePct  *float64 `yaml:"warn_duplicate_pct"`
 	// FailQuarantinePct is the quarantine gate (silver.EntitySpec.FailQuarantinePct).
-	FailQuarantinePct *float64 `yaml:"fail_quarantine_pct"`
+	FailQuarantinePct *float64        `yaml:"fail_quarantine_pct"`
+	Severity          QualitySeverity `yaml:"severity"`
+}
+
+// QualitySeverity is critical or warning per Silver check (silver.EntitySpec.Severity).
+type QualitySeverity struct {
+	Rows    string `yaml:"rows"`    // a written row fails a filter rule or a not-null column
+	Schema  string `yaml:"schema"`  // the table's columns differ from the declared ones
+	Balance string `yaml:"balance"` // the run's counts do not add up
 }
 
 // Mart is one Gold KPI mart and how it is served from ClickHouse.

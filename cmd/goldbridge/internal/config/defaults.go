@@ -18,6 +18,7 @@ const (
 	DefaultSettle                   = 5 * time.Second // sources.<name>.settle
 	DefaultTailWait                 = time.Hour       // sources.<name>.tail_wait
 	DefaultQualityFailQuarantinePct = 50.0            // entities.<name>.silver.quality.fail_quarantine_pct
+	DefaultQualitySeverity          = "critical"      // entities.<name>.silver.quality.severity.*
 	DefaultAnomalyTrailing          = 7
 	DefaultAnomalyTolerance         = 0.5
 	DefaultListen                   = "127.0.0.1:9464"
@@ -129,6 +130,9 @@ func (c *Config) applyDefaults() {
 		if sv.Quality.WarnDuplicatePct == nil {
 			v := DefaultQualityWarnPct
 			sv.Quality.WarnDuplicatePct = &v
+		}
+		for _, sev := range []*string{&sv.Quality.Severity.Rows, &sv.Quality.Severity.Schema, &sv.Quality.Severity.Balance} {
+			setDefault(sev, DefaultQualitySeverity)
 		}
 		c.Entities[name] = e
 	}

@@ -597,6 +597,10 @@ func (c *Config) validateEntity(v *validator, name string) {
 			v.add(path, "must be a percentage between 0 and 100")
 		}
 	}
+	sev := sv.Quality.Severity
+	for _, ck := range []struct{ name, val string }{{"rows", sev.Rows}, {"schema", sev.Schema}, {"balance", sev.Balance}} {
+		v.oneOf(sp+".quality.severity."+ck.name, ck.val, "critical", "warning")
+	}
 	c.validateRules(v, sp, sv, cols, names)
 	// The key may name a column a derive rule adds (cols now holds the rules' columns).
 	if len(sv.Key) == 0 {

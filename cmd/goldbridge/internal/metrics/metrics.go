@@ -27,6 +27,8 @@ type Metrics struct {
 	FilesQuarantined *prometheus.GaugeVec // entity
 	// QuarantineGate is 1 while an entity's last Silver run was stopped by its quarantine gate.
 	QuarantineGate *prometheus.GaugeVec // entity
+	// SilverCheckFailures counts the failed row, schema and balance checks of Silver runs.
+	SilverCheckFailures *prometheus.CounterVec // entity, check, severity
 	// EmbeddedRestarts counts restarts of the embedded ClickHouse after it exited on its own.
 	EmbeddedRestarts prometheus.Counter
 	// What each lake table costs a reader, after the last maintenance (table, layer).
@@ -87,6 +89,9 @@ func New() *Metrics {
 		QuarantineGate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_silver_quarantine_gate", Help: "1 while an entity's last Silver run quarantined more than fail_quarantine_pct and committed nothing.",
 		}, []string{"entity"}),
+		SilverCheckFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "goldbridge_silver_check_failures_total", Help: "Failed Silver quality checks (rows, schema, balance) by entity and severity; a critical one committed nothing.",
+		}, []string{"entity", "check", "severity"}),
 		EmbeddedRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "goldbridge_clickhouse_restarts_total", Help: "Restarts of the embedded ClickHouse after its process exited on its own (a crash).",
 		}),
@@ -101,7 +106,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
 		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined, m.QuarantineGate,
-		m.EmbeddedRestarts, m.TableSnapshots, m.TableDataFiles, m.TableDeleteFiles, m.TableManifests, m.TableMetadataBytes,
+		m.SilverCheckFailures, m.EmbeddedRestarts, m.TableSnapshots, m.TableDataFiles, m.TableDeleteFiles, m.TableManifests, m.TableMetadataBytes,
 		m.MaintenanceLastSuccess,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
