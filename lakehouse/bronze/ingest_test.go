@@ -32,6 +32,7 @@ type row struct {
 	payload, system, file, eventID, batchID string
 	ingestTS                                time.Time
 	sourceTSNull                            bool
+	pos                                     int64 // -1: null
 }
 
 func scanAll(t *testing.T, lh *catalog.Lakehouse) []row {
@@ -61,12 +62,18 @@ func scanAll(t *testing.T, lh *catalog.Lakehouse) []row {
 			return ""
 		}
 		ts := col(ColIngestTS).(*array.Timestamp)
+		pos := col(ColSourcePos).(*array.Int64)
 		for i := range int(rec.NumRows()) {
+			p := int64(-1)
+			if !pos.IsNull(i) {
+				p = pos.Value(i)
+			}
 			out = append(out, row{
 				payload: str(ColPayload, i), system: str(ColSystem, i), file: str(ColFile, i),
 				eventID: str(ColEventID, i), batchID: str(ColBatchID, i),
 				ingestTS:     ts.Value(i).ToTime(arrow.Microsecond),
 				sourceTSNull: col(ColSourceTS).IsNull(i),
+				pos:          p,
 			})
 		}
 		rec.Release()
