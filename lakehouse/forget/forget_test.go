@@ -257,3 +257,39 @@ func TestForgetResumesAfterCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestForgetKeylessEntity forgets a person from an entity without a natural key
+// (identity: delivery), whose facts are named by where Bronze got them: the rows of
+// everyone else keep their _delivery_id (the Bronze rewrite keeps each record's position)
+// and every one of them stays, identical ones included; the subject's are gone.
+func TestForgetKeylessEntity(t *testing.T) {
+	tg := eventsTarget()
+	tg.Silver.Identity, tg.Silver.Key = silver.IdentityDelivery, nil
+	lines := events(true)
+	lines = append(lines, lines[2]) // e-001, someone else's event, twice: two facts
+	lh, _ := build(t, tg, lines)
+	ctx := context.Background()
+	others := func(ident string) []string {
+		return slices.DeleteFunc(rows(t, lh, ident, 0), func(r string) bool { return strings.Contains(r, "user_id="+subject+"|") })
+	}
+	silverBefore, keysBefore := others(tg.Silver.Table), rows(t, lh, tg.Silver.KeysTable, 0)
+	// Others: 32 events, 5 quarantined, one twice; the subject: 4 valid events, one twice.
+	if len(silverBefore) != 28 || len(keysBefore) != 33 {
+		t.Fatalf("before: %d silver rows of others (want 28), %d keys (want 33)", len(silverBefore), len(keysBefore))
+	}
+	if _, err := Run(ctx, lh, tg, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(t, lh, tg.Silver.Table, 0); !slices.Equal(got, silverBefore) {
+		t.Errorf("silver after forget:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(silverBefore, "\n"))
+	}
+	var keep []string
+	for _, r := range silverBefore {
+		_, id, _ := strings.Cut(r, silver.ColDeliveryID+"=")
+		keep = append(keep, silver.ColDeliveryID+"="+id)
+	}
+	slices.Sort(keep)
+	if got := rows(t, lh, tg.Silver.KeysTable, 0); !slices.Equal(got, keep) {
+		t.Errorf("keys table after forget: %v, want %v", got, keep)
+	}
+}
