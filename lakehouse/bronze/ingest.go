@@ -533,7 +533,7 @@ type batchWriter struct {
 	strs     [len(stringCols)]strColumn
 	ingestTS *array.TimestampBuilder
 	sourceTS *array.TimestampBuilder
-	pos      *array.Int64Builder
+	pos      intColumn // _source_pos
 	batchID  string
 	n        int
 	uuids    *uuidGen
@@ -553,8 +553,8 @@ func newBatchWriter(batchID string, batchRows int) *batchWriter {
 		pool: arrowmem.NewPool(64 << 20), rows: batchRows, batchID: batchID, uuids: newUUIDGen(),
 		ingestTS: array.NewTimestampBuilder(memory.DefaultAllocator, tsType),
 		sourceTS: array.NewTimestampBuilder(memory.DefaultAllocator, tsType),
-		pos:      array.NewInt64Builder(memory.DefaultAllocator),
 	}
+	b.pos.reset(b.pool, batchRows)
 	// The first batch's room: typical value sizes (JSON lines of ~200 bytes; source,
 	// file path, event and batch ids), so that it does not grow (copying into fresh
 	// pages) value by value. Scratch memory is not touched until written.
@@ -580,7 +580,7 @@ func (b *batchWriter) add(payload []byte, system, file string, pos int64, source
 	} else {
 		b.sourceTS.Append(arrow.Timestamp(sourceTS.UnixMicro()))
 	}
-	b.pos.Append(pos)
+	b.pos.add(pos)
 	b.n++
 }
 
@@ -600,7 +600,8 @@ func (b *batchWriter) flush() arrow.RecordBatch {
 		cols[c] = b.strs[i].finish(b.pool)
 		b.strs[i].reset(b.pool, b.rows, used+used/8)
 	}
-	cols[1], cols[6], cols[7] = b.ingestTS.NewArray(), b.sourceTS.NewArray(), b.pos.NewArray()
+	cols[1], cols[6], cols[7] = b.ingestTS.NewArray(), b.sourceTS.NewArray(), b.pos.finish(b.pool)
+	b.pos.reset(b.pool, b.rows)
 	rec := array.NewRecordBatch(arrowSchema, cols, int64(b.n))
 	for _, c := range cols {
 		c.Release()
@@ -612,7 +613,7 @@ func (b *batchWriter) flush() arrow.RecordBatch {
 func (b *batchWriter) release() {
 	b.ingestTS.Release()
 	b.sourceTS.Release()
-	b.pos.Release()
+	b.pos.free(b.pool)
 }
 
 // strColumn is one string column of the batch being built: values and int32 offsets in
@@ -646,6 +647,44 @@ func (c *strColumn) add(pool *arrowmem.Pool, v []byte) {
 
 func (c *strColumn) addString(pool *arrowmem.Pool, v string) {
 	c.add(pool, unsafe.Slice(unsafe.StringData(v), len(v)))
+}
+
+// intColumn is an int64 column of the batch being built, without nulls, in a pool buffer
+// handed to Arrow without a copy by finish (an Int64Builder cost a fifth of a row's time).
+type intColumn struct {
+	buf  []byte
+	vals []int64 // buf as int64
+	n    int
+}
+
+// reset starts an empty column for up to rows values.
+func (c *intColumn) reset(pool *arrowmem.Pool, rows int) {
+	c.buf = pool.Scratch(8 * rows)
+	c.vals, c.n = arrow.Int64Traits.CastFromBytes(c.buf), 0
+}
+
+func (c *intColumn) add(v int64) {
+	c.vals[c.n] = v
+	c.n++
+}
+
+// finish returns the column as an Arrow int64 array that owns its buffer (returned to
+// pool when released); the column must be reset before it is used again.
+func (c *intColumn) finish(pool *arrowmem.Pool) arrow.Array {
+	data := memory.NewBufferWithAllocator(c.buf[:8*c.n], pool)
+	d := array.NewData(arrow.PrimitiveTypes.Int64, c.n, []*memory.Buffer{nil, data}, nil, 0, 0)
+	data.Release()
+	defer d.Release()
+	c.buf, c.vals = nil, nil
+	return array.NewInt64Data(d)
+}
+
+// free gives back the buffer of a column that was not finished.
+func (c *intColumn) free(pool *arrowmem.Pool) {
+	if c.buf != nil {
+		pool.Free(c.buf)
+		c.buf, c.vals = nil, nil
+	}
 }
 
 // finish returns the column as an Arrow string array that owns its buffers (returned to
