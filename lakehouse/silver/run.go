@@ -282,10 +282,7 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	if err := e.scanRanges(ctx, bronzeTbl, ranges, opt); err != nil {
 		return fail(err)
 	}
-	if n := e.undated.Load(); n > 0 {
-		opt.Log.Warn("bronze rows without a _source_pos (ingested before Bronze recorded positions): each is a delivery of its own, named by its _event_id; a record Bronze holds twice among them is kept twice",
-			"entity", spec.Name, "rows", n)
-	}
+	e.warnUndated(opt.Log)
 	need := func(s sink) bool {
 		for _, m := range marks {
 			if m.sink == s {
@@ -585,6 +582,15 @@ func (e *engine) readsBronze(bt *table.Table) {
 	if _, ok := bt.Schema().FindFieldByName(bronze.ColSourcePos); ok {
 		e.bronzeFields = append(slices.Clone(bronzeFields), bronze.ColSourcePos)
 		e.bronzeDirect = !filescan.Evolved(bt)
+	}
+}
+
+// warnUndated says how many Bronze rows the run named by their event id, having no
+// position (IdentityDelivery).
+func (e *engine) warnUndated(log *slog.Logger) {
+	if n := e.undated.Load(); n > 0 {
+		log.Warn("bronze rows without a _source_pos (ingested before Bronze recorded positions): each is a delivery of its own, named by its _event_id; a record Bronze holds twice among them is kept twice",
+			"entity", e.spec.Name, "rows", n)
 	}
 }
 
@@ -1081,13 +1087,7 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		var h uint64
 		if reason == "" && e.deliveryIdx >= 0 {
 			h = xxhash.Sum64(payload)
-			n := len(pw.parser.arena)
-			var dated bool
-			pw.parser.arena, dated = appendDeliveryID(pw.parser.arena, c.b, i, h)
-			row[e.deliveryIdx] = Value{S: unsafeString(pw.parser.arena[n:])}
-			if !dated && e.group == 0 {
-				e.undated.Add(1)
-			}
+			pw.setDeliveryID(row, c.b, i, h)
 		}
 		var op byte = 'u'
 		if reason == "" {
@@ -1144,6 +1144,19 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 	}
 	c.arena = pw.parser.arena
 	pw.parser.arena = nil
+}
+
+// setDeliveryID sets the ColDeliveryID cell of row, typed from Bronze row i of b whose
+// payload hashes to h (the string is in the parser's arena, like the parsed ones).
+func (pw *parseWorker) setDeliveryID(row []Value, b *bronzeBatch, i int, h uint64) {
+	e := pw.e
+	n := len(pw.parser.arena)
+	var dated bool
+	pw.parser.arena, dated = appendDeliveryID(pw.parser.arena, b, i, h)
+	row[e.deliveryIdx] = Value{S: unsafeString(pw.parser.arena[n:])}
+	if !dated && e.group == 0 {
+		e.undated.Add(1)
+	}
 }
 
 // merge does the accounting of a typed chunk, the quarantine and the keys table, row by
