@@ -28,7 +28,7 @@ const (
 	// ColDeliveryID is the identity of a fact of an entity with IdentityDelivery, and its
 	// key: "<_source_file>@<_source_pos>#<xxh64 of the payload, 16 hex digits>" of the
 	// Bronze row it was typed from, or "<_source_file>@event:<_event_id>" for a row
-	// ingested before Bronze recorded positions (see deliveryID).
+	// ingested before Bronze recorded positions (see appendDeliveryID).
 	ColDeliveryID = "_delivery_id"
 )
 
