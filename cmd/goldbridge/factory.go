@@ -92,7 +92,7 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 	e := cfg.Entities[name]
 	sv := e.Silver
 	spec := silver.EntitySpec{
-		Name: name, Table: sv.Table, QuarantineTable: sv.QuarantineTable, Mode: sv.Mode,
+		Name: name, Table: sv.Table, QuarantineTable: sv.QuarantineTable, Mode: sv.Mode, Identity: sv.Identity,
 		Key: sv.Key, UpdatedAt: sv.UpdatedAt, Op: sv.Op, OpValues: sv.OpValues,
 		EventTime: sv.EventTime, Lookback: sv.Lookback.D(), KeysTable: sv.KeysTable, Buckets: sv.Buckets, SortBy: sv.SortBy,
 		WarnQuarantinePct: *sv.Quality.WarnQuarantinePct, WarnDuplicatePct: *sv.Quality.WarnDuplicatePct,
@@ -209,12 +209,16 @@ func tlsConfig(t config.TLS) (*tls.Config, error) {
 func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	m := cfg.Marts[name]
 	ent := cfg.Entities[m.Source]
+	es, err := entitySpec(cfg, m.Source)
+	if err != nil {
+		return gold.MartSpec{}, err
+	}
 	cols, err := silverColumns(cfg, m.Source)
 	if err != nil {
 		return gold.MartSpec{}, err
 	}
 	spec := gold.MartSpec{
-		Name: name, Table: m.Table, SourceTable: ent.Silver.Table, SourceKey: ent.Silver.Key, SourceColumns: cols,
+		Name: name, Table: m.Table, SourceTable: ent.Silver.Table, SourceKey: es.KeyColumns(), SourceColumns: cols,
 		Mode: m.Mode, OnChange: m.OnChange, Filter: m.Filter, GrainColumn: m.Grain.Column, GrainUnit: m.Grain.Unit, GrainAs: m.Grain.As,
 		Grouping: m.Grouping, GroupingSets: m.GroupingSets, PassRows: m.PassRows,
 	}
@@ -257,8 +261,9 @@ func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	return spec, nil
 }
 
-// silverColumns are the column types of an entity's Silver table that marts can use:
-// declared columns, rule-added columns and (upsert) is_deleted.
+// silverColumns are the column types of an entity's Silver table that Gold reads:
+// declared columns, rule-added columns, (upsert) is_deleted and (identity: delivery) the
+// key _delivery_id, which Gold reads as the key and config offers no mart.
 func silverColumns(cfg *config.Config, entity string) (map[string]silver.Type, error) {
 	es, err := entitySpec(cfg, entity)
 	if err != nil {
@@ -282,6 +287,11 @@ func silverColumns(cfg *config.Config, entity string) (map[string]silver.Type, e
 	}
 	if cfg.Entities[entity].Silver.Mode == "upsert" {
 		cols[silver.ColIsDeleted] = silver.Type{Kind: silver.Bool}
+	}
+	for _, k := range es.KeyColumns() {
+		if k == silver.ColDeliveryID {
+			cols[k] = silver.Type{Kind: silver.String}
+		}
 	}
 	return cols, nil
 }

@@ -62,7 +62,7 @@ func BenchmarkBatchWriter(b *testing.B) {
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	for b.Loop() {
-		w.add(line, "shop_file", "/landing/orders-00001.jsonl", time.Time{})
+		w.add(line, "shop_file", "/landing/orders-00001.jsonl", 0, time.Time{})
 		if w.n == 16384 {
 			w.flush().Release()
 		}

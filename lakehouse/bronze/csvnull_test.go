@@ -23,7 +23,7 @@ func TestCSVNulls(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			src := FileSource{CSVNulls: tc.nulls}
-			err := readCSV(context.Background(), strings.NewReader(in), ',', src.csvNulls(), func(p []byte) error {
+			err := readCSV(context.Background(), strings.NewReader(in), 0, ',', src.csvNulls(), func(p []byte, _ int64) error {
 				got = append(got, string(p))
 				return nil
 			})

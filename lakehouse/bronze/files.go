@@ -165,8 +165,9 @@ func (s FileSource) formatOf(path string) (format, compression string, err error
 	return format, compression, nil
 }
 
-// emitFunc receives one record's payload; the slice is only valid during the call.
-type emitFunc func(payload []byte) error
+// emitFunc receives one record's payload and its position in the file (ColSourcePos);
+// the slice is only valid during the call.
+type emitFunc func(payload []byte, pos int64) error
 
 // readFile streams the records of one landing file to emit and returns the xxh64 of the
 // file's bytes and the number of blank lines skipped. Only the first size bytes are read
@@ -178,6 +179,8 @@ func (s FileSource) readFile(ctx context.Context, path string, size int64, emit 
 
 // readFileFrom is readFile from byte offset from (0, or a line boundary of an
 // uncompressed JSON Lines file: see canResume); the checksum is of the whole [0, size).
+// A record's position is where it starts in the file's (decompressed) bytes, so a read
+// from an offset gives the lines the positions a read of the whole file would.
 func (s FileSource) readFileFrom(ctx context.Context, path string, from, size int64, emit emitFunc) (checksum string, blank int64, err error) {
 	format, compression, err := s.formatOf(path)
 	if err != nil {
@@ -221,14 +224,17 @@ func (s FileSource) readFileFrom(ctx context.Context, path string, from, size in
 		defer zr.Close()
 		r = zr
 	}
+	base := from
 	if from == 0 {
-		r = skipBOM(r)
+		var bom int
+		r, bom = skipBOM(r)
+		base += int64(bom)
 	}
 	switch format {
 	case "jsonl":
-		blank, err = readLines(ctx, r, emit)
+		blank, err = readLines(ctx, r, base, emit)
 	case "csv":
-		err = readCSV(ctx, r, s.CSVDelim, s.csvNulls(), emit)
+		err = readCSV(ctx, r, base, s.CSVDelim, s.csvNulls(), emit)
 	default:
 		err = fmt.Errorf("unknown format %q", format)
 	}
@@ -268,21 +274,24 @@ func oversizedPayload(n int64, head []byte) []byte {
 // no part of the first record.
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// skipBOM returns r without a leading UTF-8 byte order mark.
-func skipBOM(r io.Reader) io.Reader {
+// skipBOM returns r without a leading UTF-8 byte order mark, and the bytes it skipped.
+func skipBOM(r io.Reader) (io.Reader, int) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	if b, err := br.Peek(len(utf8BOM)); err == nil && bytes.Equal(b, utf8BOM) {
-		_, _ = br.Discard(len(utf8BOM))
+		n, _ := br.Discard(len(utf8BOM))
+		return br, n
 	}
-	return br
+	return br, 0
 }
 
 // readLines emits every non-blank line without its "\n" terminator; every other byte,
 // "\r" included, is kept. A line longer than MaxRecordBytes is emitted as its
-// oversizedPayload, read through without holding it.
-func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, err error) {
+// oversizedPayload, read through without holding it. A line's position is base plus the
+// bytes of r before it.
+func readLines(ctx context.Context, r io.Reader, base int64, emit emitFunc) (blank int64, err error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var long []byte
+	pos := base
 	for n := 0; ; n++ {
 		if n&0xfff == 0 {
 			if err := ctx.Err(); err != nil {
@@ -290,7 +299,7 @@ func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, er
 			}
 		}
 		line, err := br.ReadSlice('\n')
-		var total int64
+		total := int64(len(line))
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], line...)
 			total = int64(len(line))
@@ -318,10 +327,11 @@ func readLines(ctx context.Context, r io.Reader, emit emitFunc) (blank int64, er
 			}
 			if len(bytes.TrimSpace(content)) == 0 {
 				blank++
-			} else if eerr := emit(content); eerr != nil {
+			} else if eerr := emit(content, pos); eerr != nil {
 				return blank, eerr
 			}
 		}
+		pos += total
 		if errors.Is(err, io.EOF) {
 			return blank, nil
 		}
@@ -349,7 +359,10 @@ func (s FileSource) csvNulls() map[string]bool {
 // the header survives in every payload. Values stay strings, except a field whose text
 // is in nulls, which is written as null; a field that is not valid UTF-8 is written as
 // BinaryPrefix + base64, like a binary payload.
-func readCSV(ctx context.Context, r io.Reader, delim rune, nulls map[string]bool, emit emitFunc) error {
+//
+// A record's position is base plus the bytes of r before it (after the record before it:
+// blank lines in between count as its own).
+func readCSV(ctx context.Context, r io.Reader, base int64, delim rune, nulls map[string]bool, emit emitFunc) error {
 	lr := &recordLimiter{r: r}
 	cr := csv.NewReader(lr)
 	if delim != 0 {
@@ -373,6 +386,7 @@ func readCSV(ctx context.Context, r io.Reader, delim rune, nulls map[string]bool
 				return err
 			}
 		}
+		pos := base + lr.start
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -399,7 +413,7 @@ func readCSV(ctx context.Context, r io.Reader, delim rune, nulls map[string]bool
 			buf = appendJSONString(buf, EncodePayload([]byte(v)))
 		}
 		buf = append(buf, '}')
-		if err := emit(buf); err != nil {
+		if err := emit(buf, pos); err != nil {
 			return err
 		}
 	}
@@ -423,7 +437,7 @@ func (l *recordLimiter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readParquet emits each row as a JSON object (column name → value).
+// readParquet emits each row as a JSON object (column name → value), at its row index.
 func readParquet(ctx context.Context, f parquet.ReaderAtSeeker, emit emitFunc) error {
 	pf, err := file.NewParquetReader(f)
 	if err != nil {
@@ -440,15 +454,17 @@ func readParquet(ctx context.Context, f parquet.ReaderAtSeeker, emit emitFunc) e
 	}
 	defer rr.Release()
 	var buf bytes.Buffer
+	var row int64
 	for rr.Next() {
 		buf.Reset()
 		if err := array.RecordToJSON(rr.RecordBatch(), &buf); err != nil {
 			return fmt.Errorf("parquet to json: %w", err)
 		}
 		for line := range bytes.Lines(buf.Bytes()) {
-			if err := emit(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
+			if err := emit(bytes.TrimSuffix(line, []byte{'\n'}), row); err != nil {
 				return err
 			}
+			row++
 		}
 	}
 	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {

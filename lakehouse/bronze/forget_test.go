@@ -501,7 +501,7 @@ func TestForgetKeepsKafkaOffsets(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := run.Write(ctx, func(emit Emit) error {
-			return emit([]byte(payload), "shop_kafka", "orders:0:1", time.Time{})
+			return emit([]byte(payload), "shop_kafka", "orders:0:1", 1, time.Time{})
 		}); err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,7 @@ type row struct {
 	payload, system, file, eventID, batchID string
 	ingestTS                                time.Time
 	sourceTSNull                            bool
+	pos                                     int64 // -1: null
 }
 
 func scanAll(t *testing.T, lh *catalog.Lakehouse) []row {
@@ -61,12 +62,18 @@ func scanAll(t *testing.T, lh *catalog.Lakehouse) []row {
 			return ""
 		}
 		ts := col(ColIngestTS).(*array.Timestamp)
+		pos := col(ColSourcePos).(*array.Int64)
 		for i := range int(rec.NumRows()) {
+			p := int64(-1)
+			if !pos.IsNull(i) {
+				p = pos.Value(i)
+			}
 			out = append(out, row{
 				payload: str(ColPayload, i), system: str(ColSystem, i), file: str(ColFile, i),
 				eventID: str(ColEventID, i), batchID: str(ColBatchID, i),
 				ingestTS:     ts.Value(i).ToTime(arrow.Microsecond),
 				sourceTSNull: col(ColSourceTS).IsNull(i),
+				pos:          p,
 			})
 		}
 		rec.Release()
@@ -158,18 +165,27 @@ func TestIngestLinesExactlyOnce(t *testing.T) {
 // buffers go back to its pool and are written over by later batches: every row must
 // still read back as ingested.
 func TestIngestRecyclesBatchBuffers(t *testing.T) {
+	// 1000 rows: many batches; 8192: the _source_pos buffers are large enough to be pooled too.
+	for _, batch := range []int{1000, 8192} {
+		t.Run(fmt.Sprint(batch), func(t *testing.T) { ingestRecyclingBuffers(t, batch) })
+	}
+}
+
+func ingestRecyclingBuffers(t *testing.T, batchRows int) {
 	ctx := context.Background()
 	lh := lakehousetest.Open(t)
 	dir := t.TempDir()
 	var lines []string
 	var body bytes.Buffer
+	at := map[string]int64{} // the oracle of positions: each line's offset
 	for i := range 40_000 {
 		l := fmt.Sprintf(`{"order_id":"o-%09d","note":"%s"}`, i, strings.Repeat(string(rune('a'+i%26)), 150+i%97))
 		lines = append(lines, l)
+		at[l] = int64(body.Len())
 		body.WriteString(l + "\n")
 	}
 	writeFile(t, filepath.Join(dir, "big.jsonl"), body.Bytes())
-	res, err := IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{BatchRows: 1000})
+	res, err := IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{BatchRows: batchRows})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +197,8 @@ func TestIngestRecyclesBatchBuffers(t *testing.T) {
 	ids := map[string]bool{}
 	for _, r := range got {
 		payloads = append(payloads, r.payload)
-		if r.system != "shop_file" || r.file != filepath.Join(dir, "big.jsonl") || r.batchID != res.BatchID {
-			t.Fatalf("audit columns wrong: %+v", r)
+		if r.system != "shop_file" || r.file != filepath.Join(dir, "big.jsonl") || r.batchID != res.BatchID || r.pos != at[r.payload] {
+			t.Fatalf("audit columns wrong: %+v (position %d)", r, at[r.payload])
 		}
 		if _, err := uuid.Parse(r.eventID); err != nil || len(r.eventID) != 36 || ids[r.eventID] {
 			t.Fatalf("event id %q not a fresh UUID", r.eventID)

@@ -374,7 +374,7 @@ func consumeKafka(ctx context.Context, src KafkaSource, plan kafkaPlan, next map
 							if len(value) > MaxRecordBytes { // as for a landing file's line: a marker Silver quarantines
 								value = oversizedPayload(int64(len(value)), value)
 							}
-							if err := emit(value, src.System, string(file), recordTime(r)); err != nil {
+							if err := emit(value, src.System, string(file), r.Offset, recordTime(r)); err != nil {
 								return err
 							}
 							emitted++

@@ -128,7 +128,13 @@ func scanKafka(t *testing.T, lh *catalog.Lakehouse) []kafkaRow {
 			return ""
 		}
 		ts := col(ColSourceTS).(*array.Timestamp)
+		pos := col(ColSourcePos).(*array.Int64)
 		for i := range int(rec.NumRows()) {
+			// _source_pos is the record's offset, the last part of _source_file.
+			file := str(ColFile, i)
+			if off := file[strings.LastIndexByte(file, ':')+1:]; pos.IsNull(i) || strconv.FormatInt(pos.Value(i), 10) != off {
+				t.Fatalf("%s: _source_pos %d (null %v)", file, pos.Value(i), pos.IsNull(i))
+			}
 			p, err := DecodePayload(str(ColPayload, i))
 			if err != nil {
 				t.Fatal(err)

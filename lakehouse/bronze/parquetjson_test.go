@@ -50,7 +50,7 @@ func TestParquetRowAsPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	err := readParquet(context.Background(), bytes.NewReader(pq.Bytes()), func(p []byte) error {
+	err := readParquet(context.Background(), bytes.NewReader(pq.Bytes()), func(p []byte, _ int64) error {
 		got = append(got, string(p))
 		return nil
 	})

@@ -201,7 +201,7 @@ func TestReadStopsAtListedSize(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "1.jsonl")
 	writeFile(t, path, []byte("{\"a\":1}\n{\"a\":2}\n{\"a\":3"))
 	var got []string
-	sum, _, err := source("").readFile(context.Background(), path, 16, func(p []byte) error {
+	sum, _, err := source("").readFile(context.Background(), path, 16, func(p []byte, _ int64) error {
 		got = append(got, string(p))
 		return nil
 	})

@@ -68,7 +68,7 @@ func TestDirectBronzeReadEqualsScan(t *testing.T) {
 		}
 		return rows
 	}
-	direct := collect(readBronzeFiles(ctx, bt, tasks, memory.DefaultAllocator))
+	direct := collect(readBronzeFiles(ctx, bt, tasks, bronzeFields, memory.DefaultAllocator))
 	_, recs, err := bt.Scan(table.WithSelectedFields(bronzeFields...)).ReadTasks(ctx, tasks)
 	if err != nil {
 		t.Fatal(err)

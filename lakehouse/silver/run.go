@@ -185,7 +185,7 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	}
 	var keysTbl *table.Table
 	if e.keys != nil {
-		ksch, kspec, err := keysTableLayout(e.cols, spec)
+		ksch, kspec, err := keysTableLayout(e.cols, e.spec)
 		if err != nil {
 			return fail(err)
 		}
@@ -197,6 +197,7 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	if err != nil {
 		return fail(fmt.Errorf("bronze table %s: %w (run ingest first)", bronzeIdent, err))
 	}
+	e.readsBronze(bronzeTbl)
 	done := func() (Result, error) {
 		res.Counts = e.counts
 		e.quality.aggregate(e.counts, spec)
@@ -287,6 +288,7 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	if err := e.scanRanges(ctx, bronzeTbl, ranges, opt); err != nil {
 		return fail(err)
 	}
+	e.warnUndated(opt.Log)
 	need := func(s sink) bool {
 		for _, m := range marks {
 			if m.sink == s {
@@ -487,6 +489,11 @@ type engine struct {
 	keys         *keySet // append mode with a keys table
 	decrypt      func([]byte) ([]byte, error)
 
+	deliveryIdx  int          // IdentityDelivery: the ColDeliveryID column, or -1
+	bronzeFields []string     // the Bronze columns read (see readsBronze)
+	bronzeDirect bool         // Bronze may be read with filescan (its files have every column read)
+	undated      atomic.Int64 // IdentityDelivery: Bronze rows without a position (first pass)
+
 	quality Quality
 
 	lookupPruner *keyPruner // the stored-version lookup's, for its counts (nil: none)
@@ -504,6 +511,10 @@ type engine struct {
 }
 
 func newEngine(spec EntitySpec, opt Options) (*engine, error) {
+	spec, err := withIdentity(spec)
+	if err != nil {
+		return nil, err
+	}
 	loader := opt.Lookups
 	rules, _, err := compileRules(spec.Rules, spec.Columns, func(l LookupSpec) (LookupTable, error) {
 		if l.File != "" {
@@ -517,13 +528,16 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	cols := slices.Clone(rules.cols)                   // the declared columns (as the rules retype them), then the rules' own
+	cols, err := entityColumns(rules.cols, spec)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := newParser(spec.Columns); err != nil { // defaults are checked here
 		return nil, err
 	}
 	e := &engine{
 		spec: spec, append: spec.Mode == ModeAppend, cols: cols, tcols: tableColumns(cols, spec.Mode), rules: rules,
-		uaIdx: -1, opIdx: -1, etIdx: -1,
+		uaIdx: -1, opIdx: -1, etIdx: -1, deliveryIdx: -1,
 		now: time.Now().UTC(), quar: array.NewRecordBuilder(memory.DefaultAllocator, quarantineArrow),
 	}
 	e.ws = make([]*winners, mergeShards())
@@ -537,6 +551,9 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 			return nil, fmt.Errorf("key column %s is not declared", k)
 		}
 		e.keyIdx = append(e.keyIdx, i)
+	}
+	if spec.Identity == IdentityDelivery {
+		e.deliveryIdx = idx(ColDeliveryID)
 	}
 	if len(e.keyIdx) == 0 {
 		return nil, errors.New("no key columns")
@@ -585,6 +602,49 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		}
 	}
 	return e, nil
+}
+
+// entityColumns are the columns of an entity's rows: the declared columns (as the rules
+// retype them), the rules' own, then (IdentityDelivery) ColDeliveryID.
+func entityColumns(ruleCols []ColumnSpec, spec EntitySpec) ([]ColumnSpec, error) {
+	cols := slices.Clone(ruleCols)
+	if spec.Identity != IdentityDelivery {
+		return cols, nil
+	}
+	if slices.ContainsFunc(cols, func(c ColumnSpec) bool { return c.Name == ColDeliveryID }) {
+		return nil, fmt.Errorf("column %s: goldbridge adds it with identity %s", ColDeliveryID, IdentityDelivery)
+	}
+	return append(cols, deliveryColumn), nil
+}
+
+// readsBronze sets the Bronze columns the run reads: the payload and its audit columns,
+// plus, with IdentityDelivery, the record's position if the table has the column (a table
+// not ingested into since Bronze added it has none: its rows are named by their event id).
+// Files written before the column was added lack it: then the table scan, which reads
+// it as null there, reads Bronze instead of filescan.
+func (e *engine) readsBronze(bt *table.Table) {
+	e.bronzeFields, e.bronzeDirect = bronzeFields, true
+	if e.deliveryIdx < 0 {
+		return
+	}
+	if _, ok := bt.Schema().FindFieldByName(bronze.ColSourcePos); ok {
+		e.bronzeFields = append(slices.Clone(bronzeFields), bronze.ColSourcePos)
+		e.bronzeDirect = !filescan.Evolved(bt)
+	}
+}
+
+// warnUndated says how many Bronze rows the run named by their event id, having no
+// position (IdentityDelivery).
+func (e *engine) warnUndated(log *slog.Logger) {
+	if n := e.undated.Load(); n > 0 {
+		log.Warn("bronze rows without a _source_pos (ingested before Bronze recorded positions): each is a delivery of its own, named by its _event_id; a record Bronze holds twice among them is kept twice",
+			"entity", e.spec.Name, "rows", n)
+	}
+}
+
+// direct tells whether tasks of Bronze are read with filescan (see readsBronze).
+func (e *engine) direct(tasks []table.FileScanTask) bool {
+	return e.bronzeDirect && filescan.Direct(tasks)
 }
 
 // bronzeReadBatch is the Arrow batch size of Bronze reads: the payload column of a
@@ -650,7 +710,7 @@ func (e *engine) scanRanges(ctx context.Context, bt *table.Table, ranges []bronz
 // and skipping other groups' rows by it in the others.
 func (e *engine) scanGroups(ctx context.Context, bt *table.Table, r *bronzeRange) error {
 	// Only the direct reader reads the rows in the same order every time.
-	if e.groups == 1 || r.sinks&sinkSilver == 0 || !filescan.Direct(r.tasks) {
+	if e.groups == 1 || r.sinks&sinkSilver == 0 || !e.direct(r.tasks) {
 		e.rowGroup = nil
 		return e.scan(ctx, bt, *r)
 	}
@@ -690,9 +750,9 @@ func (e *engine) scan(ctx context.Context, bt *table.Table, r bronzeRange) error
 			w.hashes = slices.Grow(w.hashes, int(share*21/20))
 		}
 	}
-	if filescan.Direct(tasks) {
-		recs = readBronzeFiles(ctx, bt, tasks, pool)
-	} else if _, recs, err = bt.Scan(table.WithSelectedFields(bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ReadTasks(ctx, tasks); err != nil {
+	if e.direct(tasks) {
+		recs = readBronzeFiles(ctx, bt, tasks, e.bronzeFields, pool)
+	} else if _, recs, err = bt.Scan(table.WithSelectedFields(e.bronzeFields...), table.WithArrowBatchSize(bronzeReadBatch)).ReadTasks(ctx, tasks); err != nil {
 		return fmt.Errorf("scan bronze: %w", err)
 	}
 	return e.consume(ctx, recs, sinks)
@@ -953,13 +1013,34 @@ type bronzeBatch struct {
 	events   *array.String
 	files    *array.String
 	ingest   *array.Timestamp
+	pos      *array.Int64 // _source_pos, nil when not read
 }
 
 func newBronzeBatch(rec arrow.RecordBatch) *bronzeBatch {
-	return &bronzeBatch{
+	b := &bronzeBatch{
 		rec: rec, payloads: stringCol(rec, bronze.ColPayload), events: stringCol(rec, bronze.ColEventID),
 		files: stringCol(rec, bronze.ColFile), ingest: rec.Column(rec.Schema().FieldIndices(bronze.ColIngestTS)[0]).(*array.Timestamp),
 	}
+	if ix := rec.Schema().FieldIndices(bronze.ColSourcePos); len(ix) > 0 {
+		b.pos = rec.Column(ix[0]).(*array.Int64)
+	}
+	return b
+}
+
+// appendDeliveryID appends the delivery identity (ColDeliveryID) of Bronze row i of b,
+// whose payload hashes to h; dated is false when the row has no position (ingested
+// before Bronze recorded positions), whose identity is then its _event_id.
+func appendDeliveryID(dst []byte, b *bronzeBatch, i int, h uint64) (out []byte, dated bool) {
+	dst = append(dst, b.files.Value(i)...)
+	if b.pos == nil || b.pos.IsNull(i) {
+		return append(append(dst, "@event:"...), b.events.Value(i)...), false
+	}
+	dst = strconv.AppendInt(append(dst, '@'), b.pos.Value(i), 10)
+	dst = append(dst, '#')
+	for shift := 60; shift >= 0; shift -= 4 {
+		dst = append(dst, "0123456789abcdef"[h>>shift&0xf])
+	}
+	return dst, true
 }
 
 // chunk is a run of rows of one Bronze batch, typed by a parse worker: per row the
@@ -1051,6 +1132,11 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		if reason == "" && pw.rules != nil {
 			reason = pw.rules.apply(row)
 		}
+		var h uint64
+		if reason == "" && e.deliveryIdx >= 0 {
+			h = xxhash.Sum64(payload)
+			pw.setDeliveryID(row, c.b, i, h)
+		}
 		var op byte = 'u'
 		if reason == "" {
 			for _, k := range e.keyIdx {
@@ -1094,7 +1180,9 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		} else if groups != nil {
 			groups[c.row+int64(j)] = uint8(g)
 		}
-		h := xxhash.Sum64(payload)
+		if e.deliveryIdx < 0 {
+			h = xxhash.Sum64(payload)
+		}
 		if e.append {
 			c.ver[j], c.op[j] = version{hash: h}, 0
 			continue
@@ -1104,6 +1192,19 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 	}
 	c.arena = pw.parser.arena
 	pw.parser.arena = nil
+}
+
+// setDeliveryID sets the ColDeliveryID cell of row, typed from Bronze row i of b whose
+// payload hashes to h (the string is in the parser's arena, like the parsed ones).
+func (pw *parseWorker) setDeliveryID(row []Value, b *bronzeBatch, i int, h uint64) {
+	e := pw.e
+	n := len(pw.parser.arena)
+	var dated bool
+	pw.parser.arena, dated = appendDeliveryID(pw.parser.arena, b, i, h)
+	row[e.deliveryIdx] = Value{S: unsafeString(pw.parser.arena[n:])}
+	if !dated && e.group == 0 {
+		e.undated.Add(1)
+	}
 }
 
 // merge does the accounting of a typed chunk, the quarantine and the keys table, row by

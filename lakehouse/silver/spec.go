@@ -130,12 +130,25 @@ const (
 	ModeAppend = "append" // immutable facts: one row per event key, anti-join dedup
 )
 
+// Identities of an append entity's facts: what makes two Bronze rows the same fact.
+const (
+	// IdentityKey: the business key (EntitySpec.Key). A row whose key is stored is a
+	// duplicate, whatever else it holds.
+	IdentityKey = "key"
+	// IdentityDelivery: where Bronze got the record (its source file or Kafka partition,
+	// its position there) and its bytes, in the column ColDeliveryID. Every delivered
+	// record is a fact, identical ones included; only the same record delivered again
+	// (read again from the same place) is a duplicate. For facts without a natural key.
+	IdentityDelivery = "delivery"
+)
+
 // EntitySpec is the Silver model of one entity.
 type EntitySpec struct {
 	Name            string
 	Table           string
 	QuarantineTable string
 	Mode            string // upsert | append
+	Identity        string // append: IdentityKey ("" too) or IdentityDelivery (then Key is empty)
 	Key             []string
 	UpdatedAt       string              // upsert ordering column
 	Op              string              // upsert CDC op column ("" = every row is an upsert)

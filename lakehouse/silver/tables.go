@@ -25,6 +25,11 @@ const (
 	// Upsert tables created before they existed do without them.
 	ColKeyHashHi = "_key_hash_hi"
 	ColKeyHashLo = "_key_hash_lo"
+	// ColDeliveryID is the identity of a fact of an entity with IdentityDelivery, and its
+	// key: "<_source_file>@<_source_pos>#<xxh64 of the payload, 16 hex digits>" of the
+	// Bronze row it was typed from, or "<_source_file>@event:<_event_id>" for a row
+	// ingested before Bronze recorded positions (see appendDeliveryID).
+	ColDeliveryID = "_delivery_id"
 )
 
 // Snapshot summary keys of Silver and quarantine commits.
@@ -104,13 +109,46 @@ var internalCols = []ColumnSpec{
 }
 
 // InternalNames are the names of the columns goldbridge adds to Silver tables (in
-// upsert mode; append mode adds a subset); config refuses them as column names.
+// upsert mode, and the delivery identity; append mode adds a subset); config refuses
+// them as column names.
 func InternalNames() []string {
-	out := make([]string, len(internalCols))
+	out := make([]string, len(internalCols), len(internalCols)+1)
 	for i, c := range internalCols {
 		out[i] = c.Name
 	}
-	return out
+	return append(out, ColDeliveryID)
+}
+
+// deliveryColumn is the key column of an entity with IdentityDelivery, after the
+// entity's own and its rules' columns.
+var deliveryColumn = ColumnSpec{Name: ColDeliveryID, Type: Type{Kind: String}}
+
+// KeyColumns are the entity's key columns as its Silver table has them: Key, or
+// ColDeliveryID with IdentityDelivery.
+func (s EntitySpec) KeyColumns() []string {
+	if s.Identity == IdentityDelivery {
+		return []string{ColDeliveryID}
+	}
+	return s.Key
+}
+
+// withIdentity checks the spec's identity and returns it with Key set to the key
+// columns of its table (KeyColumns).
+func withIdentity(spec EntitySpec) (EntitySpec, error) {
+	switch spec.Identity {
+	case "", IdentityKey:
+		return spec, nil
+	case IdentityDelivery:
+		if spec.Mode != ModeAppend {
+			return spec, fmt.Errorf("identity %s is for append mode (facts): an %s entity merges the versions of its business key", IdentityDelivery, spec.Mode)
+		}
+		if len(spec.Key) > 0 {
+			return spec, fmt.Errorf("identity %s takes no key (got %v): the delivery is the fact's identity", IdentityDelivery, spec.Key)
+		}
+		spec.Key = spec.KeyColumns()
+		return spec, nil
+	}
+	return spec, fmt.Errorf("identity %q: want %s or %s", spec.Identity, IdentityKey, IdentityDelivery)
 }
 
 // withoutKeyHash drops the key hash columns from a table's columns (an upsert table

@@ -188,7 +188,8 @@ type Bronze struct {
 type Silver struct {
 	Table           string              `yaml:"table"`
 	QuarantineTable string              `yaml:"quarantine_table"`
-	Mode            string              `yaml:"mode"` // upsert | append
+	Mode            string              `yaml:"mode"`     // upsert | append
+	Identity        string              `yaml:"identity"` // append: key (default) | delivery
 	Key             []string            `yaml:"key"`
 	UpdatedAt       string              `yaml:"updated_at"` // ordering column (upsert)
 	Op              string              `yaml:"op"`         // CDC op column (upsert); values c/u/d/r

@@ -680,3 +680,60 @@ func TestNamesAsTheSourceHasThem(t *testing.T) {
 		})
 	}
 }
+
+// TestDeliveryIdentity: identity: delivery is valid on an append entity without a key,
+// and every config it cannot serve is a problem at its path: with a key (ambiguous: which
+// identity?), on an upsert entity, an unknown identity, and an append entity with neither
+// a key nor identity: delivery (whose message points to it).
+func TestDeliveryIdentity(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/events.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := "      key: [event_id, source]         "
+	if !strings.Contains(string(base), keyed) {
+		t.Fatalf("events.yaml lacks %q", keyed)
+	}
+	cfg := func(to string) string { return strings.Replace(string(base), keyed, to, 1) }
+	c, err := Parse([]byte(cfg("      identity: delivery")), "/tmp/s", env(nil))
+	if err != nil {
+		t.Fatalf("identity: delivery without a key: %v", err)
+	}
+	if sv := c.Entities["app_events"].Silver; sv.Identity != "delivery" || len(sv.Key) != 0 {
+		t.Fatalf("silver %+v", sv)
+	}
+	if c, err := Parse(base, "/tmp/s", env(nil)); err != nil || c.Entities["app_events"].Silver.Identity != "key" {
+		t.Fatalf("the default identity: %v", err)
+	}
+	for _, tc := range []struct{ name, to, path, msg string }{
+		{"key and delivery", "      identity: delivery\n      key: [event_id, source]", "entities.app_events.silver.key", "not with identity: delivery"},
+		{"empty key and delivery", "      identity: delivery\n      key: []", "", ""},
+		{"neither", "      key: []", "entities.app_events.silver.key", "identity: delivery"},
+		{"unknown", "      identity: row\n      key: [event_id, source]", "entities.app_events.silver.identity", "must be one of key, delivery"},
+		{"delivery on upsert", "      identity: delivery\n      updated_at: event_time", "entities.app_events.silver.identity", "append mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := cfg(tc.to)
+			if tc.name == "delivery on upsert" {
+				src = strings.Replace(strings.Replace(src, "mode: append ", "mode: upsert ", 1), "      keys_table: silver.app_events_keys\n", "", 1)
+			}
+			_, err := Parse([]byte(src), "/tmp/s", env(nil))
+			if tc.path == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("want Problems, got %v", err)
+			}
+			for _, p := range ps {
+				if p.Path == tc.path && strings.Contains(p.Msg, tc.msg) {
+					return
+				}
+			}
+			t.Fatalf("no problem at %s saying %q; got %v", tc.path, tc.msg, ps)
+		})
+	}
+}

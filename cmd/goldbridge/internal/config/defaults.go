@@ -113,6 +113,7 @@ func (c *Config) applyDefaults() {
 		sv := &e.Silver
 		setDefault(&sv.Table, lh.Namespaces.Silver+"."+name)
 		setDefault(&sv.QuarantineTable, lh.Namespaces.Silver+"."+name+"_quarantine")
+		setDefault(&sv.Identity, "key")
 		if sv.Buckets == 0 {
 			sv.Buckets = DefaultBuckets
 		}

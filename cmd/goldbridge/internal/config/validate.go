@@ -602,8 +602,30 @@ func (c *Config) validateEntity(v *validator, name string) {
 		v.oneOf(sp+".quality.severity."+ck.name, ck.val, "critical", "warning")
 	}
 	c.validateRules(v, sp, sv, cols, names)
-	// The key may name a column a derive rule adds (cols now holds the rules' columns).
-	if len(sv.Key) == 0 {
+	validateKey(v, sp, sv, cols)
+}
+
+// validateKey checks the identity of an entity's rows: its business key (which may name
+// a column a derive rule adds: cols holds the rules' columns), or, for facts without
+// one, identity: delivery.
+func validateKey(v *validator, sp string, sv Silver, cols map[string]string) {
+	switch sv.Identity {
+	case "key":
+	case "delivery":
+		if sv.Mode == "upsert" {
+			v.add(sp+".identity", "delivery is for append mode (facts without a natural key); an upsert entity merges the versions of its business key")
+		}
+		if len(sv.Key) > 0 {
+			v.add(sp+".key", "not with identity: delivery, which names each fact by where it was delivered (docs/silver.md, \"Facts without a natural key\"): remove key, or remove identity to deduplicate by this key")
+		}
+		return
+	default:
+		v.add(sp+".identity", "must be one of key, delivery, got %q", sv.Identity)
+		return
+	}
+	if len(sv.Key) == 0 && sv.Mode == "append" {
+		v.add(sp+".key", "required: the columns that identify a fact, or, for facts without one (two identical rows are two facts), identity: delivery (docs/silver.md, \"Facts without a natural key\")")
+	} else if len(sv.Key) == 0 {
 		v.add(sp+".key", "required")
 	}
 	for i, k := range sv.Key {
