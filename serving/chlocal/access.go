@@ -273,11 +273,18 @@ func EnsurePassword(file string) (string, error) {
 // writeNew creates path with data (mode 0600) unless it exists (os.ErrExist); the
 // content appears complete or not at all (temporary file linked into place).
 func writeNew(path string, data []byte) error {
-	tmp := path + ".tmp" + hex.EncodeToString([]byte{byte(os.Getpid()), byte(os.Getpid() >> 8)})
+	// A name of its own per call (not per process): two goroutines racing must not
+	// remove each other's file before it is linked.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	defer os.Remove(tmp)
 	if err := writePrivate(tmp, data); err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
 	return os.Link(tmp, path)
 }
 
