@@ -235,6 +235,9 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		}
 	}
 	fields = append(fields, e.cols[e.uaIdx].Name)
+	if e.seqIdx >= 0 {
+		fields = append(fields, e.cols[e.seqIdx].Name)
+	}
 	// The sort_by columns of the versions replaced are recorded in the summary.
 	var tracked []int
 	for _, c := range e.sortBy {
@@ -311,6 +314,10 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 				}
 			}
 			ua := col(e.cols[e.uaIdx].Name)
+			var seq *array.Int64
+			if e.seqIdx >= 0 {
+				seq = col(e.cols[e.seqIdx].Name).(*array.Int64)
+			}
 			trackedCols := make([]arrow.Array, len(tracked))
 			for i, c := range tracked {
 				trackedCols[i] = col(e.cols[c].Name)
@@ -323,6 +330,9 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 					continue
 				}
 				v := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
+				if seq != nil {
+					v.seq = uint64(seq.Value(r))
+				}
 				st := found[id]
 				if st == nil {
 					st = &stored{tracked: make([]Value, len(tracked))}

@@ -56,13 +56,14 @@ type Options struct {
 }
 
 // Counts accounts for every Bronze row of a run: Current + Superseded + Duplicates +
-// Quarantined == Read.
+// Quarantined + Skipped == Read.
 type Counts struct {
 	Read        int64 `json:"read"`
 	Current     int64 `json:"current"`     // upsert: newest version of its key, merged; append: appended
 	Superseded  int64 `json:"superseded"`  // upsert: an older version (in the run, or older than Silver's: a late event)
 	Duplicates  int64 `json:"duplicates"`  // upsert: the same payload again; append: an event key seen before (in the run or in Silver)
 	Quarantined int64 `json:"quarantined"` // failed parsing, typing, a required field or a filter rule
+	Skipped     int64 `json:"skipped"`     // Debezium tombstones: no change, never quarantined (debezium.go)
 	Inserted    int64 `json:"inserted"`    // keys new to Silver
 	Updated     int64 `json:"updated"`     // keys whose stored version was replaced
 	Deleted     int64 `json:"deleted"`     // of those, soft deletes (op d)
@@ -421,7 +422,8 @@ type engine struct {
 	tcols        []ColumnSpec // table columns
 	keyHashCols  bool         // the table has the key hash columns (upsert tables created with them)
 	keyIdx       []int
-	uaIdx        int // upsert: updated_at
+	uaIdx        int // upsert: updated_at (a Debezium entity ordered by position: _cdc_position)
+	seqIdx       int // a Debezium entity ordered by position: _cdc_sequence, else -1
 	opIdx        int // upsert: op, or -1
 	etIdx        int // append: event_time, or -1
 	rules        *ruleSet
@@ -469,13 +471,27 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	cols := slices.Clone(rules.cols)                   // the declared columns (as the rules retype them), then the rules' own
+	cols := slices.Clone(rules.cols) // the declared columns (as the rules retype them), then the rules' own
+	if spec.Debezium != nil {
+		if spec.Mode != ModeUpsert {
+			return nil, errors.New("a Debezium entity is mode upsert")
+		}
+		if spec.Op != "" || len(spec.OpValues) > 0 {
+			return nil, errors.New("a Debezium entity takes its op from the events (no op column)")
+		}
+		if err := spec.Debezium.check(); err != nil {
+			return nil, err
+		}
+		if spec.UpdatedAt == "" { // ordered by the source position, stored in two columns
+			cols = append(cols, debeziumPositionCols...)
+		}
+	}
 	if _, err := newParser(spec.Columns); err != nil { // defaults are checked here
 		return nil, err
 	}
 	e := &engine{
 		spec: spec, append: spec.Mode == ModeAppend, cols: cols, tcols: tableColumns(cols, spec.Mode), rules: rules,
-		uaIdx: -1, opIdx: -1, etIdx: -1,
+		uaIdx: -1, seqIdx: -1, opIdx: -1, etIdx: -1,
 		now: time.Now().UTC(), quar: array.NewRecordBuilder(memory.DefaultAllocator, quarantineArrow),
 	}
 	e.ws = make([]*winners, mergeShards())
@@ -520,6 +536,10 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		if spec.KeysTable != "" {
 			e.keys = newKeySet(keyColumns(cols, spec.Key))
 		}
+		return e, nil
+	}
+	if spec.Debezium != nil && spec.UpdatedAt == "" {
+		e.uaIdx, e.seqIdx = idx(ColCDCPosition), idx(ColCDCSequence)
 		return e, nil
 	}
 	if e.uaIdx = idx(spec.UpdatedAt); e.uaIdx < 0 {
@@ -937,7 +957,9 @@ type chunk struct {
 type parseWorker struct {
 	e      *engine
 	parser *parser
+	dbz    *dbzParser // a Debezium entity's, instead of parser
 	rules  *ruleSet
+	buf    []byte
 }
 
 func (e *engine) newParseWorker() (*parseWorker, error) {
@@ -946,6 +968,12 @@ func (e *engine) newParseWorker() (*parseWorker, error) {
 		return nil, err
 	}
 	w := &parseWorker{e: e, parser: p}
+	if d := e.spec.Debezium; d != nil {
+		if w.dbz, err = newDbzParser(e.spec.Columns, *d, e.seqIdx >= 0); err != nil {
+			return nil, err
+		}
+		w.parser = w.dbz.parser
+	}
 	if e.rules != nil {
 		w.rules = e.rules.clone()
 	}
@@ -997,13 +1025,30 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 				reason = "pii_undecryptable"
 			}
 		}
-		if reason == "" {
+		var op byte = 'u'
+		if reason == "" && pw.dbz != nil {
+			var ev *dbzEvent
+			if ev, reason = pw.dbz.parse(payload, row[:ncols]); ev.tombstone {
+				c.reason[j] = reasonSkipped
+				if groups != nil {
+					groups[c.row+int64(j)] = otherGroup
+				}
+				continue
+			}
+			op = ev.op
+			if e.seqIdx >= 0 {
+				row[e.uaIdx], row[e.seqIdx] = Value{I: int64(ev.hi)}, Value{I: int64(ev.lo)}
+			}
+		} else if reason == "" {
 			reason = pw.parser.parse(payload, row[:ncols])
 		}
 		if reason == "" && pw.rules != nil {
-			reason = pw.rules.apply(row)
+			if pw.dbz != nil && op == 'd' {
+				reason = pw.rules.applyToDelete(row)
+			} else {
+				reason = pw.rules.apply(row)
+			}
 		}
-		var op byte = 'u'
 		if reason == "" {
 			for _, k := range e.keyIdx {
 				if row[k].Null {
@@ -1046,12 +1091,21 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		} else if groups != nil {
 			groups[c.row+int64(j)] = uint8(g)
 		}
-		h := xxhash.Sum64(payload)
 		if e.append {
-			c.ver[j], c.op[j] = version{hash: h}, 0
+			c.ver[j], c.op[j] = version{hash: xxhash.Sum64(payload)}, 0
 			continue
 		}
-		c.ver[j] = version{ua: orderValue(row[e.uaIdx], e.cols[e.uaIdx].Type), rank: opRank(op), hash: h}
+		v := version{ua: orderValue(row[e.uaIdx], e.cols[e.uaIdx].Type), rank: opRank(op)}
+		switch {
+		case e.seqIdx >= 0: // Debezium by position: the event is its key and position
+			v.seq = uint64(row[e.seqIdx].I)
+			v.hash = dbzHash(c.key[j], uint64(v.ua), v.seq)
+		case pw.dbz != nil: // Debezium by updated_at: the event is its values and op
+			pw.buf, v.hash = dbzRowHash(pw.buf, row, e.cols, op)
+		default:
+			v.hash = xxhash.Sum64(payload)
+		}
+		c.ver[j] = v
 		c.op[j] = op
 	}
 	c.arena = pw.parser.arena
@@ -1068,7 +1122,12 @@ func (e *engine) merge(c *chunk, sinks sink, width int) {
 		if toSilver {
 			e.counts.Read++
 		}
-		if reason := c.reason[j]; reason != "" {
+		if reason := c.reason[j]; reason == reasonSkipped {
+			if toSilver {
+				e.counts.Skipped++
+			}
+			continue
+		} else if reason != "" {
 			if toSilver {
 				e.counts.Quarantined++
 				class, _, _ := strings.Cut(reason, ": ")
@@ -1166,7 +1225,8 @@ func (e *engine) addQuarantine(raw, eventID, reason string, ingest *array.Timest
 // than spec.FailQuarantinePct of the Bronze rows it read.
 func (e *engine) quarantineGate() error {
 	c, limit := e.counts, e.spec.FailQuarantinePct
-	if limit <= 0 || c.Read == 0 || pct(c.Quarantined, c.Read) <= limit {
+	read := c.Read - c.Skipped // tombstones are no part of the ratio
+	if limit <= 0 || read == 0 || pct(c.Quarantined, read) <= limit {
 		return nil
 	}
 	classes := slices.Collect(maps.Keys(e.reasons))
@@ -1181,5 +1241,5 @@ func (e *engine) quarantineGate() error {
 		top = append(top, fmt.Sprintf("%s (%d)", r, e.reasons[r]))
 	}
 	return fmt.Errorf("%w: %d of %d bronze rows quarantined (%.2f%%), above fail_quarantine_pct %g%%; nothing committed; top reasons: %s",
-		ErrQuarantineGate, c.Quarantined, c.Read, pct(c.Quarantined, c.Read), limit, strings.Join(top, ", "))
+		ErrQuarantineGate, c.Quarantined, read, pct(c.Quarantined, read), limit, strings.Join(top, ", "))
 }

@@ -229,9 +229,12 @@ func (a *arena) get(ref uint64) string {
 
 // version orders the versions of one key: newer updated_at wins, then the op rank
 // d > u > c > r, then the payload hash (a deterministic tiebreak; equal means the same
-// payload delivered twice).
+// payload delivered twice). A Debezium entity ordered by the source position has the
+// position's high word in ua and its low word in seq (0 for every other entity), and
+// the hash of the key and the position in hash (debezium.go).
 type version struct {
 	ua   int64
+	seq  uint64
 	rank int8
 	hash uint64
 }
@@ -240,6 +243,11 @@ func (v version) cmp(o version) int {
 	switch {
 	case v.ua != o.ua:
 		return cmp64(v.ua, o.ua)
+	case v.seq != o.seq:
+		if v.seq < o.seq {
+			return -1
+		}
+		return 1
 	case v.rank != o.rank:
 		return cmp64(int64(v.rank), int64(o.rank))
 	case v.hash != o.hash:
@@ -325,6 +333,7 @@ type winners struct {
 // Meta fields of a record, after the values.
 const (
 	metaUA    = iota // version: updated_at
+	metaSeq          // version: the position's low word (Debezium), else 0
 	metaHash         // version: payload hash; arrival: payload hash
 	metaTS           // arrival: Bronze _ingest_ts (µs)
 	metaID0          // event id: UUID bytes 0-7
@@ -383,7 +392,7 @@ func (w *winners) key(slot int) string { return w.keys.get(w.record(slot)[w.meta
 // version returns the version held for slot.
 func (w *winners) version(slot int) version {
 	m := w.record(slot)[w.meta:]
-	return version{ua: int64(m[metaUA]), rank: int8(m[metaMisc]), hash: m[metaHash]}
+	return version{ua: int64(m[metaUA]), seq: m[metaSeq], rank: int8(m[metaMisc]), hash: m[metaHash]}
 }
 
 // op returns the canonical op held for slot.
@@ -531,7 +540,7 @@ func (w *winners) offer(h xxh3.Uint128, key string, row []Value, v version, op b
 	}
 	r := w.record(s)
 	m := r[w.meta:]
-	held := version{ua: int64(m[metaUA]), rank: int8(m[metaMisc]), hash: m[metaHash]}
+	held := version{ua: int64(m[metaUA]), seq: m[metaSeq], rank: int8(m[metaMisc]), hash: m[metaHash]}
 	hts := int64(m[metaTS])
 	var (
 		buf    [36]byte
@@ -559,7 +568,7 @@ func (w *winners) hold(r []uint64, row []Value, v version, op byte, eventID stri
 		}
 	}
 	m := r[w.meta:]
-	m[metaUA], m[metaHash], m[metaTS] = uint64(v.ua), v.hash, uint64(ts)
+	m[metaUA], m[metaSeq], m[metaHash], m[metaTS] = uint64(v.ua), v.seq, v.hash, uint64(ts)
 	misc := uint64(uint8(v.rank)) | uint64(op)<<8
 	if u, ok := parseCanonicalUUID(eventID); ok {
 		m[metaID0], m[metaID1] = binary.LittleEndian.Uint64(u[:8]), binary.LittleEndian.Uint64(u[8:])
