@@ -98,6 +98,9 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 		WarnQuarantinePct: *sv.Quality.WarnQuarantinePct, WarnDuplicatePct: *sv.Quality.WarnDuplicatePct,
 		FailQuarantinePct: *sv.Quality.FailQuarantinePct,
 	}
+	if sv.Format == "debezium" && sv.Debezium != nil {
+		spec.Debezium = &silver.DebeziumSpec{Connector: sv.Debezium.Connector, DecimalHandling: sv.Debezium.DecimalHandling}
+	}
 	for _, c := range sv.Columns {
 		t, err := silver.ParseType(c.Type)
 		if err != nil {
