@@ -55,6 +55,9 @@ type Customer struct {
 type Change struct {
 	Op  byte     // c, u, d or r
 	Row Customer // the row after (c, u, r), or the row deleted (d)
+	// Lacks says what the event does not carry: "notes" (an unchanged TOASTed notes),
+	// "row" (a delete with the key only: REPLICA IDENTITY DEFAULT), or "".
+	Lacks string
 }
 
 // DebeziumFile is one landing file of the stream.
@@ -99,7 +102,7 @@ func GenerateDebezium(o DebeziumOptions) DebeziumStream {
 	g.tick()
 	for i := range o.Customers {
 		c := g.newCustomer(int64(i + 1))
-		ev := g.event(Change{'r', *c}, nil)
+		ev := g.event(Change{Op: 'r', Row: *c}, nil)
 		ev.snap = "true"
 		if i == o.Customers-1 {
 			ev.snap = "last"
@@ -265,7 +268,11 @@ func (g *dbzGen) event(ch Change, before *Customer) *dbzEvent {
 func (g *dbzGen) remove(id int64) *dbzEvent {
 	old := *g.live[id]
 	delete(g.live, id)
-	return g.event(Change{'d', old}, &old)
+	ch := Change{Op: 'd', Row: old}
+	if !g.fullBefore() {
+		ch.Lacks = "row"
+	}
+	return g.event(ch, &old)
 }
 
 // transaction is one streaming transaction's changes.
@@ -283,9 +290,12 @@ func (g *dbzGen) transaction() []*dbzEvent {
 		default:
 			c.Tier, c.Balance = tiers[g.r.IntN(len(tiers))], c.Balance+int64(g.r.IntN(5000))
 		}
-		ev := g.event(Change{'u', *c}, &old)
+		ev := g.event(Change{Op: 'u', Row: *c}, &old)
 		ev.toast = g.o.Toast && len(c.Notes) > 2000
 		ev.toastB = ev.toast
+		if ev.toast {
+			ev.ch.Lacks = "notes"
+		}
 		evs = append(evs, ev)
 	}
 	ids := g.liveIDs()
@@ -298,7 +308,7 @@ func (g *dbzGen) transaction() []*dbzEvent {
 		case k < 25: // insert
 			c := g.newCustomer(g.next + 1)
 			c.UpdatedAt = g.txTS
-			evs = append(evs, g.event(Change{'c', *c}, nil))
+			evs = append(evs, g.event(Change{Op: 'c', Row: *c}, nil))
 			ids = g.liveIDs()
 		case k < 65: // update
 			update(pick())
@@ -314,7 +324,7 @@ func (g *dbzGen) transaction() []*dbzEvent {
 			evs = append(evs, g.remove(id))
 			c := g.newCustomer(id)
 			c.UpdatedAt = g.txTS
-			evs = append(evs, g.event(Change{'c', *c}, nil))
+			evs = append(evs, g.event(Change{Op: 'c', Row: *c}, nil))
 			ids = g.liveIDs()
 		}
 	}

@@ -63,8 +63,8 @@ func TestDebeziumDocsConfig(t *testing.T) {
 		opt     demo.DebeziumOptions
 		decimal string
 	}{
-		{"envelope_precise", demo.DebeziumOptions{Connector: "postgresql", Precise: true}, ""},
-		{"flattened_string", demo.DebeziumOptions{Connector: "postgresql", Flattened: true}, "string"},
+		{"envelope_precise", demo.DebeziumOptions{Connector: "postgresql", Precise: true, Toast: true}, ""},
+		{"flattened_string", demo.DebeziumOptions{Connector: "postgresql", Flattened: true, Toast: true}, "string"},
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			cfg := docsDebeziumConfig(t)

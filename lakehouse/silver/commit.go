@@ -238,6 +238,13 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	if e.seqIdx >= 0 {
 		fields = append(fields, e.cols[e.seqIdx].Name)
 	}
+	// The columns a Debezium winner lacks take the stored version's value.
+	fillCols := e.toastColumns()
+	for _, c := range fillCols {
+		if !slices.Contains(fields, e.cols[c].Name) {
+			fields = append(fields, e.cols[c].Name)
+		}
+	}
 	// The sort_by columns of the versions replaced are recorded in the summary.
 	var tracked []int
 	for _, c := range e.sortBy {
@@ -267,6 +274,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	type stored struct {
 		v       version
 		tracked []Value // the sort_by columns of that row
+		fill    storedFill
 	}
 	type slotID struct {
 		w    *winners
@@ -322,6 +330,10 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			for i, c := range tracked {
 				trackedCols[i] = col(e.cols[c].Name)
 			}
+			fillArrs := make([]arrow.Array, len(fillCols))
+			for i, c := range fillCols {
+				fillArrs[i] = col(e.cols[c].Name)
+			}
 			ops := col(ColCDCOp).(*array.String)
 			hashes := col(ColVersion).(*array.Int64)
 			for r := range int(rec.NumRows()) {
@@ -343,6 +355,12 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 				st.v = v
 				for i, tc := range tracked {
 					st.tracked[i] = ValueAt(trackedCols[i], r, e.cols[tc].Type)
+				}
+				if len(fillCols) > 0 && id.w.toast != nil && len(id.w.toast.fill[id.slot]) > 0 {
+					st.fill = storedFill{cols: fillCols, vals: make([]Value, len(fillCols))}
+					for i, c := range fillCols {
+						st.fill.vals[i] = cloneValue(ValueAt(fillArrs[i], r, e.cols[c].Type))
+					}
 				}
 			}
 			rec.Release()
@@ -372,6 +390,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		switch c := w.version(slot).cmp(st.v); {
 		case c > 0:
 			w.fate[slot] = fateUpdate
+			w.fillFromStored(slot, st.v, st.fill)
 			for i, tc := range tracked {
 				if v := st.tracked[i]; !v.Null {
 					k, _ := replacedKey(v, e.cols[tc].Type.Kind)

@@ -409,10 +409,14 @@ func (d *dbzParser) columns(image *fastjson.Value, row []Value) string {
 		}
 		if v == nil || v.Type() == fastjson.TypeNull {
 			switch {
+			case ev.op == 'd':
+				// A delete's before image lacks what REPLICA IDENTITY DEFAULT does not
+				// log: the deleted row keeps the values it had (debezium_toast.go).
+				ev.unavailable = append(ev.unavailable, i)
+				row[i] = Value{Null: true}
 			case d.hasDf[i]:
 				row[i] = d.defs[i]
-			case c.Required && ev.op != 'd':
-				// A delete carries the key (REPLICA IDENTITY DEFAULT: nothing else).
+			case c.Required:
 				return "missing_" + c.Name
 			default:
 				row[i] = Value{Null: true}

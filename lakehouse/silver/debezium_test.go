@@ -40,9 +40,10 @@ func customersSpec(connector, decimals string) EntitySpec {
 }
 
 // dbzOracle is the Silver state the source history makes, computed from the history
-// alone: per key its last change; a deleted key is is_deleted with the deleted row's
-// values when the delete carries them (REPLICA IDENTITY FULL, MySQL), else its key only.
-func dbzOracle(h []demo.Change, fullBefore bool) map[int64]string {
+// alone: per key its last change; a deleted key is is_deleted with the values the row
+// had (whatever the delete event carries: REPLICA IDENTITY DEFAULT or FULL), and an
+// unchanged TOASTed column keeps its value.
+func dbzOracle(h []demo.Change) map[int64]string {
 	last := map[int64]demo.Change{}
 	for _, ch := range h {
 		last[ch.Row.ID] = ch
@@ -50,10 +51,6 @@ func dbzOracle(h []demo.Change, fullBefore bool) map[int64]string {
 	out := map[int64]string{}
 	for id, ch := range last {
 		r := ch.Row
-		if ch.Op == 'd' && !fullBefore {
-			out[id] = fmt.Sprintf("%d|NULL|NULL|NULL|NULL|NULL|NULL|true|d", id)
-			continue
-		}
 		tier := r.Tier
 		if tier == "" {
 			tier = "NULL"
@@ -109,13 +106,46 @@ func customerRows(t *testing.T, lh *catalog.Lakehouse, spec EntitySpec) map[int6
 	return out
 }
 
+// carried blanks, in rendered rows, the columns the last change of each key lacks.
+func carried(rows map[int64]string, h []demo.Change) map[int64]string {
+	last := map[int64]demo.Change{}
+	for _, ch := range h {
+		last[ch.Row.ID] = ch
+	}
+	out := map[int64]string{}
+	for id, r := range rows {
+		p := strings.Split(r, "|")
+		switch last[id].Lacks {
+		case "notes":
+			p[6] = "?"
+		case "row":
+			for i := 1; i <= 6; i++ {
+				p[i] = "?"
+			}
+		}
+		out[id] = strings.Join(p, "|")
+	}
+	return out
+}
+
+// clipRow shortens the long notes of a rendered row.
+func clipRow(s string) string {
+	parts := strings.Split(s, "|")
+	for i, p := range parts {
+		if len(p) > 24 {
+			parts[i] = p[:24] + "…"
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
 func diffRows(t *testing.T, what string, got, want map[int64]string) {
 	t.Helper()
 	bad := 0
 	for id, w := range want {
 		if g := got[id]; g != w {
 			if bad++; bad <= 5 {
-				t.Errorf("%s: key %d:\n got  %s\n want %s", what, id, g, w)
+				t.Errorf("%s: key %d:\n got  %s\n want %s", what, id, clipRow(g), clipRow(w))
 			}
 		}
 	}
@@ -143,6 +173,7 @@ func dbzVariants() []dbzVariant {
 	v := func(name, conn string, flat, precise, full bool) dbzVariant {
 		o := base
 		o.Connector, o.Flattened, o.Precise, o.FullIdentity = conn, flat, precise, full
+		o.Toast = conn == "postgresql" // unchanged long notes: __debezium_unavailable_value
 		dec := DecimalPrecise
 		if !precise {
 			dec = DecimalString
@@ -183,7 +214,7 @@ func TestDebeziumOracle(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			st := demo.GenerateDebezium(v.opt)
 			spec := customersSpec(v.opt.Connector, v.dec)
-			want := dbzOracle(st.History, v.opt.Connector == "mysql" || v.opt.FullIdentity)
+			want := dbzOracle(st.History)
 			ctx := context.Background()
 
 			// In production order, one file per run.
@@ -224,7 +255,10 @@ func TestDebeziumOracle(t *testing.T) {
 					t.Fatalf("%s: %v", f.Name, err)
 				}
 			}
-			diffRows(t, "shuffled", customerRows(t, lh2, spec), want)
+			// Across runs, a column an event lacks takes the newest value Silver has seen
+			// by then: an older version landing in a later run does not give it one
+			// (docs/silver.md). So those columns are compared in order and by replay only.
+			diffRows(t, "shuffled", carried(customerRows(t, lh2, spec), st.History), carried(want, st.History))
 			if _, err := Replay(ctx, lh2, spec, "bronze.customers", Options{}); err != nil {
 				t.Fatal(err)
 			}

@@ -795,6 +795,9 @@ func (e *engine) resetWinners() {
 	for i := range e.ws {
 		w := newWinners(e.cols)
 		w.firstWins = e.append
+		if e.spec.Debezium != nil {
+			w.toast = newToastState()
+		}
 		if len(e.keyIdx) == 1 && e.cols[e.keyIdx[0]].Type.Kind == String {
 			w.keyCol = e.keyIdx[0] // its rendered key is its value
 		}
@@ -950,6 +953,10 @@ type chunk struct {
 	op      []byte
 	arena   []byte
 	done    chan struct{}
+	// A Debezium entity's: the columns row j lacks are ucols[uoff[j]:uoff[j+1]]
+	// (debezium_toast.go).
+	ucols []int
+	uoff  []int32
 }
 
 // parseWorker types chunks; it owns a parser and a rule set (neither is safe for
@@ -995,8 +1002,12 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 	if int64(len(groups)) < c.row+int64(c.n) {
 		groups = nil
 	}
+	c.ucols, c.uoff = c.ucols[:0], c.uoff[:0]
 	for j := range c.n {
 		i := c.lo + j
+		if pw.dbz != nil {
+			c.uoff = append(c.uoff, int32(len(c.ucols)))
+		}
 		if groups != nil && e.group > 0 && groups[c.row+int64(j)] != uint8(e.group) {
 			c.reason[j], c.shard[j] = "", otherGroup // another group's, or quarantined
 			continue
@@ -1036,6 +1047,7 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 				continue
 			}
 			op = ev.op
+			c.ucols = append(c.ucols, ev.unavailable...)
 			if e.seqIdx >= 0 {
 				row[e.uaIdx], row[e.seqIdx] = Value{I: int64(ev.hi)}, Value{I: int64(ev.lo)}
 			}
@@ -1108,6 +1120,9 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		c.ver[j] = v
 		c.op[j] = op
 	}
+	if pw.dbz != nil {
+		c.uoff = append(c.uoff, int32(len(c.ucols)))
+	}
 	c.arena = pw.parser.arena
 	pw.parser.arena = nil
 }
@@ -1163,6 +1178,9 @@ func (e *engine) offerShard(w *winners, s int, c *chunk, width int) {
 			w.hashes = append(w.hashes, c.ver[j].hash)
 		}
 		w.offered++
+		if w.toast != nil {
+			w.toast.pending = c.ucols[c.uoff[j]:c.uoff[j+1]]
+		}
 		w.offer(c.kh[j], c.key[j], c.vals[j*width:(j+1)*width], c.ver[j], c.op[j], b.events.Value(i), ts)
 	}
 }

@@ -328,6 +328,8 @@ type winners struct {
 
 	firstWins bool // append mode
 	keyCol    int  // the column that is the whole key when it is one string column, else -1
+
+	toast *toastState // a Debezium entity's: the columns a version does not carry (debezium_toast.go)
 }
 
 // Meta fields of a record, after the values.
@@ -536,6 +538,9 @@ func (w *winners) offer(h xxh3.Uint128, key string, row []Value, v version, op b
 		r := w.record(slot)
 		r[w.meta+metaKey], r[w.meta+metaKeyHi] = ref, h.Hi
 		w.hold(r, row, v, op, eventID, ts, false)
+		if w.toast != nil {
+			w.toast.first(slot)
+		}
 		return
 	}
 	r := w.record(s)
@@ -555,7 +560,13 @@ func (w *winners) offer(h xxh3.Uint128, key string, row []Value, v version, op b
 			return
 		}
 	} else if c := v.cmp(held); c < 0 || c == 0 && !earlier {
+		if w.toast != nil && c < 0 {
+			w.toast.older(w, s, r, row, v)
+		}
 		return
+	}
+	if w.toast != nil {
+		row = w.toast.newer(w, s, row, held)
 	}
 	w.hold(r, row, v, op, eventID, ts, true)
 }
