@@ -19,6 +19,9 @@ const (
 	ColEventID  = "_event_id"
 	ColBatchID  = "_batch_id"
 	ColSourceTS = "_source_ts"
+	// The Kafka record's key and headers (null for files); see docs/bronze.md.
+	ColSourceKey     = "_source_key"
+	ColSourceHeaders = "_source_headers"
 )
 
 // Snapshot summary keys written with every Bronze commit.
@@ -42,6 +45,8 @@ func Schema() *iceberg.Schema {
 		iceberg.NestedField{ID: 5, Name: ColEventID, Type: iceberg.PrimitiveTypes.String, Required: true},
 		iceberg.NestedField{ID: 6, Name: ColBatchID, Type: iceberg.PrimitiveTypes.String, Required: true},
 		iceberg.NestedField{ID: 7, Name: ColSourceTS, Type: iceberg.PrimitiveTypes.TimestampTz, Required: false},
+		iceberg.NestedField{ID: 8, Name: ColSourceKey, Type: iceberg.PrimitiveTypes.String, Required: false},
+		iceberg.NestedField{ID: 9, Name: ColSourceHeaders, Type: iceberg.PrimitiveTypes.String, Required: false},
 	)
 }
 
@@ -90,4 +95,6 @@ var arrowSchema = arrow.NewSchema([]arrow.Field{
 	{Name: ColEventID, Type: arrow.BinaryTypes.String},
 	{Name: ColBatchID, Type: arrow.BinaryTypes.String},
 	{Name: ColSourceTS, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+	{Name: ColSourceKey, Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: ColSourceHeaders, Type: arrow.BinaryTypes.String, Nullable: true},
 }, nil)
