@@ -66,15 +66,19 @@ var DebeziumDecimalModes = []string{DecimalPrecise, DecimalString, DecimalDouble
 
 // Columns a Debezium entity ordered by position adds to its Silver table (after the
 // entity's and the rules' columns): the position of the stored version, high and low
-// word (see dbzPosition), read back to order later events against it.
+// word (see dbzPosition), read back to order later events against it; and the columns
+// the stored version lacks with the position of the version whose value the row holds
+// (debezium_toast.go), NULL when it lacks none.
 const (
 	ColCDCPosition = "_cdc_position"
 	ColCDCSequence = "_cdc_sequence"
+	ColCDCCarried  = "_cdc_carried"
 )
 
 var debeziumPositionCols = []ColumnSpec{
 	{Name: ColCDCPosition, Type: Type{Kind: Int64}},
 	{Name: ColCDCSequence, Type: Type{Kind: Int64}},
+	{Name: ColCDCCarried, Type: Type{Kind: String}},
 }
 
 // UnavailableValue is Debezium's default unavailable.value.placeholder: the value of a

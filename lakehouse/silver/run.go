@@ -424,6 +424,7 @@ type engine struct {
 	keyIdx       []int
 	uaIdx        int // upsert: updated_at (a Debezium entity ordered by position: _cdc_position)
 	seqIdx       int // a Debezium entity ordered by position: _cdc_sequence, else -1
+	carriedIdx   int // and _cdc_carried, else -1
 	opIdx        int // upsert: op, or -1
 	etIdx        int // append: event_time, or -1
 	rules        *ruleSet
@@ -442,6 +443,8 @@ type engine struct {
 	decrypt      func([]byte) ([]byte, error)
 
 	quality Quality
+
+	refill []refill // late Debezium versions that give a stored row a column it lacks (debezium_toast.go)
 
 	lookupPruner *keyPruner // the stored-version lookup's, for its counts (nil: none)
 
@@ -491,7 +494,7 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	}
 	e := &engine{
 		spec: spec, append: spec.Mode == ModeAppend, cols: cols, tcols: tableColumns(cols, spec.Mode), rules: rules,
-		uaIdx: -1, seqIdx: -1, opIdx: -1, etIdx: -1,
+		uaIdx: -1, seqIdx: -1, carriedIdx: -1, opIdx: -1, etIdx: -1,
 		now: time.Now().UTC(), quar: array.NewRecordBuilder(memory.DefaultAllocator, quarantineArrow),
 	}
 	e.ws = make([]*winners, mergeShards())
@@ -539,7 +542,7 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		return e, nil
 	}
 	if spec.Debezium != nil && spec.UpdatedAt == "" {
-		e.uaIdx, e.seqIdx = idx(ColCDCPosition), idx(ColCDCSequence)
+		e.uaIdx, e.seqIdx, e.carriedIdx = idx(ColCDCPosition), idx(ColCDCSequence), idx(ColCDCCarried)
 		return e, nil
 	}
 	if e.uaIdx = idx(spec.UpdatedAt); e.uaIdx < 0 {
@@ -1049,7 +1052,7 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 			op = ev.op
 			c.ucols = append(c.ucols, ev.unavailable...)
 			if e.seqIdx >= 0 {
-				row[e.uaIdx], row[e.seqIdx] = Value{I: int64(ev.hi)}, Value{I: int64(ev.lo)}
+				row[e.uaIdx], row[e.seqIdx], row[e.carriedIdx] = Value{I: int64(ev.hi)}, Value{I: int64(ev.lo)}, Value{Null: true}
 			}
 		} else if reason == "" {
 			reason = pw.parser.parse(payload, row[:ncols])
