@@ -245,3 +245,37 @@ func TestDebeziumOracle(t *testing.T) {
 		})
 	}
 }
+
+// TestDebeziumByUpdatedAt reads a flattened stream without add.fields (no op, no
+// position: only __deleted), ordered by updated_at: a late version is superseded, the
+// same row again (a new __ts_ms aside, here none) a duplicate, a tombstone skipped, a
+// rewritten delete soft-deletes.
+func TestDebeziumByUpdatedAt(t *testing.T) {
+	ctx := context.Background()
+	spec := customersSpec("postgresql", DecimalString)
+	spec.UpdatedAt = "updated_at"
+	lh, dir := lakehousetest.Open(t), t.TempDir()
+	run := func(name string, lines ...string) Counts {
+		t.Helper()
+		ingestFile(t, lh, dir, demo.DebeziumFile{Name: name, Lines: lines})
+		res, err := Run(ctx, lh, spec, "bronze.customers", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Counts
+	}
+	v200 := `{"id":1,"name":"a","balance":"1.50","updated_at":200,"__deleted":"false"}`
+	run("1.jsonl", v200)
+	c := run("2.jsonl", `{"id":1,"name":"b","balance":"2.50","updated_at":100,"__deleted":"false"}`, v200, "null")
+	if c.Superseded != 1 || c.Duplicates != 1 || c.Skipped != 1 || c.Current != 0 {
+		t.Errorf("late, again, tombstone: %+v", c)
+	}
+	c = run("3.jsonl", `{"id":1,"name":"a","balance":"1.50","updated_at":300,"__deleted":"true"}`, "null")
+	if c.Deleted != 1 || c.Skipped != 1 {
+		t.Errorf("delete: %+v", c)
+	}
+	got := customerRows(t, lh, spec)[1]
+	if !strings.HasPrefix(got, "1|a|NULL|1.50|") || !strings.HasSuffix(got, "|true|d") {
+		t.Errorf("row %s", got)
+	}
+}
