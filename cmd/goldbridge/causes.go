@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -74,4 +75,29 @@ func (o *runOutcomes) noGoldTable(cfg *config.Config, stage, mart string, err er
 		cause = up + " in this run"
 	}
 	return fmt.Errorf("%s %s: no Gold table: gold ran in this run but had no Silver rows to build it from (%s): %w", stage, mart, cause, err)
+}
+
+// noDataYet tells whether a mart whose Gold table could not be loaded (err) has simply
+// received no data yet, and why: gold ran for it in this pipeline and found no Silver
+// rows, or its source's Silver table exists and holds none (a table of a new pipeline
+// that nothing has reached yet, issue 40). A sync or check of such a mart has nothing
+// to do and is no failure. A Silver table with rows but no Gold table still fails
+// ("run gold first"), and so does one whose upstream failed in this run.
+func (p *pipeline) noDataYet(ctx context.Context, mart string, err error) (string, bool) {
+	if !errors.Is(err, catalog.ErrNoSuchTable) || p.outcomes.upstream(p.cfg, mart) != "" {
+		return "", false
+	}
+	if goldErr, ran := p.outcomes.gold[mart]; ran {
+		return "gold found no Silver rows to build it from", goldErr == nil
+	}
+	m := p.cfg.Marts[mart]
+	src := p.cfg.Entities[m.Source].Silver.Table
+	tbl, err := p.lh.LoadTable(ctx, src)
+	if err != nil {
+		return "", false // Silver has not run either: run silver and gold first
+	}
+	if s := tbl.CurrentSnapshot(); s != nil && (s.Summary == nil || s.Summary.Properties["total-records"] != "0") {
+		return "", false
+	}
+	return src + " has no rows yet", true
 }

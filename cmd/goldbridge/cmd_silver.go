@@ -74,8 +74,12 @@ func (a *app) printSilverResult(stage string, spec silver.EntitySpec, res silver
 		fmt.Fprintf(a.stdout, "%s %s: %d bronze rows = %d appended + %d duplicates + %d quarantined",
 			stage, name, c.Read, c.Current, c.Duplicates, c.Quarantined)
 	} else {
-		fmt.Fprintf(a.stdout, "%s %s: %d bronze rows = %d current + %d superseded + %d duplicates + %d quarantined; silver +%d new, %d updated (%d deleted)",
-			stage, name, c.Read, c.Current, c.Superseded, c.Duplicates, c.Quarantined, c.Inserted, c.Updated, c.Deleted)
+		skipped := ""
+		if spec.Debezium != nil {
+			skipped = fmt.Sprintf(" + %d tombstones", c.Skipped)
+		}
+		fmt.Fprintf(a.stdout, "%s %s: %d bronze rows = %d current + %d superseded + %d duplicates + %d quarantined%s; silver +%d new, %d updated (%d deleted)",
+			stage, name, c.Read, c.Current, c.Superseded, c.Duplicates, c.Quarantined, skipped, c.Inserted, c.Updated, c.Deleted)
 	}
 	fmt.Fprintf(a.stdout, "; %.0f rows/s, run %s, snapshot %d\n", float64(c.Read)/max(res.Elapsed.Seconds(), 1e-9), res.RunID, res.SnapshotID)
 	for _, l := range res.Quality.Lines() {

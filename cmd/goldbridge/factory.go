@@ -99,6 +99,9 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 		FailQuarantinePct: *sv.Quality.FailQuarantinePct,
 		Severity:          silver.Severities{Rows: sv.Quality.Severity.Rows, Schema: sv.Quality.Severity.Schema, Balance: sv.Quality.Severity.Balance},
 	}
+	if sv.Format == "debezium" && sv.Debezium != nil {
+		spec.Debezium = &silver.DebeziumSpec{Connector: sv.Debezium.Connector, DecimalHandling: sv.Debezium.DecimalHandling}
+	}
 	for _, c := range sv.Columns {
 		t, err := silver.ParseType(c.Type)
 		if err != nil {

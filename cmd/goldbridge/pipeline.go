@@ -311,7 +311,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 		if spec.Mode == silver.ModeAppend {
 			merged = "appended"
 		}
-		for outcome, n := range map[string]int64{merged: c.Current, "superseded": c.Superseded, "duplicate": c.Duplicates, "quarantined": c.Quarantined} {
+		for outcome, n := range map[string]int64{merged: c.Current, "superseded": c.Superseded, "duplicate": c.Duplicates, "quarantined": c.Quarantined, "skipped": c.Skipped} {
 			p.m.Rows.WithLabelValues("silver", name, "", outcome).Add(float64(n))
 		}
 		p.m.LastSuccess.WithLabelValues("silver", name, "").SetToCurrentTime()

@@ -94,6 +94,10 @@ func (a *app) servedJobs(ctx context.Context, p *pipeline, stage string, marts [
 			continue
 		}
 		tbl, err := p.lh.LoadTable(ctx, p.cfg.Marts[name].Table)
+		if why, ok := p.noDataYet(ctx, name, err); err != nil && ok {
+			fmt.Fprintf(a.stdout, "%s %s: no data yet (%s)\n", stage, name, why)
+			continue
+		}
 		if err != nil {
 			failed.add(name, p.outcomes.noGoldTable(p.cfg, stage, name, err))
 			continue

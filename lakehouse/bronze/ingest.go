@@ -294,6 +294,17 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 // in sourceFile it starts, see ColSourcePos) and, if not zero, _source_ts.
 type Emit func(payload []byte, system, sourceFile string, pos int64, sourceTS time.Time) error
 
+// EmitRecord adds one record as Emit does, with the key and headers of a Kafka record
+// (_source_key, _source_headers; a nil key and no headers are NULL). Like the payload,
+// they are only valid during the call.
+type EmitRecord func(payload, key []byte, headers []Header, system, sourceFile string, pos int64, sourceTS time.Time) error
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
 // Run is one Bronze write: records are turned into Arrow batches and Parquet data files,
 // then committed in one snapshot with the run's summary properties. Sources (files,
 // Kafka) drive it; the exactly-once bookkeeping of what they consumed goes into the
@@ -316,6 +327,9 @@ func NewRun(ctx context.Context, lh *catalog.Lakehouse, ident string, opt Option
 		opt.BatchRows = 16_384
 	}
 	tbl, _, err := lh.LoadOrCreateTable(ctx, ident, Schema(), PartitionSpec(), TableProperties())
+	if err == nil {
+		tbl, err = addKeyColumns(ctx, lh, ident, tbl)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bronze %s: %w", ident, err)
 	}
@@ -339,6 +353,15 @@ func (r *Run) Rows() int64 { return r.rows }
 // bound ingestion: one writer kept one core busy and left the other idle). Memory
 // stays bounded by a few batches whatever the input size.
 func (r *Run) Write(ctx context.Context, produce func(Emit) error) error {
+	return r.WriteRecords(ctx, func(emit EmitRecord) error {
+		return produce(func(payload []byte, system, sourceFile string, pos int64, sourceTS time.Time) error {
+			return emit(payload, nil, nil, system, sourceFile, pos, sourceTS)
+		})
+	})
+}
+
+// WriteRecords is Write for a source whose records have a key and headers (Kafka).
+func (r *Run) WriteRecords(ctx context.Context, produce func(EmitRecord) error) error {
 	if r.opt.BatchRows <= 0 {
 		r.opt.BatchRows = 16_384
 	}
@@ -398,7 +421,7 @@ func (r *Run) Write(ctx context.Context, produce func(Emit) error) error {
 			return context.Cause(ctx)
 		}
 	}
-	err := produce(func(payload []byte, system, file string, pos int64, sourceTS time.Time) error {
+	err := produce(func(payload, key []byte, headers []Header, system, file string, pos int64, sourceTS time.Time) error {
 		if r.opt.Transform != nil {
 			var err error
 			if payload, err = r.opt.Transform(payload); err != nil {
@@ -406,6 +429,7 @@ func (r *Run) Write(ctx context.Context, produce func(Emit) error) error {
 			}
 		}
 		w.add(payload, system, file, pos, sourceTS)
+		w.addKey(key, headers)
 		r.rows++
 		if w.full() {
 			return send(w.flush())
@@ -534,6 +558,8 @@ type batchWriter struct {
 	ingestTS *array.TimestampBuilder
 	sourceTS *array.TimestampBuilder
 	pos      intColumn // _source_pos
+	keys     *array.StringBuilder // _source_key, _source_headers (null for files)
+	headers  *array.StringBuilder
 	batchID  string
 	n        int
 	uuids    *uuidGen
@@ -553,6 +579,8 @@ func newBatchWriter(batchID string, batchRows int) *batchWriter {
 		pool: arrowmem.NewPool(64 << 20), rows: batchRows, batchID: batchID, uuids: newUUIDGen(),
 		ingestTS: array.NewTimestampBuilder(memory.DefaultAllocator, tsType),
 		sourceTS: array.NewTimestampBuilder(memory.DefaultAllocator, tsType),
+		keys:     array.NewStringBuilder(memory.DefaultAllocator),
+		headers:  array.NewStringBuilder(memory.DefaultAllocator),
 	}
 	b.pos.reset(b.pool, batchRows)
 	// The first batch's room: typical value sizes (JSON lines of ~200 bytes; source,
@@ -600,7 +628,8 @@ func (b *batchWriter) flush() arrow.RecordBatch {
 		cols[c] = b.strs[i].finish(b.pool)
 		b.strs[i].reset(b.pool, b.rows, used+used/8)
 	}
-	cols[1], cols[6], cols[7] = b.ingestTS.NewArray(), b.sourceTS.NewArray(), b.pos.finish(b.pool)
+	cols[1], cols[6] = b.ingestTS.NewArray(), b.sourceTS.NewArray()
+	cols[7], cols[8], cols[9] = b.keys.NewArray(), b.headers.NewArray(), b.pos.finish(b.pool)
 	b.pos.reset(b.pool, b.rows)
 	rec := array.NewRecordBatch(arrowSchema, cols, int64(b.n))
 	for _, c := range cols {
@@ -614,6 +643,8 @@ func (b *batchWriter) release() {
 	b.ingestTS.Release()
 	b.sourceTS.Release()
 	b.pos.free(b.pool)
+	b.keys.Release()
+	b.headers.Release()
 }
 
 // strColumn is one string column of the batch being built: values and int32 offsets in

@@ -103,7 +103,8 @@ func (s KafkaSource) validate() error {
 // that returns nothing for PollTimeout. Each record becomes one row: raw_payload is the
 // record value (a tombstone, whose value is nil, lands as an empty payload like an empty
 // value: nothing is filtered), _source_file is "topic:partition:offset" and _source_ts
-// the record timestamp. Keys and headers are not stored.
+// the record timestamp, _source_key and _source_headers the record's key and headers
+// (see keys.go).
 //
 // The data files are written first and then committed in one snapshot whose summary
 // holds the next offset of every partition of the topic (PropOffsets), so a crash before
@@ -160,7 +161,7 @@ func ingestKafka(ctx context.Context, lh *catalog.Lakehouse, ident string, src K
 	next := maps.Clone(plan.from)
 	if plan.pending() > 0 {
 		var bytesRead int64
-		err = run.Write(ctx, func(emit Emit) error {
+		err = run.WriteRecords(ctx, func(emit EmitRecord) error {
 			return consumeKafka(ctx, src, plan, next, emit, func(n int64) {
 				bytesRead += n
 				if opt.Progress != nil {
@@ -296,7 +297,7 @@ func planKafka(ctx context.Context, adm *kadm.Client, src KafkaSource, recorded 
 // consumeKafka reads the partitions of plan that are behind their target, from the
 // offsets in next, and emits their records; next is advanced past every record read.
 // Records at or past a partition's target are left for the next run.
-func consumeKafka(ctx context.Context, src KafkaSource, plan kafkaPlan, next map[int32]int64, emit Emit, progress func(bytes int64), log *slog.Logger) error {
+func consumeKafka(ctx context.Context, src KafkaSource, plan kafkaPlan, next map[int32]int64, emit EmitRecord, progress func(bytes int64), log *slog.Logger) error {
 	assign := map[int32]kgo.Offset{}
 	prefix := map[int32]string{}
 	for part, from := range next {
@@ -346,6 +347,7 @@ func consumeKafka(ctx context.Context, src KafkaSource, plan kafkaPlan, next map
 
 		seen := 0
 		var done []int32
+		var headers []Header
 		var polledBytes int64
 	records:
 		for _, f := range fetches {
@@ -374,7 +376,11 @@ func consumeKafka(ctx context.Context, src KafkaSource, plan kafkaPlan, next map
 							if len(value) > MaxRecordBytes { // as for a landing file's line: a marker Silver quarantines
 								value = oversizedPayload(int64(len(value)), value)
 							}
-							if err := emit(value, src.System, string(file), r.Offset, recordTime(r)); err != nil {
+							headers = headers[:0]
+							for _, h := range r.Headers {
+								headers = append(headers, Header{Key: h.Key, Value: h.Value})
+							}
+							if err := emit(value, r.Key, headers, src.System, string(file), r.Offset, recordTime(r)); err != nil {
 								return err
 							}
 							emitted++

@@ -32,6 +32,9 @@ const (
 	// same positions (docs/bronze.md, "Where a record came from"). Null in rows ingested
 	// before it existed.
 	ColSourcePos = "_source_pos"
+	// The Kafka record's key and headers (null for files); see docs/bronze.md.
+	ColSourceKey     = "_source_key"
+	ColSourceHeaders = "_source_headers"
 )
 
 // Snapshot summary keys written with every Bronze commit.
@@ -55,7 +58,9 @@ func Schema() *iceberg.Schema {
 		iceberg.NestedField{ID: 5, Name: ColEventID, Type: iceberg.PrimitiveTypes.String, Required: true},
 		iceberg.NestedField{ID: 6, Name: ColBatchID, Type: iceberg.PrimitiveTypes.String, Required: true},
 		iceberg.NestedField{ID: 7, Name: ColSourceTS, Type: iceberg.PrimitiveTypes.TimestampTz, Required: false},
-		iceberg.NestedField{ID: 8, Name: ColSourcePos, Type: iceberg.PrimitiveTypes.Int64, Required: false},
+		iceberg.NestedField{ID: 8, Name: ColSourceKey, Type: iceberg.PrimitiveTypes.String, Required: false},
+		iceberg.NestedField{ID: 9, Name: ColSourceHeaders, Type: iceberg.PrimitiveTypes.String, Required: false},
+		iceberg.NestedField{ID: 10, Name: ColSourcePos, Type: iceberg.PrimitiveTypes.Int64, Required: false},
 	)
 }
 
@@ -131,5 +136,7 @@ var arrowSchema = arrow.NewSchema([]arrow.Field{
 	{Name: ColEventID, Type: arrow.BinaryTypes.String},
 	{Name: ColBatchID, Type: arrow.BinaryTypes.String},
 	{Name: ColSourceTS, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+	{Name: ColSourceKey, Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: ColSourceHeaders, Type: arrow.BinaryTypes.String, Nullable: true},
 	{Name: ColSourcePos, Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 }, nil)

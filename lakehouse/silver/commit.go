@@ -221,6 +221,7 @@ func (e *engine) lookbackUnits() int64 {
 // resolveAgainstStored decides each winner's fate against the version stored in Silver:
 // insert (new key), update (newer), same (a re-delivery) or older (a late event).
 func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) error {
+	e.refill = nil
 	if e.winnerCount() == 0 || tbl.CurrentSnapshot() == nil {
 		return nil
 	}
@@ -235,6 +236,20 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		}
 	}
 	fields = append(fields, e.cols[e.uaIdx].Name)
+	if e.seqIdx >= 0 {
+		fields = append(fields, e.cols[e.seqIdx].Name)
+	}
+	// The columns a Debezium winner lacks take the stored version's value.
+	fillCols := e.toastColumns()
+	for _, c := range fillCols {
+		if !slices.Contains(fields, e.cols[c].Name) {
+			fields = append(fields, e.cols[c].Name)
+		}
+	}
+	carried := e.carriedIdx >= 0 && hasColumn(tbl, ColCDCCarried)
+	if carried {
+		fields = append(fields, ColCDCCarried)
+	}
 	// The sort_by columns of the versions replaced are recorded in the summary.
 	var tracked []int
 	for _, c := range e.sortBy {
@@ -264,6 +279,8 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 	type stored struct {
 		v       version
 		tracked []Value // the sort_by columns of that row
+		fill    storedFill
+		carried string // _cdc_carried
 	}
 	type slotID struct {
 		w    *winners
@@ -311,9 +328,21 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 				}
 			}
 			ua := col(e.cols[e.uaIdx].Name)
+			var seq *array.Int64
+			if e.seqIdx >= 0 {
+				seq = col(e.cols[e.seqIdx].Name).(*array.Int64)
+			}
 			trackedCols := make([]arrow.Array, len(tracked))
 			for i, c := range tracked {
 				trackedCols[i] = col(e.cols[c].Name)
+			}
+			fillArrs := make([]arrow.Array, len(fillCols))
+			for i, c := range fillCols {
+				fillArrs[i] = col(e.cols[c].Name)
+			}
+			var carriedCol *array.String
+			if carried {
+				carriedCol = col(ColCDCCarried).(*array.String)
 			}
 			ops := col(ColCDCOp).(*array.String)
 			hashes := col(ColVersion).(*array.Int64)
@@ -323,6 +352,9 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 					continue
 				}
 				v := version{ua: ValueAt(ua, r, e.cols[e.uaIdx].Type).I, rank: opRank(ops.Value(r)[0]), hash: uint64(hashes.Value(r))}
+				if seq != nil {
+					v.seq = uint64(seq.Value(r))
+				}
 				st := found[id]
 				if st == nil {
 					st = &stored{tracked: make([]Value, len(tracked))}
@@ -333,6 +365,16 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 				st.v = v
 				for i, tc := range tracked {
 					st.tracked[i] = ValueAt(trackedCols[i], r, e.cols[tc].Type)
+				}
+				st.carried = ""
+				if carriedCol != nil && carriedCol.IsValid(r) {
+					st.carried = strings.Clone(carriedCol.Value(r))
+				}
+				if len(fillCols) > 0 && id.w.toast != nil && len(id.w.toast.fill[id.slot]) > 0 {
+					st.fill = storedFill{cols: fillCols, vals: make([]Value, len(fillCols))}
+					for i, c := range fillCols {
+						st.fill.vals[i] = cloneValue(ValueAt(fillArrs[i], r, e.cols[c].Type))
+					}
 				}
 			}
 			rec.Release()
@@ -362,6 +404,7 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		switch c := w.version(slot).cmp(st.v); {
 		case c > 0:
 			w.fate[slot] = fateUpdate
+			e.fillFromStored(w, slot, st.v, st.fill, st.carried)
 			for i, tc := range tracked {
 				if v := st.tracked[i]; !v.Null {
 					k, _ := replacedKey(v, e.cols[tc].Type.Kind)
@@ -372,7 +415,13 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 			w.fate[slot] = fateSame
 		default:
 			w.fate[slot] = fateOlder
+			if st.carried != "" {
+				e.lateFill(w, slot, st.v, st.carried)
+			}
 		}
+	}
+	if len(e.refill) > 0 {
+		return e.rewriteStored(ctx, tbl, p)
 	}
 	return nil
 }
@@ -787,6 +836,7 @@ type silverFiles struct {
 // equality deletes of the versions they replace, adding the files to written.
 func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident string, written *silverFiles) error {
 	current := e.finishCounts()
+	e.markCarried()
 	e.checkRows()
 	tbl, err := lh.LoadTable(ctx, ident)
 	if err != nil {

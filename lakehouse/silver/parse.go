@@ -250,12 +250,16 @@ func parseTime(format, s, def string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("time text of %d bytes exceeds the limit of %d", len(s), MaxTimeText)
 	}
 	switch format {
-	case "epoch_s", "epoch_ms", "epoch_us":
+	case "epoch_s", "epoch_ms", "epoch_us", "epoch_ns", "epoch_days":
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			// A whole number exactly (a float loses nanoseconds: io.debezium.time.NanoTimestamp).
+			return epochInt(n, format, s)
+		}
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return time.Time{}, fmt.Errorf("not an epoch number %q", clip(s))
 		}
-		mult := map[string]float64{"epoch_s": 1e6, "epoch_ms": 1e3, "epoch_us": 1}[format]
+		mult := map[string]float64{"epoch_s": 1e6, "epoch_ms": 1e3, "epoch_us": 1, "epoch_ns": 1e-3, "epoch_days": 86400e6}[format]
 		us := math.Round(f * mult)
 		if us < float64(minEpochMicros) || us >= float64(endEpochMicros) {
 			return time.Time{}, fmt.Errorf("epoch %q is outside years 0001-9999", clip(s))
@@ -282,6 +286,30 @@ func parseTime(format, s, def string) (time.Time, error) {
 		}
 		return t.UTC(), nil
 	}
+}
+
+// epochInt is the instant n units after the epoch (format epoch_*), in years 0001-9999;
+// nanoseconds are rounded to the nearest microsecond, half away from zero.
+func epochInt(n int64, format, s string) (time.Time, error) {
+	var us int64
+	ok := true
+	switch format {
+	case "epoch_ns":
+		us = n / 1000
+		if r := n % 1000; r >= 500 {
+			us++
+		} else if r <= -500 {
+			us--
+		}
+	default:
+		per := map[string]int64{"epoch_s": 1e6, "epoch_ms": 1e3, "epoch_us": 1, "epoch_days": 86400e6}[format]
+		us = n * per
+		ok = n == 0 || us/per == n
+	}
+	if !ok || us < minEpochMicros || us >= endEpochMicros {
+		return time.Time{}, fmt.Errorf("epoch %q is outside years 0001-9999", clip(s))
+	}
+	return time.UnixMicro(us).UTC(), nil
 }
 
 // Limits of the textual values Silver types (see docs/silver.md, "Limits"). Past them a

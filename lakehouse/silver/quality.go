@@ -27,7 +27,7 @@ type Quality struct {
 
 	BronzeRows    int64    `json:"bronze_rows"`
 	SilverRows    int64    `json:"silver_rows"` // Current: rows merged or appended
-	Balanced      bool     `json:"balanced"`    // current + superseded + duplicates + quarantined == bronze rows
+	Balanced      bool     `json:"balanced"`    // current + superseded + duplicates + quarantined + skipped == bronze rows
 	QuarantinePct float64  `json:"quarantine_pct"`
 	DuplicatePct  float64  `json:"duplicate_pct"`
 	Warnings      []string `json:"warnings,omitempty"`
@@ -190,13 +190,14 @@ func sortedKeys(m map[string]int64) []string {
 // aggregate fills the aggregate level from the run's counts.
 func (q *Quality) aggregate(c Counts, spec EntitySpec) {
 	q.BronzeRows, q.SilverRows = c.Read, c.Current
-	q.Balanced = c.Current+c.Superseded+c.Duplicates+c.Quarantined == c.Read
+	q.Balanced = c.Current+c.Superseded+c.Duplicates+c.Quarantined+c.Skipped == c.Read
 	q.QuarantinePct, q.DuplicatePct, q.Warnings = 0, 0, nil
-	if c.Read == 0 {
+	read := c.Read - c.Skipped // Debezium tombstones are no part of the shares
+	if read <= 0 {
 		return
 	}
-	q.QuarantinePct = pct(c.Quarantined, c.Read)
-	q.DuplicatePct = pct(c.Duplicates, c.Read)
+	q.QuarantinePct = pct(c.Quarantined, read)
+	q.DuplicatePct = pct(c.Duplicates, read)
 	if q.QuarantinePct > spec.WarnQuarantinePct {
 		q.Warnings = append(q.Warnings, fmt.Sprintf("%.2f%% of the bronze rows were quarantined (threshold %g%%)", q.QuarantinePct, spec.WarnQuarantinePct))
 	}
@@ -228,6 +229,10 @@ func (e *engine) checkRows() {
 			q.RowsChecked++
 			for i := range w.kinds {
 				row[i] = w.get(i, slot)
+			}
+			if e.spec.Debezium != nil && w.op(slot) == 'd' {
+				e.checkDelete(row)
+				continue
 			}
 			e.checkRow(row, notNull)
 		}

@@ -251,6 +251,8 @@ type ruleSet struct {
 	env   map[string]any
 	vm    vm.VM
 	key   []byte
+	// noFilters skips the filter rules (a Debezium delete: see applyToDelete).
+	noFilters bool
 }
 
 // clone returns a ruleSet sharing the compiled programs and lookup tables, with its own
@@ -738,6 +740,9 @@ func (r *ruleSet) apply(row []Value) string {
 		ru := &r.rules[k]
 		switch ru.kind {
 		case ruleFilter:
+			if r.noFilters {
+				continue
+			}
 			if ru.cmp != nil {
 				if !ru.cmp.pass(row) {
 					return ru.rejected

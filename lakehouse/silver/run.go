@@ -57,13 +57,14 @@ type Options struct {
 }
 
 // Counts accounts for every Bronze row of a run: Current + Superseded + Duplicates +
-// Quarantined == Read.
+// Quarantined + Skipped == Read.
 type Counts struct {
 	Read        int64 `json:"read"`
 	Current     int64 `json:"current"`     // upsert: newest version of its key, merged; append: appended
 	Superseded  int64 `json:"superseded"`  // upsert: an older version (in the run, or older than Silver's: a late event)
 	Duplicates  int64 `json:"duplicates"`  // upsert: the same payload again; append: an event key seen before (in the run or in Silver)
 	Quarantined int64 `json:"quarantined"` // failed parsing, typing, a required field or a filter rule
+	Skipped     int64 `json:"skipped"`     // Debezium tombstones: no change, never quarantined (debezium.go)
 	Inserted    int64 `json:"inserted"`    // keys new to Silver
 	Updated     int64 `json:"updated"`     // keys whose stored version was replaced
 	Deleted     int64 `json:"deleted"`     // of those, soft deletes (op d)
@@ -471,7 +472,9 @@ type engine struct {
 	tcols        []ColumnSpec // table columns
 	keyHashCols  bool         // the table has the key hash columns (upsert tables created with them)
 	keyIdx       []int
-	uaIdx        int // upsert: updated_at
+	uaIdx        int // upsert: updated_at (a Debezium entity ordered by position: _cdc_position)
+	seqIdx       int // a Debezium entity ordered by position: _cdc_sequence, else -1
+	carriedIdx   int // and _cdc_carried, else -1
 	opIdx        int // upsert: op, or -1
 	etIdx        int // append: event_time, or -1
 	rules        *ruleSet
@@ -495,6 +498,8 @@ type engine struct {
 	undated      atomic.Int64 // IdentityDelivery: Bronze rows without a position (first pass)
 
 	quality Quality
+
+	refill []refill // late Debezium versions that give a stored row a column it lacks (debezium_toast.go)
 
 	lookupPruner *keyPruner // the stored-version lookup's, for its counts (nil: none)
 
@@ -528,16 +533,30 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	cols, err := entityColumns(rules.cols, spec)
+	cols, err := entityColumns(rules.cols, spec) // the declared columns (as the rules retype them), the rules' own, goldbridge's
 	if err != nil {
 		return nil, err
+	}
+	if spec.Debezium != nil {
+		if spec.Mode != ModeUpsert {
+			return nil, errors.New("a Debezium entity is mode upsert")
+		}
+		if spec.Op != "" || len(spec.OpValues) > 0 {
+			return nil, errors.New("a Debezium entity takes its op from the events (no op column)")
+		}
+		if err := spec.Debezium.check(); err != nil {
+			return nil, err
+		}
+		if spec.UpdatedAt == "" { // ordered by the source position, stored in two columns
+			cols = append(cols, debeziumPositionCols...)
+		}
 	}
 	if _, err := newParser(spec.Columns); err != nil { // defaults are checked here
 		return nil, err
 	}
 	e := &engine{
 		spec: spec, append: spec.Mode == ModeAppend, cols: cols, tcols: tableColumns(cols, spec.Mode), rules: rules,
-		uaIdx: -1, opIdx: -1, etIdx: -1, deliveryIdx: -1,
+		uaIdx: -1, seqIdx: -1, carriedIdx: -1, opIdx: -1, etIdx: -1, deliveryIdx: -1,
 		now: time.Now().UTC(), quar: array.NewRecordBuilder(memory.DefaultAllocator, quarantineArrow),
 	}
 	e.ws = make([]*winners, mergeShards())
@@ -585,6 +604,10 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		if spec.KeysTable != "" {
 			e.keys = newKeySet(keyColumns(cols, spec.Key))
 		}
+		return e, nil
+	}
+	if spec.Debezium != nil && spec.UpdatedAt == "" {
+		e.uaIdx, e.seqIdx, e.carriedIdx = idx(ColCDCPosition), idx(ColCDCSequence), idx(ColCDCCarried)
 		return e, nil
 	}
 	if e.uaIdx = idx(spec.UpdatedAt); e.uaIdx < 0 {
@@ -883,6 +906,9 @@ func (e *engine) resetWinners() {
 	for i := range e.ws {
 		w := newWinners(e.cols)
 		w.firstWins = e.append
+		if e.spec.Debezium != nil {
+			w.toast = newToastState()
+		}
 		if len(e.keyIdx) == 1 && e.cols[e.keyIdx[0]].Type.Kind == String {
 			w.keyCol = e.keyIdx[0] // its rendered key is its value
 		}
@@ -1059,6 +1085,10 @@ type chunk struct {
 	op      []byte
 	arena   []byte
 	done    chan struct{}
+	// A Debezium entity's: the columns row j lacks are ucols[uoff[j]:uoff[j+1]]
+	// (debezium_toast.go).
+	ucols []int
+	uoff  []int32
 }
 
 // parseWorker types chunks; it owns a parser and a rule set (neither is safe for
@@ -1066,7 +1096,9 @@ type chunk struct {
 type parseWorker struct {
 	e      *engine
 	parser *parser
+	dbz    *dbzParser // a Debezium entity's, instead of parser
 	rules  *ruleSet
+	buf    []byte
 }
 
 func (e *engine) newParseWorker() (*parseWorker, error) {
@@ -1075,6 +1107,12 @@ func (e *engine) newParseWorker() (*parseWorker, error) {
 		return nil, err
 	}
 	w := &parseWorker{e: e, parser: p}
+	if d := e.spec.Debezium; d != nil {
+		if w.dbz, err = newDbzParser(e.spec.Columns, *d, e.seqIdx >= 0); err != nil {
+			return nil, err
+		}
+		w.parser = w.dbz.parser
+	}
 	if e.rules != nil {
 		w.rules = e.rules.clone()
 	}
@@ -1096,8 +1134,12 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 	if int64(len(groups)) < c.row+int64(c.n) {
 		groups = nil
 	}
+	c.ucols, c.uoff = c.ucols[:0], c.uoff[:0]
 	for j := range c.n {
 		i := c.lo + j
+		if pw.dbz != nil {
+			c.uoff = append(c.uoff, int32(len(c.ucols)))
+		}
 		if groups != nil && e.group > 0 && groups[c.row+int64(j)] != uint8(e.group) {
 			c.reason[j], c.shard[j] = "", otherGroup // another group's, or quarantined
 			continue
@@ -1126,18 +1168,36 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 				reason = "pii_undecryptable"
 			}
 		}
-		if reason == "" {
+		var op byte = 'u'
+		if reason == "" && pw.dbz != nil {
+			var ev *dbzEvent
+			if ev, reason = pw.dbz.parse(payload, row[:ncols]); ev.tombstone {
+				c.reason[j] = reasonSkipped
+				if groups != nil {
+					groups[c.row+int64(j)] = otherGroup
+				}
+				continue
+			}
+			op = ev.op
+			c.ucols = append(c.ucols, ev.unavailable...)
+			if e.seqIdx >= 0 {
+				row[e.uaIdx], row[e.seqIdx], row[e.carriedIdx] = Value{I: int64(ev.hi)}, Value{I: int64(ev.lo)}, Value{Null: true}
+			}
+		} else if reason == "" {
 			reason = pw.parser.parse(payload, row[:ncols])
 		}
 		if reason == "" && pw.rules != nil {
-			reason = pw.rules.apply(row)
+			if pw.dbz != nil && op == 'd' {
+				reason = pw.rules.applyToDelete(row)
+			} else {
+				reason = pw.rules.apply(row)
+			}
 		}
 		var h uint64
 		if reason == "" && e.deliveryIdx >= 0 {
 			h = xxhash.Sum64(payload)
 			pw.setDeliveryID(row, c.b, i, h)
 		}
-		var op byte = 'u'
 		if reason == "" {
 			for _, k := range e.keyIdx {
 				if row[k].Null {
@@ -1187,8 +1247,21 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 			c.ver[j], c.op[j] = version{hash: h}, 0
 			continue
 		}
-		c.ver[j] = version{ua: orderValue(row[e.uaIdx], e.cols[e.uaIdx].Type), rank: opRank(op), hash: h}
+		v := version{ua: orderValue(row[e.uaIdx], e.cols[e.uaIdx].Type), rank: opRank(op)}
+		switch {
+		case e.seqIdx >= 0: // Debezium by position: the event is its key and position
+			v.seq = uint64(row[e.seqIdx].I)
+			v.hash = dbzHash(c.key[j], uint64(v.ua), v.seq)
+		case pw.dbz != nil: // Debezium by updated_at: the event is its values and op
+			pw.buf, v.hash = dbzRowHash(pw.buf, row, e.cols, op)
+		default:
+			v.hash = h
+		}
+		c.ver[j] = v
 		c.op[j] = op
+	}
+	if pw.dbz != nil {
+		c.uoff = append(c.uoff, int32(len(c.ucols)))
 	}
 	c.arena = pw.parser.arena
 	pw.parser.arena = nil
@@ -1217,7 +1290,12 @@ func (e *engine) merge(c *chunk, sinks sink, width int) {
 		if toSilver {
 			e.counts.Read++
 		}
-		if reason := c.reason[j]; reason != "" {
+		if reason := c.reason[j]; reason == reasonSkipped {
+			if toSilver {
+				e.counts.Skipped++
+			}
+			continue
+		} else if reason != "" {
 			if toSilver {
 				e.counts.Quarantined++
 				class, _, _ := strings.Cut(reason, ": ")
@@ -1253,6 +1331,9 @@ func (e *engine) offerShard(w *winners, s int, c *chunk, width int) {
 			w.hashes = append(w.hashes, c.ver[j].hash)
 		}
 		w.offered++
+		if w.toast != nil {
+			w.toast.pending = c.ucols[c.uoff[j]:c.uoff[j+1]]
+		}
 		w.offer(c.kh[j], c.key[j], c.vals[j*width:(j+1)*width], c.ver[j], c.op[j], b.events.Value(i), ts)
 	}
 }
@@ -1315,7 +1396,8 @@ func (e *engine) addQuarantine(raw, eventID, reason string, ingest *array.Timest
 // than spec.FailQuarantinePct of the Bronze rows it read.
 func (e *engine) quarantineGate() error {
 	c, limit := e.counts, e.spec.FailQuarantinePct
-	if limit <= 0 || c.Read == 0 || pct(c.Quarantined, c.Read) <= limit {
+	read := c.Read - c.Skipped // tombstones are no part of the ratio
+	if limit <= 0 || read == 0 || pct(c.Quarantined, read) <= limit {
 		return nil
 	}
 	classes := slices.Collect(maps.Keys(e.reasons))
@@ -1330,5 +1412,5 @@ func (e *engine) quarantineGate() error {
 		top = append(top, fmt.Sprintf("%s (%d)", r, e.reasons[r]))
 	}
 	return fmt.Errorf("%w: %d of %d bronze rows quarantined (%.2f%%), above fail_quarantine_pct %g%%; nothing committed; top reasons: %s",
-		ErrQuarantineGate, c.Quarantined, c.Read, pct(c.Quarantined, c.Read), limit, strings.Join(top, ", "))
+		ErrQuarantineGate, c.Quarantined, read, pct(c.Quarantined, read), limit, strings.Join(top, ", "))
 }

@@ -160,6 +160,10 @@ type EntitySpec struct {
 	SortBy          []string // columns Silver's data files are sorted by (prunes scans on them, e.g. a mart's grain)
 	Columns         []ColumnSpec
 	Rules           []RuleSpec
+	// Debezium, if set, reads the payloads as Debezium change events (upsert mode;
+	// debezium.go): the columns from the row image, the op from the event, and the
+	// versions ordered by the source position unless UpdatedAt is set.
+	Debezium *DebeziumSpec
 
 	// Quality warning thresholds in percent of the Bronze rows of a run: the report
 	// warns when the quarantined (duplicate) share is above them.

@@ -229,9 +229,12 @@ func (a *arena) get(ref uint64) string {
 
 // version orders the versions of one key: newer updated_at wins, then the op rank
 // d > u > c > r, then the payload hash (a deterministic tiebreak; equal means the same
-// payload delivered twice).
+// payload delivered twice). A Debezium entity ordered by the source position has the
+// position's high word in ua and its low word in seq (0 for every other entity), and
+// the hash of the key and the position in hash (debezium.go).
 type version struct {
 	ua   int64
+	seq  uint64
 	rank int8
 	hash uint64
 }
@@ -240,6 +243,11 @@ func (v version) cmp(o version) int {
 	switch {
 	case v.ua != o.ua:
 		return cmp64(v.ua, o.ua)
+	case v.seq != o.seq:
+		if v.seq < o.seq {
+			return -1
+		}
+		return 1
 	case v.rank != o.rank:
 		return cmp64(int64(v.rank), int64(o.rank))
 	case v.hash != o.hash:
@@ -320,11 +328,14 @@ type winners struct {
 
 	firstWins bool // append mode
 	keyCol    int  // the column that is the whole key when it is one string column, else -1
+
+	toast *toastState // a Debezium entity's: the columns a version does not carry (debezium_toast.go)
 }
 
 // Meta fields of a record, after the values.
 const (
 	metaUA    = iota // version: updated_at
+	metaSeq          // version: the position's low word (Debezium), else 0
 	metaHash         // version: payload hash; arrival: payload hash
 	metaTS           // arrival: Bronze _ingest_ts (µs)
 	metaID0          // event id: UUID bytes 0-7
@@ -383,7 +394,7 @@ func (w *winners) key(slot int) string { return w.keys.get(w.record(slot)[w.meta
 // version returns the version held for slot.
 func (w *winners) version(slot int) version {
 	m := w.record(slot)[w.meta:]
-	return version{ua: int64(m[metaUA]), rank: int8(m[metaMisc]), hash: m[metaHash]}
+	return version{ua: int64(m[metaUA]), seq: m[metaSeq], rank: int8(m[metaMisc]), hash: m[metaHash]}
 }
 
 // op returns the canonical op held for slot.
@@ -527,11 +538,14 @@ func (w *winners) offer(h xxh3.Uint128, key string, row []Value, v version, op b
 		r := w.record(slot)
 		r[w.meta+metaKey], r[w.meta+metaKeyHi] = ref, h.Hi
 		w.hold(r, row, v, op, eventID, ts, false)
+		if w.toast != nil {
+			w.toast.first(slot)
+		}
 		return
 	}
 	r := w.record(s)
 	m := r[w.meta:]
-	held := version{ua: int64(m[metaUA]), rank: int8(m[metaMisc]), hash: m[metaHash]}
+	held := version{ua: int64(m[metaUA]), seq: m[metaSeq], rank: int8(m[metaMisc]), hash: m[metaHash]}
 	hts := int64(m[metaTS])
 	var (
 		buf    [36]byte
@@ -546,7 +560,13 @@ func (w *winners) offer(h xxh3.Uint128, key string, row []Value, v version, op b
 			return
 		}
 	} else if c := v.cmp(held); c < 0 || c == 0 && !earlier {
+		if w.toast != nil && c < 0 {
+			w.toast.older(w, s, r, row, v)
+		}
 		return
+	}
+	if w.toast != nil {
+		row = w.toast.newer(w, s, row, held)
 	}
 	w.hold(r, row, v, op, eventID, ts, true)
 }
@@ -559,7 +579,7 @@ func (w *winners) hold(r []uint64, row []Value, v version, op byte, eventID stri
 		}
 	}
 	m := r[w.meta:]
-	m[metaUA], m[metaHash], m[metaTS] = uint64(v.ua), v.hash, uint64(ts)
+	m[metaUA], m[metaSeq], m[metaHash], m[metaTS] = uint64(v.ua), v.seq, v.hash, uint64(ts)
 	misc := uint64(uint8(v.rank)) | uint64(op)<<8
 	if u, ok := parseCanonicalUUID(eventID); ok {
 		m[metaID0], m[metaID1] = binary.LittleEndian.Uint64(u[:8]), binary.LittleEndian.Uint64(u[8:])

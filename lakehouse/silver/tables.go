@@ -109,12 +109,12 @@ var internalCols = []ColumnSpec{
 }
 
 // InternalNames are the names of the columns goldbridge adds to Silver tables (in
-// upsert mode, and the delivery identity; append mode adds a subset); config refuses
-// them as column names.
+// upsert mode, and the delivery identity; append mode adds a subset; a Debezium
+// entity the position's two); config refuses them as column names.
 func InternalNames() []string {
-	out := make([]string, len(internalCols), len(internalCols)+1)
-	for i, c := range internalCols {
-		out[i] = c.Name
+	var out []string
+	for _, c := range append(slices.Clone(internalCols), debeziumPositionCols...) {
+		out = append(out, c.Name)
 	}
 	return append(out, ColDeliveryID)
 }

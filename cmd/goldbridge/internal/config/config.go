@@ -203,6 +203,14 @@ type Silver struct {
 	Columns         []Column            `yaml:"columns"`
 	Rules           []Rule              `yaml:"rules"`
 	Quality         Quality             `yaml:"quality"`
+	Format          string              `yaml:"format"`   // json | debezium: how payloads are read
+	Debezium        *Debezium           `yaml:"debezium"` // with format: debezium
+}
+
+// Debezium reads an entity's payloads as Debezium change events (silver.DebeziumSpec).
+type Debezium struct {
+	Connector       string `yaml:"connector"`        // postgresql | mysql | sqlserver: the position's fields
+	DecimalHandling string `yaml:"decimal_handling"` // precise | string | double: the connector's decimal.handling.mode
 }
 
 // Column is one typed Silver column read from the payload.
@@ -212,7 +220,7 @@ type Column struct {
 	Type     string  `yaml:"type"` // string, int32, int64, float64, decimal(p,s), bool, date, timestamp
 	Required bool    `yaml:"required"`
 	Default  *string `yaml:"default"`
-	Format   string  `yaml:"format"` // timestamps: rfc3339 | epoch_s | epoch_ms | epoch_us | Go layout
+	Format   string  `yaml:"format"` // timestamps: rfc3339 | epoch_s | epoch_ms | epoch_us | epoch_ns | Go layout; dates also epoch_days
 }
 
 // Rule is one entry of the transformation registry (F* filter, N* normalise, E* enrich).

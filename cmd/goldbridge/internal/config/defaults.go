@@ -3,6 +3,8 @@ package config
 import (
 	"path/filepath"
 	"time"
+
+	"goldbridge/lakehouse/silver"
 )
 
 // Defaults of the embedded stack and of every optional setting; docs/config.md lists them.
@@ -116,6 +118,10 @@ func (c *Config) applyDefaults() {
 		setDefault(&sv.Identity, "key")
 		if sv.Buckets == 0 {
 			sv.Buckets = DefaultBuckets
+		}
+		setDefault(&sv.Format, "json")
+		if sv.Debezium != nil {
+			setDefault(&sv.Debezium.DecimalHandling, silver.DecimalPrecise)
 		}
 		for i := range sv.Columns {
 			setDefault(&sv.Columns[i].Path, "$."+sv.Columns[i].Name)

@@ -534,7 +534,9 @@ func (c *Config) validateEntity(v *validator, name string) {
 	switch sv.Mode {
 	case "upsert":
 		if sv.UpdatedAt == "" {
-			v.add(sp+".updated_at", "required in upsert mode (the column that orders versions)")
+			if sv.Format != "debezium" { // a Debezium entity is ordered by the source position
+				v.add(sp+".updated_at", "required in upsert mode (the column that orders versions)")
+			}
 		} else if k, ok := cols[sv.UpdatedAt]; !ok {
 			v.unknownColumn(sp+".updated_at", sv.UpdatedAt, cols)
 		} else if k != "timestamp" && k != "date" && k != "int" {
@@ -601,6 +603,7 @@ func (c *Config) validateEntity(v *validator, name string) {
 	for _, ck := range []struct{ name, val string }{{"rows", sev.Rows}, {"schema", sev.Schema}, {"balance", sev.Balance}} {
 		v.oneOf(sp+".quality.severity."+ck.name, ck.val, "critical", "warning")
 	}
+	validateFormat(v, sp, sv)
 	c.validateRules(v, sp, sv, cols, names)
 	validateKey(v, sp, sv, cols)
 }
@@ -1125,5 +1128,50 @@ func (v *validator) maintenancePolicy(path string, p MaintenancePolicy) {
 		if f.val != nil && *f.val < f.min {
 			v.add(path+"."+f.key, "must be at least %d, got %d", f.min, *f.val)
 		}
+	}
+}
+
+// validateFormat checks how an entity's payloads are read: json, or debezium with its
+// options (docs/silver.md, "Debezium").
+func validateFormat(v *validator, sp string, sv Silver) {
+	switch sv.Format {
+	case "json":
+		if sv.Debezium != nil {
+			v.add(sp+".debezium", "only with format: debezium")
+		}
+		return
+	case "debezium":
+	default:
+		v.add(sp+".format", "must be json or debezium, got %q", sv.Format)
+		return
+	}
+	if sv.Mode != "upsert" {
+		v.add(sp+".mode", "a debezium entity is mode upsert (one current row per key)")
+	}
+	if sv.Op != "" || len(sv.OpValues) > 0 {
+		v.add(sp+".op", "not with format: debezium (the op is read from each event: op, __op or __deleted)")
+	}
+	for i, col := range sv.Columns {
+		for _, p := range []string{"$.after.", "$.before.", "$.payload.", "$.source."} {
+			if strings.HasPrefix(col.Path, p) {
+				v.add(fmt.Sprintf("%s.columns[%d].path", sp, i), "with format: debezium a path is read in the row image (after, or before for a delete): write $.%s, not %s",
+					strings.TrimPrefix(col.Path, p), col.Path)
+				break
+			}
+		}
+	}
+	dp := sp + ".debezium"
+	if sv.Debezium == nil {
+		v.add(dp, "required with format: debezium (at least connector)")
+		return
+	}
+	switch d := sv.Debezium; {
+	case d.Connector == "":
+		v.add(dp+".connector", "required (%s)", strings.Join(silver.DebeziumConnectors, ", "))
+	case !slices.Contains(silver.DebeziumConnectors, d.Connector):
+		v.add(dp+".connector", "must be one of %s, got %q", strings.Join(silver.DebeziumConnectors, ", "), d.Connector)
+	}
+	if d := sv.Debezium.DecimalHandling; !slices.Contains(silver.DebeziumDecimalModes, d) {
+		v.add(dp+".decimal_handling", "must be one of %s, got %q", strings.Join(silver.DebeziumDecimalModes, ", "), d)
 	}
 }
