@@ -557,7 +557,7 @@ type batchWriter struct {
 	strs     [len(stringCols)]strColumn
 	ingestTS *array.TimestampBuilder
 	sourceTS *array.TimestampBuilder
-	pos      intColumn // _source_pos
+	pos      intColumn            // _source_pos
 	keys     *array.StringBuilder // _source_key, _source_headers (null for files)
 	headers  *array.StringBuilder
 	batchID  string

@@ -91,7 +91,9 @@ func TestExpireKeepsProtected(t *testing.T) {
 	snaps := tbl.Metadata().Snapshots()
 	protect := snaps[2].SnapshotID // keeps snapshots 2..5
 	time.Sleep(5 * time.Millisecond)
-	fold := func(*table.Table) (iceberg.Properties, error) { return iceberg.Properties{"goldbridge.test-fold": "yes"}, nil }
+	fold := func(*table.Table) (iceberg.Properties, error) {
+		return iceberg.Properties{"goldbridge.test-fold": "yes"}, nil
+	}
 	res, err := lh.Expire(ctx, ident, catalog.Retention{Min: 1, Protect: []int64{protect}}, fold)
 	if err != nil || res.Snapshots != 2 || res.Kept != 4 || res.Files == 0 {
 		t.Fatalf("expire: %+v, %v; want 2 expired, 4 kept, their files deleted", res, err)
