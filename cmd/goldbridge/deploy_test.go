@@ -47,6 +47,12 @@ var promExprs = map[string]exprCheck{
 	`goldbridge_hot_partitions`:                                                                          {sync: true},
 	`increase(goldbridge_skipped_overlapping_runs_total[1h])`:                                            {},
 	`up{job="goldbridge"}`:                                                                               {},
+	`goldbridge_clickhouse_data_bytes`:                                                                   {sync: true},
+	`sum without (mart) (goldbridge_clickhouse_bytes)`:                                                   {sync: true},
+	`goldbridge_clickhouse_inactive_bytes`:                                                               {sync: true},
+	`goldbridge_clickhouse_parts`:                                                                        {sync: true},
+	`goldbridge_clickhouse_inactive_parts`:                                                               {sync: true},
+	`goldbridge_clickhouse_data_part_directories`:                                                        {sync: true},
 
 	// deploy/prometheus/alerts.yml
 	`up{job="goldbridge"} == 0`:                                                                       {inner: `up{job="goldbridge"}`},
@@ -59,6 +65,8 @@ var promExprs = map[string]exprCheck{
 	`time() - max by (stage, entity, mart) (goldbridge_last_success_timestamp_seconds) > 3 * 900`:     {inner: `goldbridge_last_success_timestamp_seconds`},
 	`increase(goldbridge_skipped_overlapping_runs_total[1h]) > 2`:                                     {inner: `goldbridge_skipped_overlapping_runs_total`},
 	`sum by (mart, check) (increase(goldbridge_dq_check_failures_total{severity="warning"}[6h])) > 0`: {inner: `goldbridge_dq_check_failures_total{severity="warning"}`},
+	`goldbridge_clickhouse_data_bytes > 3 * sum without (mart) (goldbridge_clickhouse_bytes) + 100 * 1024 * 1024`: {
+		inner: `goldbridge_clickhouse_data_bytes`, sync: true},
 }
 
 // circuitOpenAlert is the expression that must return a series once a critical check fails.
