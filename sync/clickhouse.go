@@ -49,6 +49,17 @@ func NewClickHouse(c *chconn.Client) *ClickHouse {
 	return &ClickHouse{c: c, ensured: map[string]ensured{}}
 }
 
+// Storage implements StorageReporter (push.TableStorage).
+func (t *ClickHouse) Storage(ctx context.Context, m *serving.Mart) (push.Storage, error) {
+	var s push.Storage
+	err := t.c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = push.TableStorage(ctx, t.c, m)
+		return err
+	})
+	return s, err
+}
+
 // Client is the connection the target uses.
 func (t *ClickHouse) Client() *chconn.Client { return t.c }
 

@@ -18,6 +18,7 @@ import (
 // touches, a day dropped, a day Gold never had, a partly built version left by a crash —
 // the published table equals Gold, partition for partition; a <t>__prev of another
 // structure is not used (the push attaches every partition to a fresh table instead).
+// After each push <t>__prev holds exactly <t>'s parts (settlePrev): no old row.
 func TestNextVersionFromPrev(t *testing.T) {
 	ctx := context.Background()
 	db := chtest.Database(t)
@@ -57,6 +58,13 @@ func TestNextVersionFromPrev(t *testing.T) {
 		ids := scalar[string](t, c, fmt.Sprintf("SELECT arrayStringConcat(arraySort(groupUniqArray(partition_id)), ',') FROM system.parts WHERE database = '%s' AND table = 'daily_revenue_kpi' AND active", db))
 		if ids != "20260501,20260502,20260503,20260504,20260505,20260506,20260507,20260508" {
 			t.Fatalf("%s: live partitions %s", name, ids)
+		}
+		// The push settled <t>__prev: the same parts as <t> (hard links), no old rows.
+		parts := func(table string) string {
+			return scalar[string](t, c, fmt.Sprintf("SELECT arrayStringConcat(arraySort(groupArray(concat(partition_id, ':', hash_of_all_files))), ',') FROM system.parts WHERE database = '%s' AND table = '%s' AND active", db, table))
+		}
+		if got, want := parts("daily_revenue_kpi__prev"), parts("daily_revenue_kpi"); got != want {
+			t.Fatalf("%s: <t>__prev holds %s, <t> %s", name, got, want)
 		}
 	}
 	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {

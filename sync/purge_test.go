@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving/chlocal"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -112,5 +113,50 @@ func TestSyncPurge(t *testing.T) {
 	}
 	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, opt); err != nil || len(drifts) > 0 {
 		t.Errorf("check: %v %v", drifts, err)
+	}
+}
+
+// TestSyncPurgePromptCleanup: on a server that deletes dropped tables and replaced
+// parts by itself within a second (the embedded server), a purge right after each push
+// races that cleanup for the tables the push just dropped; it never fails, and leaves no
+// dropped table and no inactive part of the mart.
+func TestSyncPurgePromptCleanup(t *testing.T) {
+	ctx := context.Background()
+	srv := chtest.StartServer(t, chlocal.Options{PromptCleanup: true})
+	const db = "purge_prompt"
+	if err := clientOf(t, srv, "").Conn().Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	c := clientOf(t, srv, db)
+	lh := lakehousetest.Open(t)
+	m := testMart(db, true)
+	days := daysFrom(day0, 6)
+	orders := genOrders(5, days, 30)
+	tbl := writeGold(t, lh, goldRows(orders), days)
+	now := day0.AddDate(0, 0, 6).Add(time.Hour)
+	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: func() time.Time { return now }}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		changed := []time.Time{days[i%len(days)], days[(i+1)%len(days)]}
+		orders = slices.DeleteFunc(orders, func(o order) bool { return slices.ContainsFunc(changed, o.day.Equal) })
+		more := genOrders(uint64(50+i), changed, 25)
+		orders = append(orders, more...)
+		tbl = writeGold(t, lh, goldRows(more), changed)
+		// The push drops its batch tables, then the purge lists and undrops them.
+		if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: func() time.Time { return now }, Purge: true}); err != nil {
+			t.Fatalf("sync %d with purge: %v", i, err)
+		}
+	}
+	for _, q := range []string{
+		"SELECT count() FROM system.dropped_tables WHERE database = '" + db + "'",
+		"SELECT count() FROM system.parts WHERE database = '" + db + "' AND startsWith(table, 'daily_revenue_kpi') AND NOT active",
+	} {
+		if n := scalar[uint64](t, c, q); n != 0 {
+			t.Errorf("%s: %d", q, n)
+		}
+	}
+	if got, want := finalRows(t, c, m), goldStrings(goldRows(orders), m, gbsync.Cutoff(m, now, nil)); !slices.Equal(got, want) {
+		t.Errorf("_final (%d rows) differs from Gold (%d rows)", len(got), len(want))
 	}
 }

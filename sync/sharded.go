@@ -267,6 +267,23 @@ func sameLevels(a, b map[string]*LevelStats) bool {
 	return true
 }
 
+// Storage implements StorageReporter: the sums over every node.
+func (s *Sharded) Storage(ctx context.Context, m *serving.Mart) (push.Storage, error) {
+	var mu gosync.Mutex
+	var sum push.Storage
+	err := s.each(func(_ int, t *ClickHouse) error {
+		st, err := t.Storage(ctx, m)
+		mu.Lock()
+		defer mu.Unlock()
+		sum.Parts += st.Parts
+		sum.Bytes += st.Bytes
+		sum.InactiveParts += st.InactiveParts
+		sum.InactiveBytes += st.InactiveBytes
+		return err
+	})
+	return sum, err
+}
+
 // Prepare ensures the mart's tables on every node ahead of its Sync (ClickHouse.Prepare).
 func (s *Sharded) Prepare(ctx context.Context, m *serving.Mart, tbl *table.Table) error {
 	return s.each(func(_ int, t *ClickHouse) error { return t.Prepare(ctx, m, tbl) })

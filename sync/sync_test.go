@@ -17,6 +17,7 @@ import (
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/chlocal"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
@@ -33,7 +34,12 @@ var day0 = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 
 func client(t testing.TB, db string) *chconn.Client {
 	t.Helper()
-	srv := chtest.Server(t)
+	return clientOf(t, chtest.Server(t), db)
+}
+
+// clientOf connects to database db of srv as its admin.
+func clientOf(t testing.TB, srv *chlocal.Server, db string) *chconn.Client {
+	t.Helper()
 	c, err := chconn.Open(context.Background(), chconn.Options{Addresses: []string{srv.TCPAddr()}, User: srv.User(), Password: srv.Password(), Database: db, MaxRetries: 3, RetryBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

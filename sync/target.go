@@ -39,6 +39,18 @@ type Target interface {
 	ReadBack(ctx context.Context, m *serving.Mart, hot []push.Partition) (ReadBack, error)
 }
 
+// StorageReporter is a Target that can say what a mart's served table holds on its
+// disk: its parts, and those still on disk that no reader reads (the metrics after a
+// sync).
+type StorageReporter interface {
+	Storage(ctx context.Context, m *serving.Mart) (push.Storage, error)
+}
+
+var (
+	_ StorageReporter = (*ClickHouse)(nil)
+	_ StorageReporter = (*Sharded)(nil)
+)
+
 // Served is what a Target serves of a mart (Target.Partitions).
 type Served struct {
 	States map[string]push.State // recorded push state by partition id

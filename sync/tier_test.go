@@ -13,6 +13,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving/chconn"
+	"goldbridge/serving/chlocal"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/ddl"
 	gbsync "goldbridge/sync"
@@ -176,13 +178,33 @@ func TestDriftedTableRebuilt(t *testing.T) {
 // TestReadersSeeOneSnapshot queries the served view without pause while 24 incremental
 // syncs move orders between days (amounts unchanged: every Gold snapshot has the same
 // total), and while forced syncs replace every partition: every answer is that total.
+// A second reader's queries last about a second each (sleepEachRow over the days), so
+// each spans several publications. On a server with ClickHouse's defaults (an external
+// one), and on one that deletes replaced parts and dropped tables within a second, as
+// the embedded server does (chlocal.Options.PromptCleanup): a query holds the parts it
+// reads, so none is deleted under it.
 func TestReadersSeeOneSnapshot(t *testing.T) {
-	for _, forced := range []bool{false, true} {
-		t.Run(map[bool]string{false: "incremental", true: "whole"}[forced], func(t *testing.T) {
+	prompt := chtest.StartServer(t, chlocal.Options{PromptCleanup: true})
+	for _, tc := range []struct {
+		name   string
+		forced bool
+		srv    *chlocal.Server // nil: the package's server
+	}{{"incremental", false, nil}, {"whole", true, nil}, {"incremental_prompt_cleanup", false, prompt}, {"whole_prompt_cleanup", true, prompt}} {
+		forced := tc.forced
+		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := chtest.Database(t)
-			c := client(t, db)
-			reader := client(t, db)
+			var db string
+			var c, reader, slow *chconn.Client
+			if tc.srv == nil {
+				db = chtest.Database(t)
+				c, reader, slow = client(t, db), client(t, db), client(t, db)
+			} else {
+				db = "readers_" + tc.name
+				if err := clientOf(t, tc.srv, "").Conn().Exec(ctx, "CREATE DATABASE "+db); err != nil {
+					t.Fatal(err)
+				}
+				c, reader, slow = clientOf(t, tc.srv, db), clientOf(t, tc.srv, db), clientOf(t, tc.srv, db)
+			}
 			lh := lakehousetest.Open(t)
 			m := testMart(db, false)
 			days := daysFrom(day0, 8)
@@ -200,10 +222,11 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 			var answers, wrong atomic.Int64
 			var firstWrong atomic.Value
 			stop := make(chan struct{})
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				q := fmt.Sprintf("SELECT toString(sum(revenue)) FROM `%s`.daily_revenue_kpi_final WHERE grouping_level = 'total'", db)
+			done := make(chan struct{}, 2)
+			var slowAnswers atomic.Int64
+			read := func(c *chconn.Client, filter string, n *atomic.Int64) {
+				defer func() { done <- struct{}{} }()
+				q := fmt.Sprintf("SELECT toString(sum(revenue)) FROM `%s`.daily_revenue_kpi_final WHERE grouping_level = 'total'%s", db, filter)
 				for {
 					select {
 					case <-stop:
@@ -211,18 +234,20 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 					default:
 					}
 					var s string
-					if err := reader.Conn().QueryRow(ctx, q).Scan(&s); err != nil {
+					if err := c.Conn().QueryRow(ctx, q).Scan(&s); err != nil {
 						firstWrong.CompareAndSwap(nil, "query: "+err.Error())
 						wrong.Add(1)
 						continue
 					}
-					answers.Add(1)
+					n.Add(1)
 					if !decimal.RequireFromString(s).Equal(want) {
 						firstWrong.CompareAndSwap(nil, s)
 						wrong.Add(1)
 					}
 				}
-			}()
+			}
+			go read(reader, "", &answers)
+			go read(slow, " AND sleepEachRow(0.12) = 0", &slowAnswers) // 8 days: ~1 s a query
 			r := rand.New(rand.NewPCG(12, 1))
 			for i := range 24 {
 				// Move a few orders from one day to another.
@@ -254,9 +279,10 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 			}
 			close(stop)
 			<-done
-			t.Logf("%d answers, %d wrong", answers.Load(), wrong.Load())
-			if wrong.Load() > 0 || answers.Load() < 20 {
-				t.Fatalf("%d of %d answers were not the total %s of every Gold snapshot (first: %v)", wrong.Load(), answers.Load(), want, firstWrong.Load())
+			<-done
+			t.Logf("%d answers, %d of them slow, %d wrong", answers.Load()+slowAnswers.Load(), slowAnswers.Load(), wrong.Load())
+			if wrong.Load() > 0 || answers.Load() < 20 || slowAnswers.Load() < 2 {
+				t.Fatalf("%d of %d answers (%d slow) were not the total %s of every Gold snapshot (first: %v)", wrong.Load(), answers.Load()+slowAnswers.Load(), slowAnswers.Load(), want, firstWrong.Load())
 			}
 			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(goldRows(orders), m, day0)) {
 				t.Fatal("_final differs from Gold")

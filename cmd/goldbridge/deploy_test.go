@@ -53,6 +53,12 @@ var promExprs = map[string]exprCheck{
 	`goldbridge_table_manifests`:                                                                         {},
 	`goldbridge_table_metadata_bytes`:                                                                    {},
 	`time() - goldbridge_maintenance_last_success_timestamp_seconds`:                                     {},
+	`goldbridge_clickhouse_data_bytes`:                                                                   {sync: true},
+	`sum without (mart) (goldbridge_clickhouse_bytes)`:                                                   {sync: true},
+	`goldbridge_clickhouse_inactive_bytes`:                                                               {sync: true},
+	`goldbridge_clickhouse_parts`:                                                                        {sync: true},
+	`goldbridge_clickhouse_inactive_parts`:                                                               {sync: true},
+	`goldbridge_clickhouse_data_part_directories`:                                                        {sync: true},
 
 	// deploy/prometheus/alerts.yml
 	`up{job="goldbridge"} == 0`:                                                                       {inner: `up{job="goldbridge"}`},
@@ -67,6 +73,8 @@ var promExprs = map[string]exprCheck{
 	`sum by (mart, check) (increase(goldbridge_dq_check_failures_total{severity="warning"}[6h])) > 0`: {inner: `goldbridge_dq_check_failures_total{severity="warning"}`},
 	`time() - goldbridge_maintenance_last_success_timestamp_seconds > 3 * 3600`:                       {inner: `goldbridge_maintenance_last_success_timestamp_seconds`},
 	`goldbridge_table_snapshots > 1000`:                                                               {inner: `goldbridge_table_snapshots`},
+	`goldbridge_clickhouse_data_bytes > 3 * sum without (mart) (goldbridge_clickhouse_bytes) + 100 * 1024 * 1024`: {
+		inner: `goldbridge_clickhouse_data_bytes`, sync: true},
 }
 
 // circuitOpenAlert is the expression that must return a series once a critical check fails.

@@ -57,6 +57,8 @@ func embeddedOptions(cfg *config.Config) (chlocal.Options, error) {
 		Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort,
 		MaxServerMemory: ch.Local.MaxServerMemory,
 		User:            ch.User, Password: pw, Database: ch.Database,
+		// A server that lives for the seconds of a run deletes nothing otherwise.
+		PromptCleanup: true,
 	}
 	for i, r := range ch.Local.Readers {
 		rpw, err := secretOf(r.Password.Reveal(), r.PasswordFile, fmt.Sprintf("clickhouse.local.readers[%d]", i), true,

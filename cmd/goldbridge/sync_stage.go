@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/apache/iceberg-go/table"
 
 	"goldbridge/lakehouse/gold"
 	"goldbridge/serving"
+	"goldbridge/serving/chlocal"
 	gbsync "goldbridge/sync"
 )
 
@@ -37,6 +39,7 @@ func (a *app) syncStage(ctx context.Context, p *pipeline, stage string, marts []
 	start := time.Now()
 	defer func() { p.observe(stage, start, err) }()
 	failed := failures{stage: stage}
+	defer p.dataDirMetrics() // after done below: what a run leaves on disk
 	todo := a.servedJobs(ctx, p, stage, marts, o, &failed)
 	if len(todo) == 0 {
 		return failed.err()
@@ -162,6 +165,7 @@ func (a *app) syncMart(ctx context.Context, p *pipeline, t gbsync.Target, j serv
 		a.log.Warn("the next sync plans against ClickHouse again", "mart", j.name, "err", err)
 	}
 	p.syncedMetrics(j.name, res, fresh.NewestGrain)
+	p.storageMetrics(ctx, t, j)
 	return nil
 }
 
@@ -217,6 +221,43 @@ func (p *pipeline) syncedMetrics(mart string, res gbsync.Result, newestGrain str
 		p.m.DataNewest.WithLabelValues(mart, "clickhouse").Set(float64(t.Unix()))
 	}
 	p.m.LastSuccess.WithLabelValues("sync", "", mart).SetToCurrentTime()
+}
+
+// storageMetrics records what the mart's served table holds on ClickHouse's disk, when
+// the target can tell (gbsync.StorageReporter); failing to read it fails no sync.
+func (p *pipeline) storageMetrics(ctx context.Context, t gbsync.Target, j servedJob) {
+	r, ok := t.(gbsync.StorageReporter)
+	if !ok {
+		return
+	}
+	s, err := r.Storage(ctx, j.m)
+	if err != nil {
+		p.a.log.Warn("reading the served table's parts for the metrics", "mart", j.name, "err", err)
+		return
+	}
+	p.m.CHParts.WithLabelValues(j.name).Set(float64(s.Parts))
+	p.m.CHBytes.WithLabelValues(j.name).Set(float64(s.Bytes))
+	p.m.CHInactiveParts.WithLabelValues(j.name).Set(float64(s.InactiveParts))
+	p.m.CHInactiveBytes.WithLabelValues(j.name).Set(float64(s.InactiveBytes))
+}
+
+// dataDirMetrics records what the embedded ClickHouse's data directory takes on disk
+// (nothing for an external server, or before the embedded one first started).
+func (p *pipeline) dataDirMetrics() {
+	ch := p.cfg.ClickHouse
+	if !ch.IsEmbedded() {
+		return
+	}
+	u, err := chlocal.DiskUsage(ch.Local.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		p.a.log.Warn("measuring the clickhouse data directory for the metrics", "err", err)
+		return
+	}
+	p.m.CHDataPartDirs.WithLabelValues().Set(float64(u.PartDirs))
+	p.m.CHDataBytes.WithLabelValues().Set(float64(u.Bytes))
 }
 
 // grainTime parses a grain value as Gold renders it (a date, or RFC 3339 for hours).

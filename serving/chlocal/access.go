@@ -133,6 +133,9 @@ func writeAccess(opt Options) (string, error) {
 	b.WriteString("<clickhouse>\n")
 	fmt.Fprintf(&b, "  <users_config>%s</users_config>\n", xmlText(users))
 	fmt.Fprintf(&b, "  <user_scripts_path>%s/</user_scripts_path>\n", xmlText(scripts))
+	if opt.PromptCleanup {
+		b.WriteString(promptCleanupConfig)
+	}
 	if c := opt.Cluster; c != nil {
 		// Every row a Distributed table reads comes from one node of each shard; the
 		// nodes log in to each other as the admin (the file is 0600 in the data dir).

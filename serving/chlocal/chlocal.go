@@ -53,6 +53,11 @@ type Options struct {
 	// files through SQL (the scalar file() needs no grant); a reader can read what is
 	// listed here too, so list nothing on a server with readers.
 	ReadDirs []string
+	// PromptCleanup makes the server delete what it no longer serves within about a
+	// second, and what earlier lives of it left at its start: outdated parts and
+	// dropped tables, which ClickHouse otherwise keeps for 8 minutes, so a server that
+	// lives for the seconds of a `goldbridge run` never deletes them (cleanup.go).
+	PromptCleanup bool
 
 	User     string   // admin user (DDL, pushes, checks); default DefaultUser
 	Password string   // the admin's password; required

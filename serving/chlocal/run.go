@@ -275,6 +275,7 @@ const (
 	// envCluster: Options.Cluster as JSON (names and addresses; the password the nodes
 	// log in to each other with is the admin's, on stdin).
 	envCluster = "GOLDBRIDGE_CHLOCAL_CLUSTER"
+	envCleanup = "GOLDBRIDGE_CHLOCAL_PROMPT_CLEANUP" // Options.PromptCleanup: "1"
 )
 
 // MaybeRunChild turns this process into a server child when Start launched it
@@ -319,6 +320,7 @@ func runChild() error {
 	if r := os.Getenv(envRead); r != "" {
 		opt.ReadDirs = filepath.SplitList(r)
 	}
+	opt.PromptCleanup = os.Getenv(envCleanup) == "1"
 	if c := os.Getenv(envCluster); c != "" {
 		opt.Cluster = &Cluster{}
 		if err := json.Unmarshal([]byte(c), opt.Cluster); err != nil {

@@ -420,6 +420,9 @@ func childEnv(opt Options) []string {
 	if opt.MaxServerMemory > 0 {
 		env = append(env, envMem+"="+strconv.FormatInt(opt.MaxServerMemory, 10))
 	}
+	if opt.PromptCleanup {
+		env = append(env, envCleanup+"=1")
+	}
 	if opt.Cluster != nil {
 		b, _ := json.Marshal(opt.Cluster) // strings only: cannot fail
 		env = append(env, envCluster+"="+string(b))

@@ -3,6 +3,7 @@
 package chlocal
 
 import (
+	"io/fs"
 	"syscall"
 	"unsafe"
 )
@@ -44,3 +45,13 @@ func keepSignalHandlers(f func()) {
 
 // privateUmask makes the files this process creates from now on private to its user.
 func privateUmask() { syscall.Umask(0o077) }
+
+// fileID returns the key that identifies the file info describes across its names,
+// and whether it has several (hard links).
+func fileID(info fs.FileInfo) (key fileKey, linked bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileKey{}, false
+	}
+	return fileKey{dev: st.Dev, ino: st.Ino}, st.Nlink > 1
+}

@@ -2,7 +2,10 @@
 
 package chlocal
 
-import "syscall"
+import (
+	"io/fs"
+	"syscall"
+)
 
 // sysProcAttr: no parent-death signal outside Linux.
 func sysProcAttr() *syscall.SysProcAttr { return nil }
@@ -18,3 +21,7 @@ func Confine(Options) error { return nil }
 
 // ConfinedOptions: no process is confined outside Linux.
 func ConfinedOptions() (Options, bool, error) { return Options{}, false, nil }
+
+// fileID: outside Linux hard links are not told apart (DiskUsage counts a shared file
+// under each of its names).
+func fileID(fs.FileInfo) (key fileKey, linked bool) { return fileKey{}, false }

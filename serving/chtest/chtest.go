@@ -100,6 +100,38 @@ func startServer() (*chlocal.Server, error) {
 	return chlocal.Start(ctx, chlocal.Options{Path: filepath.Join(dir, "data"), TCPPort: ports[0], HTTPPort: ports[1], Password: pw})
 }
 
+// StartServer starts a server of its own for one test, with opt's settings (Path,
+// ports and Password are chosen here), on a temporary data path; it is stopped at
+// cleanup. The package's server (Server) has ClickHouse's defaults, as an external
+// server; this one is for another configuration, e.g. the embedded server's
+// chlocal.Options.PromptCleanup. It skips under -short like Require.
+func StartServer(t testing.TB, opt chlocal.Options) *chlocal.Server {
+	t.Helper()
+	Require(t)
+	ports, err := chlocal.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Path, opt.TCPPort, opt.HTTPPort = filepath.Join(t.TempDir(), "data"), ports[0], ports[1]
+	if opt.Password == "" {
+		opt.Password = "chtest-" + sanitize(t.Name())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, err := chlocal.Start(ctx, opt)
+	if err != nil {
+		t.Fatalf("chtest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Stop(ctx); err != nil {
+			t.Errorf("chtest: %v", err)
+		}
+	})
+	return srv
+}
+
 // Conn opens a native-protocol connection (async_insert=0) to the package's
 // server as its admin user, closed at cleanup.
 func Conn(t testing.TB) driver.Conn {

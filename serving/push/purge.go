@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
@@ -57,6 +58,10 @@ func Purge(ctx context.Context, c *chconn.Client, m *serving.Mart) (Purged, erro
 	for _, d := range dropped {
 		name := ddl.Name(m, d[0])
 		if err := conn.Exec(ctx, "UNDROP TABLE "+name+" UUID "+serving.QS(d[1])); err != nil {
+			// A server with prompt cleanup (the embedded one) may be deleting it now.
+			if gone, gerr := deleted(ctx, c, d[1]); gerr == nil && gone {
+				continue
+			}
 			return fail(fmt.Errorf("undrop %s to delete its data now: %w", d[0], err))
 		}
 		if err := conn.Exec(ctx, "DROP TABLE "+name+" SYNC"); err != nil {
@@ -93,6 +98,26 @@ func Purge(ctx context.Context, c *chconn.Client, m *serving.Mart) (Purged, erro
 	}
 	res.OutdatedParts = int(outdated)
 	return res, nil
+}
+
+// deleted reports whether the server deletes the dropped table uuid by itself: it
+// leaves system.dropped_tables within 5 s.
+func deleted(ctx context.Context, c *chconn.Client, uuid string) (bool, error) {
+	for range 50 {
+		var n uint64
+		if err := c.Conn().QueryRow(ctx, "SELECT count() FROM system.dropped_tables WHERE toString(uuid) = ?", uuid).Scan(&n); err != nil {
+			return false, err
+		}
+		if n == 0 {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return false, nil
 }
 
 // droppedTables lists the (name, uuid) of the mart's tables (<t> and <t>__*) that are

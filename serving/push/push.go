@@ -29,7 +29,9 @@
 //     is replaced in place
 //  5. record: one insert of the (mart, partition, snapshot, rows, checksum) rows into
 //     _goldbridge_sync
-//  6. cleanup: drop the batch tables
+//  6. cleanup: drop the batch tables and, after an exchange, bring <t>__prev up to the
+//     new <t> in the partitions the push changed (settlePrev), so that it keeps no row
+//     <t> does not hold
 //
 // Promise: on a single server every read of <t> (and of the view <t>_final over it)
 // sees the table before or after a push as a whole: one Gold snapshot, never a mix of
@@ -351,6 +353,7 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	if err := fault(StepReplace); err != nil {
 		return Result{}, err
 	}
+	var before map[string]string // active partitions of <t> before an exchange: now <t>__prev's
 	if exchange {
 		live, err := next()
 		if err == nil {
@@ -360,6 +363,9 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 			return Result{}, fmt.Errorf("%s: %s: %w", what, StepReplace, err)
 		}
 		res.Exchanged = true
+		if !opt.Rebuild {
+			before = live.target
+		}
 	} else if err := publishInPlace(ctx, c, m, parts, res.ByID); err != nil {
 		return Result{}, fmt.Errorf("%s: %s: %w", what, StepReplace, err)
 	}
@@ -381,6 +387,11 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	}
 	if err := exec(StepCleanup, dropBatch); err != nil {
 		return Result{}, err
+	}
+	if before != nil {
+		if err := settlePrev(ctx, c, m, parts, res.ByID, opt.Drop, before); err != nil {
+			return Result{}, fmt.Errorf("%s: %s: %w", what, StepCleanup, err)
+		}
 	}
 	steps[StepCleanup] = time.Since(mark)
 	res.Elapsed = time.Since(start)
@@ -456,6 +467,33 @@ func publishExchange(ctx context.Context, c *chconn.Client, m *serving.Mart, par
 		return err
 	}
 	return c.Conn().Exec(ctx, "RENAME TABLE "+batch+" TO "+prev)
+}
+
+// settlePrev brings <t>__prev, the version an exchange has just swapped out, up to the
+// new <t> in the partitions the push changed (before lists <t>__prev's partitions): the
+// pushed ones are replaced from <t> (hard links) and those gone from <t> are dropped.
+// <t>__prev then holds no row <t> does not, and shares every file with it; its
+// replaced parts are outdated, which a server with prompt cleanup deletes within a
+// second (docs/serving.md, "Disk"). The next push's prepareNext finds nothing left to
+// refresh but the partitions merged since, so the work is moved, not added.
+func settlePrev(ctx context.Context, c *chconn.Client, m *serving.Mart, parts []Partition, byID map[string]int64, drop []string, before map[string]string) error {
+	var cmds []string
+	for _, p := range parts {
+		if byID[p.ID] > 0 {
+			cmds = append(cmds, "REPLACE PARTITION ID "+serving.QS(p.ID)+" FROM "+ddl.Name(m, m.Table))
+		} else if _, ok := before[p.ID]; ok {
+			cmds = append(cmds, "DROP PARTITION ID "+serving.QS(p.ID))
+		}
+	}
+	for _, id := range drop {
+		if _, ok := before[id]; ok {
+			cmds = append(cmds, "DROP PARTITION ID "+serving.QS(id))
+		}
+	}
+	if err := alterChunks(ctx, c, ddl.Name(m, m.Table+ddl.PrevSuffix), cmds); err != nil {
+		return fmt.Errorf("bring %s up to %s: %w", m.Table+ddl.PrevSuffix, m.Table, err)
+	}
+	return nil
 }
 
 // replacesAll reports whether every partition of <t> (target) is pushed or dropped.

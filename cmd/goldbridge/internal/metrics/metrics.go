@@ -39,6 +39,16 @@ type Metrics struct {
 	TableMetadataBytes *prometheus.GaugeVec
 	// MaintenanceLastSuccess is the unix time of a table's last successful maintenance (table).
 	MaintenanceLastSuccess *prometheus.GaugeVec
+	// What a mart's served table holds on ClickHouse's disk, read after each sync that
+	// reached ClickHouse (push.Storage).
+	CHParts         *prometheus.GaugeVec // mart: active parts of the served table
+	CHBytes         *prometheus.GaugeVec // mart: their bytes on disk
+	CHInactiveParts *prometheus.GaugeVec // mart: parts of its tables still on disk that no reader reads
+	CHInactiveBytes *prometheus.GaugeVec // mart: their bytes
+	// The embedded ClickHouse's data directory, measured after each sync
+	// (chlocal.DiskUsage); no labels, absent without an embedded server.
+	CHDataPartDirs *prometheus.GaugeVec
+	CHDataBytes    *prometheus.GaugeVec
 }
 
 // New registers every goldbridge metric plus the Go and process collectors.
@@ -103,11 +113,29 @@ func New() *Metrics {
 		MaintenanceLastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_maintenance_last_success_timestamp_seconds", Help: "Unix time of a lake table's last successful maintenance.",
 		}, []string{"table"}),
+		CHParts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_clickhouse_parts", Help: "Active parts of a mart's served ClickHouse table, after the last sync.",
+		}, []string{"mart"}),
+		CHBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_clickhouse_bytes", Help: "Bytes on disk of the active parts of a mart's served ClickHouse table, after the last sync.",
+		}, []string{"mart"}),
+		CHInactiveParts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_clickhouse_inactive_parts", Help: "Parts of a mart's ClickHouse tables that no reader reads (replaced, dropped, merged away) still on disk, after the last sync.",
+		}, []string{"mart"}),
+		CHInactiveBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_clickhouse_inactive_bytes", Help: "Bytes on disk of those inactive parts, a file shared with an active part counted in both.",
+		}, []string{"mart"}),
+		CHDataPartDirs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_clickhouse_data_part_directories", Help: "Part directories in the embedded ClickHouse's data directory, active or not, after the last sync.",
+		}, nil),
+		CHDataBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_clickhouse_data_bytes", Help: "Bytes of the files in the embedded ClickHouse's data directory (a hard-linked file once), after the last sync.",
+		}, nil),
 	}
 	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
 		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined, m.QuarantineGate,
 		m.SilverCheckFailures, m.EmbeddedRestarts, m.TableSnapshots, m.TableDataFiles, m.TableDeleteFiles, m.TableManifests, m.TableMetadataBytes,
-		m.MaintenanceLastSuccess,
+		m.MaintenanceLastSuccess, m.CHParts, m.CHBytes, m.CHInactiveParts, m.CHInactiveBytes, m.CHDataPartDirs, m.CHDataBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,0 +1,51 @@
+package push
+
+import (
+	"context"
+	"fmt"
+
+	"goldbridge/serving"
+	"goldbridge/serving/chconn"
+)
+
+// Storage is what a mart's served table holds on the server's disk (system.parts).
+type Storage struct {
+	Parts int64 // active parts of <t>: what its readers read
+	Bytes int64 // their bytes on disk
+	// InactiveParts are the parts of <t> and of its other tables (<t>__prev, batch
+	// tables) that no reader of <t> reads and that are still on disk: replaced,
+	// dropped or merged away, kept until the server deletes them (old_parts_lifetime).
+	InactiveParts int64
+	// InactiveBytes are their bytes as ClickHouse counts them: a file a part shares
+	// with an active one (a hard link) counts in both, so this bounds the disk they
+	// hold from above.
+	InactiveBytes int64
+}
+
+// TableStorage reads the Storage of the mart's served table.
+func TableStorage(ctx context.Context, c *chconn.Client, m *serving.Mart) (Storage, error) {
+	rows, err := c.Conn().Query(ctx, `SELECT active, count(), sum(bytes_on_disk) FROM system.parts
+		WHERE database = ? AND (table = ? OR startsWith(table, ?)) AND (NOT active OR table = ?) GROUP BY active`,
+		m.Database, m.Table, m.Table+"__", m.Table)
+	if err != nil {
+		return Storage{}, fmt.Errorf("parts of %s: %w", m.Table, err)
+	}
+	defer rows.Close()
+	var s Storage
+	for rows.Next() {
+		var active uint8
+		var n, bytes uint64
+		if err := rows.Scan(&active, &n, &bytes); err != nil {
+			return Storage{}, fmt.Errorf("parts of %s: %w", m.Table, err)
+		}
+		if active == 1 {
+			s.Parts, s.Bytes = int64(n), int64(bytes)
+		} else {
+			s.InactiveParts, s.InactiveBytes = int64(n), int64(bytes)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Storage{}, fmt.Errorf("parts of %s: %w", m.Table, err)
+	}
+	return s, nil
+}
