@@ -39,10 +39,11 @@ func TestCronLifeStaysBounded(t *testing.T) {
 		cfg["maintenance"] = map[string]any{"retain_age": "0s", "retain_min": 2, "max_files": 3, "max_delete_files": 3,
 			"max_manifests": 3, "metadata_versions": 3}
 	})
-	// The one-shot lake maintains only when asked (goldbridge maintain, at the end).
+	// The one-shot lake does not maintain: it is the baseline. (Its config's retain_min 1
+	// serves goldbridge maintain by hand on the soaked lake, at the end.)
 	oneCfg := filepath.Join(dir, "oneshot.yaml")
 	writeOrdersConfig(t, oneCfg, func(cfg map[string]any) {
-		cfg["maintenance"] = map[string]any{"enabled": false, "retain_age": "0s", "retain_min": 2}
+		cfg["maintenance"] = map[string]any{"enabled": false, "retain_age": "0s", "retain_min": 1}
 	})
 	gen := filepath.Join(dir, "gen")
 	mustRun(t, bin, "--state-dir", filepath.Join(dir, "g"), "demo", "generate", "--events", strconv.Itoa(runs*events),
@@ -132,11 +133,12 @@ func TestCronLifeStaysBounded(t *testing.T) {
 				ident, runs, st.DataFiles, one.DataFiles, onDisk, oneOnDisk, st.Snapshots, metaFiles)
 		}
 	}
-	// By hand: the one-shot lake's older snapshots go, its rows stay.
-	if out := gb(oneshot, "maintain", "silver.orders"); !regexp.MustCompile(`^maintain silver.orders: [1-9]\d* snapshots expired`).MatchString(out) {
-		t.Errorf("goldbridge maintain silver.orders expired nothing:\n%s", out)
+	// By hand, with retain_min 1: the soaked lake's second snapshot goes, its rows stay.
+	out := mustRun(t, bin, "-c", oneCfg, "--state-dir", soaked, "--log-level", "warn", "maintain", "silver.orders")
+	if !regexp.MustCompile(`(?m)^maintain silver.orders: 1 snapshots expired \(1 kept`).MatchString(out) {
+		t.Errorf("goldbridge maintain silver.orders with retain_min 1:\n%s", out)
 	}
-	if got, want := allRows(t, lhO, "silver.orders"), allRows(t, lhS, "silver.orders"); !slices.Equal(got, want) {
+	if got, want := allRows(t, lhS, "silver.orders"), allRows(t, lhO, "silver.orders"); !slices.Equal(got, want) {
 		t.Error("goldbridge maintain changed silver.orders's rows")
 	}
 	if s, o := partDirs(t, soaked), partDirs(t, oneshot); s > 3*o {
