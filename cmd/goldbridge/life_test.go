@@ -133,9 +133,9 @@ func TestCronLifeStaysBounded(t *testing.T) {
 				ident, runs, st.DataFiles, one.DataFiles, onDisk, oneOnDisk, st.Snapshots, metaFiles)
 		}
 	}
-	// By hand, with retain_min 1: the soaked lake's second snapshot goes, its rows stay.
+	// By hand, with retain_min 1: the soaked lake keeps one snapshot, its rows stay.
 	out := mustRun(t, bin, "-c", oneCfg, "--state-dir", soaked, "--log-level", "warn", "maintain", "silver.orders")
-	if !regexp.MustCompile(`(?m)^maintain silver.orders: 1 snapshots expired \(1 kept`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^maintain silver.orders: [1-9]\d* snapshots expired \(1 kept`).MatchString(out) {
 		t.Errorf("goldbridge maintain silver.orders with retain_min 1:\n%s", out)
 	}
 	if got, want := allRows(t, lhS, "silver.orders"), allRows(t, lhO, "silver.orders"); !slices.Equal(got, want) {

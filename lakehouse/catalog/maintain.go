@@ -67,10 +67,14 @@ func (l *Lakehouse) EnsureProperties(ctx context.Context, ident string, want ice
 // than Age, at least the Min newest (never fewer than one: the current snapshot), and
 // each snapshot of Protect together with every snapshot after it (the snapshots a
 // reader still starts from: watermarks, the last commit carrying bookkeeping).
+// Batch > 1 expires only once that many snapshots are expirable: an expiry reads the
+// manifests of every snapshot it keeps to find the files only the expired ones used,
+// so a table committed to by every run pays that every Batch runs, not at each.
 type Retention struct {
 	Age     time.Duration
 	Min     int
 	Protect []int64
+	Batch   int
 }
 
 // Kept returns how many snapshots of the current snapshot's line of descent, newest
@@ -115,7 +119,7 @@ func (l *Lakehouse) Expire(ctx context.Context, ident string, ret Retention, fol
 	out, err := l.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		before, res = tbl, Expired{Kept: len(tbl.Metadata().Snapshots())}
 		keep := ret.Kept(tbl, time.Now())
-		if keep == 0 || expirable(tbl, keep, ret.Age) == 0 {
+		if keep == 0 || expirable(tbl, keep, ret.Age) < max(ret.Batch, 1) {
 			return nil, nil
 		}
 		tx := tbl.NewTransaction()

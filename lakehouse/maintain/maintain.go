@@ -43,7 +43,8 @@ import (
 // Policy is what one table keeps.
 type Policy struct {
 	// RetainAge keeps every snapshot younger than it (time travel, readers in flight);
-	// RetainMin keeps at least that many of the newest.
+	// RetainMin keeps at least that many of the newest, and snapshots are expired in
+	// batches of RetainMin (catalog.Retention.Batch).
 	RetainAge time.Duration
 	RetainMin int
 	// MaxFiles: a partition of an append-only table (Bronze, quarantine, keys) holding
@@ -293,7 +294,8 @@ func (w work) maintain(ctx context.Context, lh *catalog.Lakehouse, p Policy, opt
 		if w.layer == LayerBronze {
 			fold = bronze.FoldBookkeeping
 		}
-		r.Expired, err = lh.Expire(ctx, w.ident, catalog.Retention{Age: p.RetainAge, Min: p.RetainMin, Protect: w.protect}, fold)
+		ret := catalog.Retention{Age: p.RetainAge, Min: p.RetainMin, Protect: w.protect, Batch: p.RetainMin}
+		r.Expired, err = lh.Expire(ctx, w.ident, ret, fold)
 		return err
 	})
 	step("stats", func() error {
