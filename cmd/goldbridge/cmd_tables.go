@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -33,8 +34,11 @@ type tableInfo struct {
 	Deletes   string // delete records (equality + position)
 	Files     string // data files
 	Watermark string // the upstream snapshot the table is processed up to, or ""
-	Local     lakeTable
-	Location  string // the table's location (a URL)
+	// Undeclared is how many undeclared payload fields the last Silver run recorded
+	// ("100+": with overflow), "" for a table without a Silver quality report.
+	Undeclared string
+	Local      lakeTable
+	Location   string // the table's location (a URL)
 }
 
 // watermarkProps name, per layer, the summary property holding the upstream snapshot.
@@ -91,7 +95,33 @@ func describeTable(name string, tbl *table.Table) tableInfo {
 		}
 		s = tbl.SnapshotByID(*s.ParentSnapshotID)
 	}
+	ti.Undeclared = undeclaredOf(tbl, snap)
 	return ti
+}
+
+// undeclaredOf reads the undeclared fields of the newest commit from snap back that
+// records a Silver quality report (compactions do not): their number, "+" with overflow.
+func undeclaredOf(tbl *table.Table, snap *table.Snapshot) string {
+	for s := snap; s != nil; {
+		if s.Summary != nil {
+			if v, ok := s.Summary.Properties[silver.PropQuality]; ok {
+				var q silver.Quality
+				if json.Unmarshal([]byte(v), &q) != nil {
+					return "?"
+				}
+				n := strconv.Itoa(len(q.Undeclared))
+				if q.UndeclaredOverflow > 0 {
+					n += "+"
+				}
+				return n
+			}
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = tbl.SnapshotByID(*s.ParentSnapshotID)
+	}
+	return ""
 }
 
 func orZero(s string) string {
@@ -116,7 +146,8 @@ func (a *app) tablesCmd() *cobra.Command {
 		Short: "List every table of the lake with its snapshot, rows, files and watermark",
 		Long: `Lists every Iceberg table of the catalog: its current snapshot and commit time, the
 records in its data files, its delete records (an upsert's replaced versions), its data
-files, and its watermark (the Bronze or Silver snapshot it is processed up to).
+files, its watermark (the Bronze or Silver snapshot it is processed up to), and for a
+Silver table the undeclared payload fields its last run met (goldbridge.quality).
 Reads the catalog only: no ClickHouse is needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -135,13 +166,13 @@ Reads the catalog only: no ClickHouse is needed.`,
 				return fmt.Errorf("tables: %w", err)
 			}
 			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TABLE\tSNAPSHOT\tCOMMITTED\tRECORDS\tDELETES\tFILES\tWATERMARK")
+			fmt.Fprintln(w, "TABLE\tSNAPSHOT\tCOMMITTED\tRECORDS\tDELETES\tFILES\tWATERMARK\tUNDECLARED")
 			for _, t := range tables {
 				snap, at := "-", "-"
 				if t.Snapshot != 0 {
 					snap, at = strconv.FormatInt(t.Snapshot, 10), t.Committed.Format(time.RFC3339)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, snap, at, t.Records, t.Deletes, t.Files, orDash(t.Watermark))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, snap, at, t.Records, t.Deletes, t.Files, orDash(t.Watermark), orDash(t.Undeclared))
 			}
 			return w.Flush()
 		},

@@ -55,18 +55,19 @@ var promExprs = map[string]exprCheck{
 	`time() - goldbridge_maintenance_last_success_timestamp_seconds`:                                     {},
 
 	// deploy/prometheus/alerts.yml
-	`up{job="goldbridge"} == 0`:                                                                       {inner: `up{job="goldbridge"}`},
-	`time() - goldbridge_gold_calculated_timestamp_seconds > 26 * 3600`:                               {inner: `goldbridge_gold_calculated_timestamp_seconds`},
-	`time() - goldbridge_data_newest_timestamp_seconds > 2 * 86400`:                                   {inner: `goldbridge_data_newest_timestamp_seconds`},
-	`goldbridge_circuit_open > 0`:                                                                     {inner: `goldbridge_circuit_open`},
-	`goldbridge_reconciliation_drift_partitions > 0`:                                                  {inner: `goldbridge_reconciliation_drift_partitions`, sync: true},
-	`goldbridge_sync_lag_seconds > 3600`:                                                              {inner: `goldbridge_sync_lag_seconds`, sync: true},
-	`sum by (stage) (increase(goldbridge_runs_total{outcome="failure"}[1h])) >= 3`:                    {inner: `goldbridge_runs_total{outcome="failure"}`},
-	`time() - max by (stage, entity, mart) (goldbridge_last_success_timestamp_seconds) > 3 * 900`:     {inner: `goldbridge_last_success_timestamp_seconds`},
-	`increase(goldbridge_skipped_overlapping_runs_total[1h]) > 2`:                                     {inner: `goldbridge_skipped_overlapping_runs_total`},
-	`sum by (mart, check) (increase(goldbridge_dq_check_failures_total{severity="warning"}[6h])) > 0`: {inner: `goldbridge_dq_check_failures_total{severity="warning"}`},
-	`time() - goldbridge_maintenance_last_success_timestamp_seconds > 3 * 3600`:                       {inner: `goldbridge_maintenance_last_success_timestamp_seconds`},
-	`goldbridge_table_snapshots > 1000`:                                                               {inner: `goldbridge_table_snapshots`},
+	`up{job="goldbridge"} == 0`:                                                                                {inner: `up{job="goldbridge"}`},
+	`time() - goldbridge_gold_calculated_timestamp_seconds > 26 * 3600`:                                        {inner: `goldbridge_gold_calculated_timestamp_seconds`},
+	`time() - goldbridge_data_newest_timestamp_seconds > 2 * 86400`:                                            {inner: `goldbridge_data_newest_timestamp_seconds`},
+	`goldbridge_circuit_open > 0`:                                                                              {inner: `goldbridge_circuit_open`},
+	`goldbridge_reconciliation_drift_partitions > 0`:                                                           {inner: `goldbridge_reconciliation_drift_partitions`, sync: true},
+	`goldbridge_sync_lag_seconds > 3600`:                                                                       {inner: `goldbridge_sync_lag_seconds`, sync: true},
+	`sum by (stage) (increase(goldbridge_runs_total{outcome="failure"}[1h])) >= 3`:                             {inner: `goldbridge_runs_total{outcome="failure"}`},
+	`time() - max by (stage, entity, mart) (goldbridge_last_success_timestamp_seconds) > 3 * 900`:              {inner: `goldbridge_last_success_timestamp_seconds`},
+	`increase(goldbridge_skipped_overlapping_runs_total[1h]) > 2`:                                              {inner: `goldbridge_skipped_overlapping_runs_total`},
+	`sum by (mart, check) (increase(goldbridge_dq_check_failures_total{severity="warning"}[6h])) > 0`:          {inner: `goldbridge_dq_check_failures_total{severity="warning"}`},
+	`time() - goldbridge_maintenance_last_success_timestamp_seconds > 3 * 3600`:                                {inner: `goldbridge_maintenance_last_success_timestamp_seconds`},
+	`goldbridge_table_snapshots > 1000`:                                                                        {inner: `goldbridge_table_snapshots`},
+	`sum by (entity, severity) (increase(goldbridge_silver_check_failures_total{check="undeclared"}[6h])) > 0`: {inner: `goldbridge_silver_check_failures_total{check="undeclared"}`},
 }
 
 // circuitOpenAlert is the expression that must return a series once a critical check fails.

@@ -294,6 +294,8 @@ type QualitySeverity struct {
 	Rows    string `yaml:"rows"`    // a written row fails a filter rule or a not-null column
 	Schema  string `yaml:"schema"`  // the table's columns differ from the declared ones
 	Balance string `yaml:"balance"` // the run's counts do not add up
+	// Undeclared: the payloads carry top-level fields no column reads (default warning).
+	Undeclared string `yaml:"undeclared"`
 }
 
 // Mart is one Gold KPI mart and how it is served from ClickHouse.

@@ -600,7 +600,7 @@ func (c *Config) validateEntity(v *validator, name string) {
 		}
 	}
 	sev := sv.Quality.Severity
-	for _, ck := range []struct{ name, val string }{{"rows", sev.Rows}, {"schema", sev.Schema}, {"balance", sev.Balance}} {
+	for _, ck := range []struct{ name, val string }{{"rows", sev.Rows}, {"schema", sev.Schema}, {"balance", sev.Balance}, {"undeclared", sev.Undeclared}} {
 		v.oneOf(sp+".quality.severity."+ck.name, ck.val, "critical", "warning")
 	}
 	validateFormat(v, sp, sv)
