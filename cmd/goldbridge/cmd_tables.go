@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/lakehouse/asof"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
@@ -38,7 +40,8 @@ type tableInfo struct {
 	// ("100+": with overflow), "" for a table without a Silver quality report.
 	Undeclared string
 	Local      lakeTable
-	Location   string // the table's location (a URL)
+	Location   string       // the table's location (a URL)
+	tbl        *table.Table // as loaded: the table whose metadata Local.Metadata is
 }
 
 // watermarkProps name, per layer, the summary property holding the upstream snapshot.
@@ -65,7 +68,7 @@ func lakeTables(ctx context.Context, lh *catalog.Lakehouse) ([]tableInfo, error)
 }
 
 func describeTable(name string, tbl *table.Table) tableInfo {
-	ti := tableInfo{Name: name, Records: "0", Deletes: "0", Files: "0", Location: tbl.Location()}
+	ti := tableInfo{Name: name, Records: "0", Deletes: "0", Files: "0", Location: tbl.Location(), tbl: tbl}
 	ti.Local.Dir, _ = localPath(tbl.Location())
 	ti.Local.Metadata, _ = localPath(tbl.MetadataLocation())
 	snap := tbl.CurrentSnapshot()
@@ -187,7 +190,8 @@ func orDash(s string) string {
 }
 
 func (a *app) queryCmd() *cobra.Command {
-	return &cobra.Command{
+	var asOf string
+	cmd := &cobra.Command{
 		Use:   "query SQL",
 		Short: "Run SQL over the lake's tables by name (silver.orders, gold.daily_revenue_kpi) in the embedded ClickHouse",
 		Long: `Runs one SQL statement in ClickHouse, where every lake table named as namespace.table
@@ -195,6 +199,16 @@ func (a *app) queryCmd() *cobra.Command {
 Iceberg reader. Other names (the served marts, system tables) are ClickHouse's own.
 
   goldbridge query "SELECT error_reason, count() FROM silver.orders_quarantine GROUP BY 1"
+
+Past snapshots, within what maintenance keeps (maintenance.retain_age): --as-of reads
+every lake table of the query as of a time (the snapshot current then), or one table at
+a snapshot id; a table name followed by FOR TIMESTAMP AS OF '<RFC 3339>' or FOR VERSION
+AS OF <snapshot id> reads that table so:
+
+  goldbridge query --as-of 2026-12-04T09:00:00Z "SELECT * FROM gold.daily_revenue_kpi"
+  goldbridge query "SELECT count() FROM bronze.orders FOR VERSION AS OF 3547395809148285433"
+
+A snapshot the table no longer keeps, or a time before its oldest one, is refused (exit 2).
 
 It runs in a ClickHouse of its own, started for the query and confined to reading the
 warehouse (the embedded server cannot read it: docs/operations.md), so the served marts
@@ -210,30 +224,19 @@ not read yet (query it with ClickHouse's icebergS3).`,
 			if err := queryPossible(cfg); err != nil {
 				return &exitError{exitUsage, err}
 			}
+			opt := asOfOptions{}
+			if cmd.Flags().Changed("as-of") {
+				r, err := asof.Parse(asOf)
+				if err != nil {
+					return &exitError{exitUsage, fmt.Errorf("query: --as-of: %w", err)}
+				}
+				opt.Global = &r
+			}
 			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
+			sql, err := a.lakeSQL(ctx, cfg, args[0], opt)
 			if err != nil {
 				return err
 			}
-			tables, err := lakeTables(ctx, lh)
-			lh.Close()
-			if err != nil {
-				return fmt.Errorf("query: %w", err)
-			}
-			byName := map[string]lakeTable{}
-			for _, t := range tables {
-				byName[t.Name] = t.Local
-			}
-			sql, used, err := rewriteLakeSQL(args[0], byName)
-			if err != nil {
-				return &exitError{exitUsage, fmt.Errorf("query: %w", err)}
-			}
-			for _, t := range tables {
-				if slices.Contains(used, t.Name) && t.Local.Dir == "" {
-					return &exitError{exitUsage, fmt.Errorf("query reads local (file://) tables only; %s lives at %s: query it with ClickHouse's icebergS3", t.Name, t.Location)}
-				}
-			}
-			a.log.Debug("query", "lake_tables", strings.Join(used, ","))
 			base, pw, stop, err := a.lakeServer(ctx, cfg)
 			if err != nil {
 				return fmt.Errorf("query: %w", err)
@@ -242,6 +245,62 @@ not read yet (query it with ClickHouse's icebergS3).`,
 			return httpQuery(ctx, base, chlocal.DefaultUser, pw, sql, lakeQuerySettings(), a.stdout)
 		},
 	}
+	cmd.Flags().StringVar(&asOf, "as-of", "", "read the lake tables as of an RFC 3339 time (the snapshot current then), or one table at a snapshot id")
+	return cmd
+}
+
+// lakeSQL rewrites a query's lake table names to ClickHouse's Iceberg reader of their
+// current metadata, resolving the snapshots opt and the query's FOR ... AS OF clauses
+// name against the same metadata.
+func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt asOfOptions) (string, error) {
+	lh, err := openLakehouse(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	tables, err := lakeTables(ctx, lh)
+	lh.Close()
+	if err != nil {
+		return "", fmt.Errorf("query: %w", err)
+	}
+	byName := map[string]lakeTable{}
+	loaded := map[string]*table.Table{}
+	for _, t := range tables {
+		byName[t.Name], loaded[t.Name] = t.Local, t.tbl
+	}
+	now := time.Now()
+	opt.Resolve = func(name string, r asof.Ref) (int64, error) {
+		s, err := asof.Resolve(ctx, loaded[name], r, now)
+		if errors.Is(err, asof.ErrNotKept) {
+			err = fmt.Errorf("%w; %s", err, retentionNote(cfg, name))
+		}
+		if err != nil {
+			return 0, err
+		}
+		a.log.Debug("query as of", "table", name, "as_of", r.String(), "snapshot", s.SnapshotID)
+		return s.SnapshotID, nil
+	}
+	sql, used, err := rewriteLakeSQL(query, byName, opt)
+	if err != nil {
+		return "", &exitError{exitUsage, fmt.Errorf("query: %w", err)}
+	}
+	for _, t := range tables {
+		if slices.Contains(used, t.Name) && t.Local.Dir == "" {
+			return "", &exitError{exitUsage, fmt.Errorf("query reads local (file://) tables only; %s lives at %s: query it with ClickHouse's icebergS3", t.Name, t.Location)}
+		}
+	}
+	a.log.Debug("query", "lake_tables", strings.Join(used, ","))
+	return sql, nil
+}
+
+// retentionNote says how far back maintenance keeps a table's snapshots.
+func retentionNote(cfg *config.Config, name string) string {
+	layer := ""
+	if _, _, layers, err := lakeOf(cfg); err == nil {
+		layer = layerOf(layers[name])
+	}
+	p := cfg.MaintenanceOf(name, layer)
+	return fmt.Sprintf("maintenance expires the snapshots of %s older than maintenance.retain_age (%s for it) beyond its %d newest (retain_min): docs/operations.md, \"Maintenance\"; raise retain_age to reach further back",
+		name, p.RetainAge, *p.RetainMin)
 }
 
 // queryPossible says why goldbridge query cannot read the lake of cfg, or nil.
