@@ -95,7 +95,8 @@ func (ps *parser) noteFields(o *fastjson.Object, present int, skipMeta bool) {
 
 // add counts field k of the current row, keeping its first value.
 func (t *fieldTally) add(k []byte, v *fastjson.Value) {
-	if len(k) > maxFieldName {
+	clipped := len(k) > maxFieldName
+	if clipped {
 		k = k[:maxFieldName]
 	}
 	if i, ok := t.idx[string(k)]; ok {
@@ -110,7 +111,7 @@ func (t *fieldTally) add(k []byte, v *fastjson.Value) {
 		return
 	}
 	t.scratch = v.MarshalTo(t.scratch[:0])
-	t.put(string(k), UndeclaredField{Field: fieldName(k), Rows: 1, First: clipText(t.scratch, maxFirstValue)})
+	t.put(string(k), UndeclaredField{Field: fieldName(k, clipped), Rows: 1, First: clipText(t.scratch, maxFirstValue)})
 }
 
 // put adds a field new to t under key.
@@ -140,12 +141,12 @@ func (t *fieldTally) absorb(c *fieldTally) {
 
 // fieldName is how a (clipped) name is reported: valid UTF-8, "…" when clipped, and
 // `""` for the empty name.
-func fieldName(k []byte) string {
+func fieldName(k []byte, clipped bool) string {
 	if len(k) == 0 {
 		return `""`
 	}
 	s := strings.ToValidUTF8(string(k), "\uFFFD")
-	if len(k) == maxFieldName {
+	if clipped {
 		s += "…"
 	}
 	return s
