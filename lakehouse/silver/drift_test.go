@@ -90,8 +90,8 @@ func undeclaredOracle(t *testing.T, lines []string, declared ...string) []Undecl
 // undeclared top-level field with the rows carrying it and its first value (against an
 // oracle read with encoding/json), in one pass and in passes, records it in the snapshot
 // summary and prints it; the declared fields, the field a rule reads through its column,
-// and customer.email (nested under the declared customer) are not reported. At the
-// default severity (warning) the run commits.
+// customer.email (nested under the declared customer) and the ignored fields are not
+// reported. At the default severity (warning) the run commits.
 func TestUndeclaredFieldsReported(t *testing.T) {
 	lines := driftLines(5000)
 	want := undeclaredOracle(t, lines, "event_id", "user_id", "amount", "event_ts", "customer")
@@ -140,6 +140,18 @@ func TestUndeclaredFieldsReported(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ignored_fields", func(t *testing.T) { // note is not read on purpose
+		lh := lakehousetest.Open(t)
+		landing := t.TempDir()
+		writeLanding(t, landing, "1.jsonl", lines...)
+		ingestInto(t, lh, "bronze.events", landing)
+		spec := driftSpec()
+		spec.IgnoredFields = []string{"note"}
+		res, err := Run(context.Background(), lh, spec, "bronze.events", Options{})
+		if err != nil || !slices.Equal(res.Quality.Undeclared, want[1:]) {
+			t.Fatalf("undeclared %+v, %v; want %+v", res.Quality.Undeclared, err, want[1:])
+		}
+	})
 }
 
 // TestUndeclaredStrictCommitsNothing: with quality.severity.undeclared critical, a run

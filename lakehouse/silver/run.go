@@ -1116,6 +1116,9 @@ func (e *engine) newParseWorker() (*parseWorker, error) {
 		}
 		w.parser = w.dbz.parser
 	}
+	for _, f := range e.spec.IgnoredFields {
+		w.parser.known[f] = struct{}{}
+	}
 	if e.rules != nil {
 		w.rules = e.rules.clone()
 	}
