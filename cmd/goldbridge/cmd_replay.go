@@ -50,9 +50,7 @@ after changing the entity's rules. Replaying again is safe.`,
 			res, err := silver.Replay(ctx, lh, spec, cfg.Entities[name].Bronze.Table, silver.Options{
 				Log: a.log.With("stage", "replay", "entity", name), Decrypt: decrypt, PassRows: cfg.Entities[name].Silver.PassRows,
 			})
-			for _, f := range res.Quality.Failures {
-				p.m.SilverCheckFailures.WithLabelValues(name, f.Check, f.Severity).Inc()
-			}
+			p.observeQuality(name, res)
 			if errors.Is(err, silver.ErrCriticalCheck) {
 				a.printSilverResult("replay", spec, res) // which check failed, on what
 			}

@@ -294,6 +294,7 @@ func (s *server) initSeries() {
 		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckRows, sev.Rows).Add(0)
 		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckSchema, sev.Schema).Add(0)
 		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckBalance, sev.Balance).Add(0)
+		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckUndeclared, sev.Undeclared).Add(0)
 	}
 }
 

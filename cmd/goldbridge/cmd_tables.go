@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/lakehouse/asof"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
@@ -33,8 +36,12 @@ type tableInfo struct {
 	Deletes   string // delete records (equality + position)
 	Files     string // data files
 	Watermark string // the upstream snapshot the table is processed up to, or ""
-	Local     lakeTable
-	Location  string // the table's location (a URL)
+	// Undeclared is how many undeclared payload fields the last Silver run recorded
+	// ("100+": with overflow), "" for a table without a Silver quality report.
+	Undeclared string
+	Local      lakeTable
+	Location   string       // the table's location (a URL)
+	tbl        *table.Table // as loaded: the table whose metadata Local.Metadata is
 }
 
 // watermarkProps name, per layer, the summary property holding the upstream snapshot.
@@ -61,7 +68,7 @@ func lakeTables(ctx context.Context, lh *catalog.Lakehouse) ([]tableInfo, error)
 }
 
 func describeTable(name string, tbl *table.Table) tableInfo {
-	ti := tableInfo{Name: name, Records: "0", Deletes: "0", Files: "0", Location: tbl.Location()}
+	ti := tableInfo{Name: name, Records: "0", Deletes: "0", Files: "0", Location: tbl.Location(), tbl: tbl}
 	ti.Local.Dir, _ = localPath(tbl.Location())
 	ti.Local.Metadata, _ = localPath(tbl.MetadataLocation())
 	snap := tbl.CurrentSnapshot()
@@ -91,7 +98,33 @@ func describeTable(name string, tbl *table.Table) tableInfo {
 		}
 		s = tbl.SnapshotByID(*s.ParentSnapshotID)
 	}
+	ti.Undeclared = undeclaredOf(tbl, snap)
 	return ti
+}
+
+// undeclaredOf reads the undeclared fields of the newest commit from snap back that
+// records a Silver quality report (compactions do not): their number, "+" with overflow.
+func undeclaredOf(tbl *table.Table, snap *table.Snapshot) string {
+	for s := snap; s != nil; {
+		if s.Summary != nil {
+			if v, ok := s.Summary.Properties[silver.PropQuality]; ok {
+				var q silver.Quality
+				if json.Unmarshal([]byte(v), &q) != nil {
+					return "?"
+				}
+				n := strconv.Itoa(len(q.Undeclared))
+				if q.UndeclaredOverflow > 0 {
+					n += "+"
+				}
+				return n
+			}
+		}
+		if s.ParentSnapshotID == nil {
+			break
+		}
+		s = tbl.SnapshotByID(*s.ParentSnapshotID)
+	}
+	return ""
 }
 
 func orZero(s string) string {
@@ -116,7 +149,8 @@ func (a *app) tablesCmd() *cobra.Command {
 		Short: "List every table of the lake with its snapshot, rows, files and watermark",
 		Long: `Lists every Iceberg table of the catalog: its current snapshot and commit time, the
 records in its data files, its delete records (an upsert's replaced versions), its data
-files, and its watermark (the Bronze or Silver snapshot it is processed up to).
+files, its watermark (the Bronze or Silver snapshot it is processed up to), and for a
+Silver table the undeclared payload fields its last run met (goldbridge.quality).
 Reads the catalog only: no ClickHouse is needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -135,13 +169,13 @@ Reads the catalog only: no ClickHouse is needed.`,
 				return fmt.Errorf("tables: %w", err)
 			}
 			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TABLE\tSNAPSHOT\tCOMMITTED\tRECORDS\tDELETES\tFILES\tWATERMARK")
+			fmt.Fprintln(w, "TABLE\tSNAPSHOT\tCOMMITTED\tRECORDS\tDELETES\tFILES\tWATERMARK\tUNDECLARED")
 			for _, t := range tables {
 				snap, at := "-", "-"
 				if t.Snapshot != 0 {
 					snap, at = strconv.FormatInt(t.Snapshot, 10), t.Committed.Format(time.RFC3339)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, snap, at, t.Records, t.Deletes, t.Files, orDash(t.Watermark))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, snap, at, t.Records, t.Deletes, t.Files, orDash(t.Watermark), orDash(t.Undeclared))
 			}
 			return w.Flush()
 		},
@@ -156,7 +190,8 @@ func orDash(s string) string {
 }
 
 func (a *app) queryCmd() *cobra.Command {
-	return &cobra.Command{
+	var asOf string
+	cmd := &cobra.Command{
 		Use:   "query SQL",
 		Short: "Run SQL over the lake's tables by name (silver.orders, gold.daily_revenue_kpi) in the embedded ClickHouse",
 		Long: `Runs one SQL statement in ClickHouse, where every lake table named as namespace.table
@@ -164,6 +199,16 @@ func (a *app) queryCmd() *cobra.Command {
 Iceberg reader. Other names (the served marts, system tables) are ClickHouse's own.
 
   goldbridge query "SELECT error_reason, count() FROM silver.orders_quarantine GROUP BY 1"
+
+Past snapshots, within what maintenance keeps (maintenance.retain_age): --as-of reads
+every lake table of the query as of a time (the snapshot current then), or one table at
+a snapshot id; a table name followed by FOR TIMESTAMP AS OF '<RFC 3339>' or FOR VERSION
+AS OF <snapshot id> reads that table so:
+
+  goldbridge query --as-of 2026-12-04T09:00:00Z "SELECT * FROM gold.daily_revenue_kpi"
+  goldbridge query "SELECT count() FROM bronze.orders FOR VERSION AS OF 3547395809148285433"
+
+A snapshot the table no longer keeps, or a time before its oldest one, is refused (exit 2).
 
 It runs in a ClickHouse of its own, started for the query and confined to reading the
 warehouse (the embedded server cannot read it: docs/operations.md), so the served marts
@@ -179,30 +224,19 @@ not read yet (query it with ClickHouse's icebergS3).`,
 			if err := queryPossible(cfg); err != nil {
 				return &exitError{exitUsage, err}
 			}
+			opt := asOfOptions{}
+			if cmd.Flags().Changed("as-of") {
+				r, err := asof.Parse(asOf)
+				if err != nil {
+					return &exitError{exitUsage, fmt.Errorf("query: --as-of: %w", err)}
+				}
+				opt.Global = &r
+			}
 			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
+			sql, err := a.lakeSQL(ctx, cfg, args[0], opt)
 			if err != nil {
 				return err
 			}
-			tables, err := lakeTables(ctx, lh)
-			lh.Close()
-			if err != nil {
-				return fmt.Errorf("query: %w", err)
-			}
-			byName := map[string]lakeTable{}
-			for _, t := range tables {
-				byName[t.Name] = t.Local
-			}
-			sql, used, err := rewriteLakeSQL(args[0], byName)
-			if err != nil {
-				return &exitError{exitUsage, fmt.Errorf("query: %w", err)}
-			}
-			for _, t := range tables {
-				if slices.Contains(used, t.Name) && t.Local.Dir == "" {
-					return &exitError{exitUsage, fmt.Errorf("query reads local (file://) tables only; %s lives at %s: query it with ClickHouse's icebergS3", t.Name, t.Location)}
-				}
-			}
-			a.log.Debug("query", "lake_tables", strings.Join(used, ","))
 			base, pw, stop, err := a.lakeServer(ctx, cfg)
 			if err != nil {
 				return fmt.Errorf("query: %w", err)
@@ -211,6 +245,62 @@ not read yet (query it with ClickHouse's icebergS3).`,
 			return httpQuery(ctx, base, chlocal.DefaultUser, pw, sql, lakeQuerySettings(), a.stdout)
 		},
 	}
+	cmd.Flags().StringVar(&asOf, "as-of", "", "read the lake tables as of an RFC 3339 time (the snapshot current then), or one table at a snapshot id")
+	return cmd
+}
+
+// lakeSQL rewrites a query's lake table names to ClickHouse's Iceberg reader of their
+// current metadata, resolving the snapshots opt and the query's FOR ... AS OF clauses
+// name against the same metadata.
+func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt asOfOptions) (string, error) {
+	lh, err := openLakehouse(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	tables, err := lakeTables(ctx, lh)
+	lh.Close()
+	if err != nil {
+		return "", fmt.Errorf("query: %w", err)
+	}
+	byName := map[string]lakeTable{}
+	loaded := map[string]*table.Table{}
+	for _, t := range tables {
+		byName[t.Name], loaded[t.Name] = t.Local, t.tbl
+	}
+	now := time.Now()
+	opt.Resolve = func(name string, r asof.Ref) (int64, error) {
+		s, err := asof.Resolve(ctx, loaded[name], r, now)
+		if errors.Is(err, asof.ErrNotKept) {
+			err = fmt.Errorf("%w; %s", err, retentionNote(cfg, name))
+		}
+		if err != nil {
+			return 0, err
+		}
+		a.log.Debug("query as of", "table", name, "as_of", r.String(), "snapshot", s.SnapshotID)
+		return s.SnapshotID, nil
+	}
+	sql, used, err := rewriteLakeSQL(query, byName, opt)
+	if err != nil {
+		return "", &exitError{exitUsage, fmt.Errorf("query: %w", err)}
+	}
+	for _, t := range tables {
+		if slices.Contains(used, t.Name) && t.Local.Dir == "" {
+			return "", &exitError{exitUsage, fmt.Errorf("query reads local (file://) tables only; %s lives at %s: query it with ClickHouse's icebergS3", t.Name, t.Location)}
+		}
+	}
+	a.log.Debug("query", "lake_tables", strings.Join(used, ","))
+	return sql, nil
+}
+
+// retentionNote says how far back maintenance keeps a table's snapshots.
+func retentionNote(cfg *config.Config, name string) string {
+	layer := ""
+	if _, _, layers, err := lakeOf(cfg); err == nil {
+		layer = layerOf(layers[name])
+	}
+	p := cfg.MaintenanceOf(name, layer)
+	return fmt.Sprintf("maintenance expires the snapshots of %s older than maintenance.retain_age (%s for it) beyond its %d newest (retain_min): docs/operations.md, \"Maintenance\"; raise retain_age to reach further back",
+		name, p.RetainAge, *p.RetainMin)
 }
 
 // queryPossible says why goldbridge query cannot read the lake of cfg, or nil.

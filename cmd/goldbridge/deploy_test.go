@@ -75,6 +75,7 @@ var promExprs = map[string]exprCheck{
 	`goldbridge_table_snapshots > 1000`:                                                               {inner: `goldbridge_table_snapshots`},
 	`goldbridge_clickhouse_data_bytes > 3 * sum without (mart) (goldbridge_clickhouse_bytes) + 100 * 1024 * 1024`: {
 		inner: `goldbridge_clickhouse_data_bytes`, sync: true},
+	`sum by (entity, severity) (increase(goldbridge_silver_check_failures_total{check="undeclared"}[6h])) > 0`: {inner: `goldbridge_silver_check_failures_total{check="undeclared"}`},
 }
 
 // circuitOpenAlert is the expression that must return a series once a critical check fails.

@@ -95,9 +95,11 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 		Name: name, Table: sv.Table, QuarantineTable: sv.QuarantineTable, Mode: sv.Mode, Identity: sv.Identity,
 		Key: sv.Key, UpdatedAt: sv.UpdatedAt, Op: sv.Op, OpValues: sv.OpValues,
 		EventTime: sv.EventTime, Lookback: sv.Lookback.D(), KeysTable: sv.KeysTable, Buckets: sv.Buckets, SortBy: sv.SortBy,
+		IgnoredFields:     sv.IgnoredFields,
 		WarnQuarantinePct: *sv.Quality.WarnQuarantinePct, WarnDuplicatePct: *sv.Quality.WarnDuplicatePct,
 		FailQuarantinePct: *sv.Quality.FailQuarantinePct,
-		Severity:          silver.Severities{Rows: sv.Quality.Severity.Rows, Schema: sv.Quality.Severity.Schema, Balance: sv.Quality.Severity.Balance},
+		Severity: silver.Severities{Rows: sv.Quality.Severity.Rows, Schema: sv.Quality.Severity.Schema, Balance: sv.Quality.Severity.Balance,
+			Undeclared: sv.Quality.Severity.Undeclared},
 	}
 	if sv.Format == "debezium" && sv.Debezium != nil {
 		spec.Debezium = &silver.DebeziumSpec{Connector: sv.Debezium.Connector, DecimalHandling: sv.Debezium.DecimalHandling}

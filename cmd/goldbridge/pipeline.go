@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/cmd/goldbridge/internal/metrics"
@@ -292,9 +293,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 		if errors.Is(err, silver.ErrQuarantineGate) {
 			p.m.QuarantineGate.WithLabelValues(name).Set(1)
 		}
-		for _, f := range res.Quality.Failures {
-			p.m.SilverCheckFailures.WithLabelValues(name, f.Check, f.Severity).Inc()
-		}
+		p.observeQuality(name, res)
 		if errors.Is(err, silver.ErrCriticalCheck) {
 			a.printSilverResult("silver", spec, res) // which check failed, on what
 		}
@@ -318,6 +317,24 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 		a.printSilverResult("silver", spec, res)
 	}
 	return failed.err()
+}
+
+// observeQuality counts a Silver run's failed checks and, when it read rows, replaces
+// the entity's undeclared fields gauge with the run's (bounded by the run's report).
+func (p *pipeline) observeQuality(name string, res silver.Result) {
+	for _, f := range res.Quality.Failures {
+		p.m.SilverCheckFailures.WithLabelValues(name, f.Check, f.Severity).Inc()
+	}
+	if res.Quality.BronzeRows == 0 { // read nothing, or stopped before the report
+		return
+	}
+	p.m.SilverUndeclared.DeletePartialMatch(prometheus.Labels{"entity": name})
+	for _, f := range res.Quality.Undeclared {
+		p.m.SilverUndeclared.WithLabelValues(name, f.Field).Set(float64(f.Rows))
+	}
+	if n := res.Quality.UndeclaredOverflow; n > 0 {
+		p.m.SilverUndeclared.WithLabelValues(name, "").Set(float64(n))
+	}
 }
 
 // gold runs every mart; a mart whose circuit opens does not stop the others, and the

@@ -173,3 +173,80 @@ func metricLine(t *testing.T, dir, name string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestSilverUndeclaredFields is issue 42's schema drift through the CLI: a source that
+// starts sending delivery_address. With quality.severity.undeclared: critical the run
+// exits 6 naming the field and commits nothing; at the default (warning) it publishes,
+// prints the field with its rows and first value, sets
+// goldbridge_silver_undeclared_fields{entity,field} and counts the check, and
+// `goldbridge tables` shows the field count of the Silver table.
+func TestSilverUndeclaredFields(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	cfg := func(sev string) string {
+		c := checkConfig(t, dir, "")
+		b, err := os.ReadFile(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.Replace(string(b), "        - {id: N1, kind: normalize, column: amount, expr: amount - 10}\n", "", 1)
+		if sev != "" {
+			s += "      quality: {severity: {undeclared: " + sev + "}}\n"
+		}
+		writeFile(t, c, s)
+		return c
+	}
+	land := func(name, lines string) {
+		p := filepath.Join(dir, "a", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, p, lines)
+		at := time.Now().Add(-10 * time.Second) // settled
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(sev string, args ...string) (int, string, string) {
+		return runCLI(t, append([]string{"-c", cfg(sev), "--state-dir", state, "--log-level", "warn"}, args...)...)
+	}
+	land("1.jsonl", `{"id":"x","ts":"2026-11-20T10:00:00Z","amount":50}`+"\n")
+	if code, out, errs := run("critical", "run"); code != exitOK || strings.Contains(out, "undeclared") {
+		t.Fatalf("first run: exit %d\n%s\n%s", code, out, errs)
+	}
+	before := silverTables(t, state)
+
+	land("2.jsonl", `{"id":"y","ts":"2026-11-20T11:00:00Z","amount":5,"delivery_address":"1 Elm St"}`+"\n"+
+		`{"id":"w","ts":"2026-11-20T11:00:00Z","amount":30,"delivery_address":{"street":"Oak"}}`+"\n")
+	detail := `1 top-level fields the spec does not read: delivery_address (2 rows, first "1 Elm St")`
+	code, out, errs := run("critical", "run")
+	if code != exitSilverGate || !strings.Contains(errs, "silver a: critical quality check failed: undeclared: "+detail+"; nothing committed") ||
+		!strings.Contains(out, "quality undeclared: FAIL (critical): "+detail) {
+		t.Fatalf("critical: exit %d, want %d naming the field\n%s\n%s", code, exitSilverGate, out, errs)
+	}
+	if after := silverTables(t, state); !slices.Equal(after, before) {
+		t.Fatalf("the refused run changed the lake:\n%s\nwant\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+	}
+	if m := metricLine(t, dir, "goldbridge_silver_undeclared_fields"); m != `goldbridge_silver_undeclared_fields{entity="a",field="delivery_address"} 2` {
+		t.Errorf("metric: %q", m)
+	}
+	if m := metricLine(t, dir, "goldbridge_silver_check_failures_total"); m != `goldbridge_silver_check_failures_total{check="undeclared",entity="a",severity="critical"} 1` {
+		t.Errorf("metric: %q", m)
+	}
+
+	code, out, errs = run("", "run")
+	if code != exitOK || !strings.Contains(out, "quality undeclared: FAIL (warning): "+detail) || !strings.Contains(errs, "quality check failed; published (severity warning)") {
+		t.Fatalf("warning: exit %d\n%s\n%s", code, out, errs)
+	}
+	want := []string{"silver.a w 30.00", "silver.a x 50.00", "silver.a y 5.00"}
+	if got := silverTables(t, state); !slices.Equal(got[2:], want) {
+		t.Fatalf("after the warning run:\n%s\nwant rows\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if m := metricLine(t, dir, "goldbridge_silver_undeclared_fields"); m != `goldbridge_silver_undeclared_fields{entity="a",field="delivery_address"} 2` {
+		t.Errorf("metric: %q", m)
+	}
+	code, out, errs = run("", "tables")
+	if f := strings.Fields(lineOf(out, "silver.a ")); code != exitOK || len(f) != 8 || f[7] != "1" {
+		t.Errorf("tables: exit %d\n%s\n%s", code, out, errs)
+	}
+}

@@ -70,7 +70,7 @@ func TestTablesAndQuery(t *testing.T) {
 	out := gb("tables")
 	bronzeSnap := ""
 	for _, l := range strings.Split(out, "\n") {
-		if f := strings.Fields(l); len(f) == 7 && f[0] == "bronze.orders" {
+		if f := strings.Fields(l); len(f) == 8 && f[0] == "bronze.orders" {
 			bronzeSnap = f[1]
 			if f[3] != "3000" {
 				t.Errorf("bronze.orders records %s, want 3000", f[3])

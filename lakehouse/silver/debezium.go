@@ -182,10 +182,12 @@ func (d *dbzParser) parse(payload []byte, row []Value) (*dbzEvent, string) {
 		image  *fastjson.Value
 		reason string
 	)
-	if src := v.Get("source"); src != nil && src.Type() == fastjson.TypeObject && v.Exists("op") {
-		image, reason = d.envelope(v, src)
-	} else {
+	src := v.Get("source")
+	flat := src == nil || src.Type() != fastjson.TypeObject || !v.Exists("op")
+	if flat {
 		image, reason = d.flattened(v)
+	} else {
+		image, reason = d.envelope(v, src)
 	}
 	if reason != "" {
 		return ev, reason
@@ -193,7 +195,11 @@ func (d *dbzParser) parse(payload []byte, row []Value) (*dbzEvent, string) {
 	if d.byPosition && !ev.hasPos {
 		return ev, "missing_position: " + d.positionFields()
 	}
-	return ev, d.columns(image, row)
+	reason, present := d.columns(image, row)
+	if d.tally != nil { // the row's fields, not the envelope's or add.fields' (drift.go)
+		d.noteFields(image.GetObject(), present, flat)
+	}
+	return ev, reason
 }
 
 // envelope reads the op, the image and the position of an envelope.
@@ -399,11 +405,14 @@ func jsonUint(v *fastjson.Value) (uint64, bool) {
 	return n, err == nil
 }
 
-// columns types the declared columns from the row image.
-func (d *dbzParser) columns(image *fastjson.Value, row []Value) string {
+// columns types the declared columns from the row image; present is as parser.columns'.
+func (d *dbzParser) columns(image *fastjson.Value, row []Value) (reason string, present int) {
 	ev := &d.ev
 	for i, c := range d.cols {
 		v := image.Get(d.paths[i]...)
+		if v != nil && d.topCol[i] {
+			present++
+		}
 		if v != nil && v.Type() == fastjson.TypeString {
 			if s := v.GetStringBytes(); string(s) == UnavailableValue || string(s) == unavailableBase64 {
 				ev.unavailable = append(ev.unavailable, i)
@@ -421,7 +430,7 @@ func (d *dbzParser) columns(image *fastjson.Value, row []Value) string {
 			case d.hasDf[i]:
 				row[i] = d.defs[i]
 			case c.Required:
-				return "missing_" + c.Name
+				return "missing_" + c.Name, -1
 			default:
 				row[i] = Value{Null: true}
 			}
@@ -429,11 +438,11 @@ func (d *dbzParser) columns(image *fastjson.Value, row []Value) string {
 		}
 		val, err := d.convert(c, v)
 		if err != nil {
-			return "invalid_" + c.Name + ": " + err.Error()
+			return "invalid_" + c.Name + ": " + err.Error(), -1
 		}
 		row[i] = val
 	}
-	return ""
+	return "", present
 }
 
 // convert types one value as the connector writes it: decimals as decimal_handling

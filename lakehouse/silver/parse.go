@@ -31,6 +31,12 @@ type parser struct {
 	p     fastjson.Parser
 	arena []byte // where string values are copied to (see above)
 	num   []byte // scratch for number text
+	// known are the top-level fields the columns read; tally, when set, counts the
+	// others (drift.go). topCol[i]: column i's path is the first one that is the
+	// top-level field alone, so the columns that find theirs count distinct fields.
+	known  map[string]struct{}
+	topCol []bool
+	tally  *fieldTally
 }
 
 func newParser(cols []ColumnSpec) (*parser, error) {
@@ -49,6 +55,7 @@ func newParser(cols []ColumnSpec) (*parser, error) {
 			ps.defs[i], ps.hasDf[i] = v, true
 		}
 	}
+	ps.known, ps.topCol = knownFields(ps.paths)
 	return ps, nil
 }
 
@@ -70,26 +77,40 @@ func (ps *parser) parse(payload []byte, row []Value) string {
 	if doc.Type() != fastjson.TypeObject {
 		return "invalid_json: not a JSON object"
 	}
+	reason, present := ps.columns(doc, row)
+	if ps.tally != nil {
+		ps.noteFields(doc.GetObject(), present, false)
+	}
+	return reason
+}
+
+// columns types the declared columns of doc into row, or returns the quarantine reason;
+// present is the number of distinct top-level fields the columns found (see topCol),
+// -1 after a failure.
+func (ps *parser) columns(doc *fastjson.Value, row []Value) (reason string, present int) {
 	for i, c := range ps.cols {
 		v := doc.Get(ps.paths[i]...)
+		if v != nil && ps.topCol[i] {
+			present++
+		}
 		if v == nil || v.Type() == fastjson.TypeNull {
 			if ps.hasDf[i] {
 				row[i] = ps.defs[i]
 				continue
 			}
 			if c.Required {
-				return "missing_" + c.Name
+				return "missing_" + c.Name, -1
 			}
 			row[i] = Value{Null: true}
 			continue
 		}
 		val, err := ps.convert(c, v)
 		if err != nil {
-			return "invalid_" + c.Name + ": " + err.Error()
+			return "invalid_" + c.Name + ": " + err.Error(), -1
 		}
 		row[i] = val
 	}
-	return ""
+	return "", present
 }
 
 func firstLine(s string) string {

@@ -32,7 +32,13 @@ type Quality struct {
 	DuplicatePct  float64  `json:"duplicate_pct"`
 	Warnings      []string `json:"warnings,omitempty"`
 
-	// Failures are the failed row, schema and balance checks with their severity: a
+	// Undeclared are the top-level payload fields the spec does not read (drift.go), in
+	// the order of their first row, at most MaxUndeclaredFields; UndeclaredOverflow counts
+	// the occurrences of any further name (when it is not 0, the counts above may be low).
+	Undeclared         []UndeclaredField `json:"undeclared,omitempty"`
+	UndeclaredOverflow int64             `json:"undeclared_overflow,omitempty"`
+
+	// Failures are the failed row, schema, balance and undeclared checks with their severity: a
 	// critical one refuses the run (ErrCriticalCheck), a warning is published.
 	Failures []Failure `json:"failures,omitempty"`
 }
@@ -48,11 +54,15 @@ const (
 	CheckRows    = "rows"    // a written row fails a filter rule or has NULL in a not-null column
 	CheckSchema  = "schema"  // the table lacks a declared column or types it differently
 	CheckBalance = "balance" // read != current + superseded + duplicates + quarantined
+	// CheckUndeclared: the payloads carry top-level fields the spec does not read
+	// (drift.go); a warning unless Severities.Undeclared is critical.
+	CheckUndeclared = "undeclared"
 )
 
-// Severities are the severities of the row, schema and balance checks; "" is critical.
+// Severities are the severities of the row, schema and balance checks ("" is critical)
+// and of the undeclared fields check ("" is warning: reported, committed).
 type Severities struct {
-	Rows, Schema, Balance string
+	Rows, Schema, Balance, Undeclared string
 }
 
 // of is the severity of check.
@@ -65,6 +75,10 @@ func (s Severities) of(check string) string {
 		v = s.Schema
 	case CheckBalance:
 		v = s.Balance
+	case CheckUndeclared:
+		if v = s.Undeclared; v == "" {
+			v = SeverityWarning
+		}
 	}
 	if v == "" {
 		return SeverityCritical
@@ -74,7 +88,7 @@ func (s Severities) of(check string) string {
 
 // Failure is one failed quality check of a run.
 type Failure struct {
-	Check    string `json:"check"` // CheckRows, CheckSchema or CheckBalance
+	Check    string `json:"check"` // CheckRows, CheckSchema, CheckBalance or CheckUndeclared
 	Severity string `json:"severity"`
 	Detail   string `json:"detail"`
 }
@@ -110,6 +124,9 @@ func (q *Quality) judge(sev Severities) {
 	}
 	if !q.Balanced {
 		add(CheckBalance, "counts do not add up")
+	}
+	if q.hasUndeclared() {
+		add(CheckUndeclared, q.undeclaredDetail())
 	}
 }
 
@@ -157,6 +174,9 @@ func (q Quality) Lines() []string {
 		"quality schema: " + schema,
 		fmt.Sprintf("quality aggregates: %d bronze rows -> %d silver rows, %.2f%% quarantined, %.2f%% duplicates, %s",
 			q.BronzeRows, q.SilverRows, q.QuarantinePct, q.DuplicatePct, balanced),
+	}
+	if q.hasUndeclared() {
+		out = append(out, "quality undeclared: "+q.fail(CheckUndeclared)+q.undeclaredDetail())
 	}
 	for _, n := range q.SchemaNotes {
 		out = append(out, "note: "+n)

@@ -289,6 +289,7 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	if err := e.scanRanges(ctx, bronzeTbl, ranges, opt); err != nil {
 		return fail(err)
 	}
+	e.quality.Undeclared, e.quality.UndeclaredOverflow = e.drift.fields, e.drift.overflow
 	e.warnUndated(opt.Log)
 	need := func(s sink) bool {
 		for _, m := range marks {
@@ -498,6 +499,7 @@ type engine struct {
 	undated      atomic.Int64 // IdentityDelivery: Bronze rows without a position (first pass)
 
 	quality Quality
+	drift   fieldTally // the run's undeclared fields (drift.go)
 
 	refill []refill // late Debezium versions that give a stored row a column it lacks (debezium_toast.go)
 
@@ -1089,6 +1091,7 @@ type chunk struct {
 	// (debezium_toast.go).
 	ucols []int
 	uoff  []int32
+	drift fieldTally // the chunk's undeclared fields (first pass only; drift.go)
 }
 
 // parseWorker types chunks; it owns a parser and a rule set (neither is safe for
@@ -1113,6 +1116,9 @@ func (e *engine) newParseWorker() (*parseWorker, error) {
 		}
 		w.parser = w.dbz.parser
 	}
+	for _, f := range e.spec.IgnoredFields {
+		w.parser.known[f] = struct{}{}
+	}
 	if e.rules != nil {
 		w.rules = e.rules.clone()
 	}
@@ -1135,6 +1141,11 @@ func (pw *parseWorker) parse(c *chunk, width int) {
 		groups = nil
 	}
 	c.ucols, c.uoff = c.ucols[:0], c.uoff[:0]
+	c.drift.reset()
+	if e.group == 0 { // counted once, in the pass that does the accounting
+		pw.parser.tally = &c.drift
+		defer func() { pw.parser.tally = nil }()
+	}
 	for j := range c.n {
 		i := c.lo + j
 		if pw.dbz != nil {
@@ -1285,6 +1296,9 @@ func (pw *parseWorker) setDeliveryID(row []Value, b *bronzeBatch, i int, h uint6
 func (e *engine) merge(c *chunk, sinks sink, width int) {
 	toSilver, toQuarantine, toKeys := sinks&sinkSilver != 0, sinks&sinkQuarantine != 0, sinks&sinkKeys != 0 && e.keys != nil
 	b := c.b
+	if toSilver {
+		e.drift.absorb(&c.drift)
+	}
 	for j := range c.n {
 		i := c.lo + j
 		if toSilver {

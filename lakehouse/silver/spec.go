@@ -160,6 +160,9 @@ type EntitySpec struct {
 	SortBy          []string // columns Silver's data files are sorted by (prunes scans on them, e.g. a mart's grain)
 	Columns         []ColumnSpec
 	Rules           []RuleSpec
+	// IgnoredFields are top-level payload fields the entity knows and does not read:
+	// never reported as undeclared (drift.go).
+	IgnoredFields []string
 	// Debezium, if set, reads the payloads as Debezium change events (upsert mode;
 	// debezium.go): the columns from the row image, the op from the event, and the
 	// versions ordered by the source position unless UpdatedAt is set.

@@ -200,11 +200,14 @@ type Silver struct {
 	Buckets         int                 `yaml:"buckets"`
 	PassRows        int64               `yaml:"pass_rows"` // Bronze rows per pass over key groups (0: silver.DefaultPassRows, -1: one pass)
 	SortBy          []string            `yaml:"sort_by"`   // columns the data files are sorted by (e.g. a mart's grain)
-	Columns         []Column            `yaml:"columns"`
-	Rules           []Rule              `yaml:"rules"`
-	Quality         Quality             `yaml:"quality"`
-	Format          string              `yaml:"format"`   // json | debezium: how payloads are read
-	Debezium        *Debezium           `yaml:"debezium"` // with format: debezium
+	// IgnoredFields are top-level payload fields the entity does not read on purpose:
+	// not reported as undeclared (silver.EntitySpec.IgnoredFields).
+	IgnoredFields []string  `yaml:"ignored_fields"`
+	Columns       []Column  `yaml:"columns"`
+	Rules         []Rule    `yaml:"rules"`
+	Quality       Quality   `yaml:"quality"`
+	Format        string    `yaml:"format"`   // json | debezium: how payloads are read
+	Debezium      *Debezium `yaml:"debezium"` // with format: debezium
 }
 
 // Debezium reads an entity's payloads as Debezium change events (silver.DebeziumSpec).
@@ -294,6 +297,8 @@ type QualitySeverity struct {
 	Rows    string `yaml:"rows"`    // a written row fails a filter rule or a not-null column
 	Schema  string `yaml:"schema"`  // the table's columns differ from the declared ones
 	Balance string `yaml:"balance"` // the run's counts do not add up
+	// Undeclared: the payloads carry top-level fields no column reads (default warning).
+	Undeclared string `yaml:"undeclared"`
 }
 
 // Mart is one Gold KPI mart and how it is served from ClickHouse.

@@ -21,6 +21,7 @@ const (
 	DefaultTailWait                 = time.Hour       // sources.<name>.tail_wait
 	DefaultQualityFailQuarantinePct = 50.0            // entities.<name>.silver.quality.fail_quarantine_pct
 	DefaultQualitySeverity          = "critical"      // entities.<name>.silver.quality.severity.*
+	DefaultUndeclaredSeverity       = "warning"       // entities.<name>.silver.quality.severity.undeclared
 	DefaultAnomalyTrailing          = 7
 	DefaultAnomalyTolerance         = 0.5
 	DefaultListen                   = "127.0.0.1:9464"
@@ -141,6 +142,7 @@ func (c *Config) applyDefaults() {
 		for _, sev := range []*string{&sv.Quality.Severity.Rows, &sv.Quality.Severity.Schema, &sv.Quality.Severity.Balance} {
 			setDefault(sev, DefaultQualitySeverity)
 		}
+		setDefault(&sv.Quality.Severity.Undeclared, DefaultUndeclaredSeverity)
 		c.Entities[name] = e
 	}
 

@@ -593,6 +593,11 @@ func (c *Config) validateEntity(v *validator, name string) {
 			v.unknownColumn(fmt.Sprintf("%s.sort_by[%d]", sp, i), c, cols)
 		}
 	}
+	for i, f := range sv.IgnoredFields {
+		if f == "" || strings.Contains(f, ".") {
+			v.add(fmt.Sprintf("%s.ignored_fields[%d]", sp, i), "must be a top-level field name (no dots)")
+		}
+	}
 	for path, pct := range map[string]*float64{sp + ".quality.warn_quarantine_pct": sv.Quality.WarnQuarantinePct, sp + ".quality.warn_duplicate_pct": sv.Quality.WarnDuplicatePct,
 		sp + ".quality.fail_quarantine_pct": sv.Quality.FailQuarantinePct} {
 		if pct != nil && (*pct < 0 || *pct > 100) {
@@ -600,7 +605,7 @@ func (c *Config) validateEntity(v *validator, name string) {
 		}
 	}
 	sev := sv.Quality.Severity
-	for _, ck := range []struct{ name, val string }{{"rows", sev.Rows}, {"schema", sev.Schema}, {"balance", sev.Balance}} {
+	for _, ck := range []struct{ name, val string }{{"rows", sev.Rows}, {"schema", sev.Schema}, {"balance", sev.Balance}, {"undeclared", sev.Undeclared}} {
 		v.oneOf(sp+".quality.severity."+ck.name, ck.val, "critical", "warning")
 	}
 	validateFormat(v, sp, sv)

@@ -1,5 +1,7 @@
 // Package metrics defines goldbridge's Prometheus metrics (names goldbridge_*, labels
-// only stage, entity, mart, outcome, tier, check, severity) on a private registry.
+// only stage, entity, mart, outcome, tier, check, severity, table, layer, and field: an
+// undeclared payload field, at most silver.MaxUndeclaredFields per entity) on a private
+// registry.
 package metrics
 
 import (
@@ -29,6 +31,10 @@ type Metrics struct {
 	QuarantineGate *prometheus.GaugeVec // entity
 	// SilverCheckFailures counts the failed row, schema and balance checks of Silver runs.
 	SilverCheckFailures *prometheus.CounterVec // entity, check, severity
+	// SilverUndeclared is the rows of an entity's last Silver run that read rows carrying
+	// a top-level payload field the spec does not read; field "" holds the occurrences of
+	// the names beyond silver.MaxUndeclaredFields. Replaced whole by each such run.
+	SilverUndeclared *prometheus.GaugeVec // entity, field
 	// EmbeddedRestarts counts restarts of the embedded ClickHouse after it exited on its own.
 	EmbeddedRestarts prometheus.Counter
 	// What each lake table costs a reader, after the last maintenance (table, layer).
@@ -102,6 +108,9 @@ func New() *Metrics {
 		SilverCheckFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "goldbridge_silver_check_failures_total", Help: "Failed Silver quality checks (rows, schema, balance) by entity and severity; a critical one committed nothing.",
 		}, []string{"entity", "check", "severity"}),
+		SilverUndeclared: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_silver_undeclared_fields", Help: "Rows of an entity's last Silver run (that read rows) carrying a top-level payload field no column reads (field \"\": names beyond the first 100).",
+		}, []string{"entity", "field"}),
 		EmbeddedRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "goldbridge_clickhouse_restarts_total", Help: "Restarts of the embedded ClickHouse after its process exited on its own (a crash).",
 		}),
@@ -134,7 +143,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
 		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined, m.QuarantineGate,
-		m.SilverCheckFailures, m.EmbeddedRestarts, m.TableSnapshots, m.TableDataFiles, m.TableDeleteFiles, m.TableManifests, m.TableMetadataBytes,
+		m.SilverCheckFailures, m.SilverUndeclared, m.EmbeddedRestarts, m.TableSnapshots, m.TableDataFiles, m.TableDeleteFiles, m.TableManifests, m.TableMetadataBytes,
 		m.MaintenanceLastSuccess, m.CHParts, m.CHBytes, m.CHInactiveParts, m.CHInactiveBytes, m.CHDataPartDirs, m.CHDataBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
