@@ -121,6 +121,19 @@ func TestDebeziumDocsConfig(t *testing.T) {
 			if got := goldTiers(t, lh); !maps2Equal(got, tiers) {
 				t.Errorf("customers_by_tier:\n got  %v\n want %v", got, tiers)
 			}
+			// The served copy, as dashboards read it.
+			served := map[string]string{}
+			for _, l := range nonEmptyLines(e.stdout("clickhouse", "query", "SELECT ifNull(tier, 'NULL'), customers, toString(balance) FROM marts.customers_by_tier_final "+
+				"WHERE grouping_level = 'detail' AND snapshot_date = (SELECT max(snapshot_date) FROM marts.customers_by_tier_final) FORMAT TSV")) {
+				f := strings.Split(l, "\t")
+				if len(f) != 3 {
+					t.Fatalf("served row %q", l)
+				}
+				served[f[0]] = f[1] + " " + f[2]
+			}
+			if !maps2Equal(served, tiers) {
+				t.Errorf("customers_by_tier_final:\n got  %v\n want %v", served, tiers)
+			}
 			e.run("replay", "customers")
 			if got := silverCustomers(t, lh); !maps2Equal(got, live) {
 				t.Errorf("silver after replay: %d live customers, oracle %d", len(got), len(live))
