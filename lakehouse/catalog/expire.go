@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	iofs "io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -313,13 +312,6 @@ func (l *Lakehouse) RemoveOrphans(ctx context.Context, ident string, olderThan t
 
 // ensureGone deletes path if it still exists.
 func ensureGone(fs iceio.IO, path string) error {
-	f, err := fs.Open(path)
-	if errors.Is(err, iofs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	f.Close()
-	return fs.Remove(path)
+	_, err := removeIfThere(fs, path)
+	return err
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"maps"
 	"strconv"
 	"time"
 
 	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 )
 
@@ -117,11 +119,12 @@ func (l *Lakehouse) Expire(ctx context.Context, ident string, ret Retention, fol
 	var res Expired
 	var before *table.Table
 	out, err := l.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
-		before, res = tbl, Expired{Kept: len(tbl.Metadata().Snapshots())}
+		before, res = nil, Expired{Kept: len(tbl.Metadata().Snapshots())}
 		keep := ret.Kept(tbl, time.Now())
 		if keep == 0 || expirable(tbl, keep, ret.Age) < max(ret.Batch, 1) {
 			return nil, nil
 		}
+		before = tbl
 		tx := tbl.NewTransaction()
 		if fold != nil {
 			props, err := fold(tbl)
@@ -145,7 +148,7 @@ func (l *Lakehouse) Expire(ctx context.Context, ident string, ret Retention, fol
 	if err != nil {
 		return res, fmt.Errorf("expire %s: %w", ident, err)
 	}
-	if out == nil {
+	if out == nil || before == nil { // nothing to expire: nothing committed
 		return res, nil
 	}
 	retained := map[int64]bool{}
@@ -163,11 +166,12 @@ func (l *Lakehouse) Expire(ctx context.Context, ident string, ret Retention, fol
 	}
 	var errs []error
 	for p := range doomed {
-		if err := ensureGone(fs, p); err != nil {
+		removed, err := removeIfThere(fs, p)
+		if err != nil {
 			errs = append(errs, err)
-			continue
+		} else if removed {
+			res.Files++
 		}
-		res.Files++
 	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("expire %s: %d files of expired snapshots could not be deleted (left to the orphan sweep): %w", ident, len(errs), errors.Join(errs...))
@@ -305,4 +309,18 @@ func withMetadataProperties(props iceberg.Properties) iceberg.Properties {
 	out := MetadataProperties(0)
 	maps.Copy(out, props)
 	return out
+}
+
+// removeIfThere deletes path and reports whether it was there (an earlier expiry may
+// have deleted a file a kept manifest still lists as DELETED).
+func removeIfThere(fs iceio.IO, path string) (bool, error) {
+	f, err := fs.Open(path)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	f.Close()
+	return true, fs.Remove(path)
 }

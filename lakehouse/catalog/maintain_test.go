@@ -103,7 +103,7 @@ func TestExpireKeepsProtected(t *testing.T) {
 		t.Fatal("the protected snapshot was expired, or the fold was not committed")
 	}
 	loc := tbl.MetadataLocation()
-	if res, err := lh.Expire(ctx, ident, catalog.Retention{Age: time.Hour, Min: 1}, fold); err != nil || res.Snapshots != 0 {
+	if res, err := lh.Expire(ctx, ident, catalog.Retention{Age: time.Hour, Min: 1}, fold); err != nil || res.Snapshots != 0 || res.Files != 0 {
 		t.Fatalf("expire within the age: %+v, %v", res, err)
 	}
 	tbl, _ = lh.LoadTable(ctx, ident)
