@@ -204,9 +204,11 @@ func TestCheckRowExact(t *testing.T) {
 			fmt.Sprintf("ALTER TABLE %s REPLACE PARTITION ID '%s' FROM %s", target, p, tmp),
 		}
 	}
-	// These tampers leave every value of <t>_final as it was: only merges of the
-	// tampered state with other days would differ.
-	sameFinal := map[string]bool{"uniqexact_same_count": true, "quantile_same_result": true}
+	// These tampers leave every value of <t>_final as it was (it reads the finished
+	// values, not the states): only merges of the tampered state with other days would
+	// differ, and check finds them by the states' digests.
+	sameFinal := map[string]bool{"uniqexact_same_count": true, "quantile_same_result": true,
+		"uniqexact_state": true, "uniqexact_state_update": true, "quantile": true}
 	for _, tc := range []struct {
 		name string
 		sql  []string
@@ -225,6 +227,10 @@ func TestCheckRowExact(t *testing.T) {
 		{"uniqexact_same_count", rewrite(fmt.Sprintf("if(%s, arrayReduce('uniqExactState', arrayMap(i -> concat('other-', toString(i)), range(finalizeAggregation(customers__state)))), customers__state) AS customers__state", detail(2)), "1")},
 		// The smallest value 1 lower: the row's quantiles (ranks 2 and up) are unchanged.
 		{"quantile_same_result", rewrite(fmt.Sprintf("if(%s, arrayReduce('groupArrayState', arrayMap((x, i) -> if(i = 1, x - 1, x), arraySort(finalizeAggregation(p_amount__state)) AS v, arrayEnumerate(v))), p_amount__state) AS p_amount__state", detail(2)), "1")},
+		// The finished values <t>_final reads, their states left as they were.
+		{"finished_distinct", rewrite(fmt.Sprintf("if(%s, customers + 1, customers) AS customers", detail(0)), "1")},
+		{"finished_avg", rewrite(fmt.Sprintf("if(%s, avg_amount + 0.01, avg_amount) AS avg_amount", detail(0)), "1")},
+		{"finished_quantile", rewrite(fmt.Sprintf("if(%s, arrayMap(x -> x + 1, p_amount), p_amount) AS p_amount", detail(0)), "1")},
 		{"timestamp", rewrite(fmt.Sprintf("if(%s, last_order_at + toIntervalSecond(1), last_order_at) AS last_order_at", detail(0)), "1")},
 		{"missing_row", rewrite("", "NOT ("+detail(1)+")")},
 		{"extra_row", []string{fmt.Sprintf("INSERT INTO %s (report_date, grouping_level, country, category, grouping_country, grouping_category) SELECT report_date, 'detail', 'ZZ', 'zz', 0, 0 FROM %s WHERE _partition_id = '%s' LIMIT 1", target, target, p)}},

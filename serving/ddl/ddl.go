@@ -1,15 +1,19 @@
-// Package ddl generates the ClickHouse DDL of a served mart (target table, staging
+// Package ddl generates the ClickHouse DDL of a served mart (target table, helper
 // tables, the _final view, the sync state table) and checks a live table against it.
 //
 // Layout of a mart <t> in database <db>:
 //
-//	<t>            AggregatingMergeTree (SimpleAggregateFunction columns for
-//	               sum/count/min/max/avg, AggregateFunction states for the others)
-//	<t>__staging   same structure: a partition is built here, then swapped in with
-//	               ALTER TABLE <t> REPLACE PARTITION ... FROM <t>__staging
-//	<t>__detail    (AggregatingMergeTree marts) the Gold detail rows with their
+//	<t>            AggregatingMergeTree, one row per key and published partition:
+//	               SimpleAggregateFunction columns for sum/count/min/max and avg's
+//	               sum and count, AggregateFunction states for distinct counts and
+//	               quantiles, then the finished value of each measure finished from
+//	               those (FinishedColumns)
+//	<t>__staging   same structure, always empty: the template of the table a push
+//	               builds its partitions in (serving/push swaps them in)
+//	<t>__detail    (AggregatingMergeTree marts) the Gold carrier rows with their
 //	               hidden lists, from which the states are built server-side
-//	<t>_final      view with finished values and Gold's column names
+//	<t>_final      view of the finished values with Gold's column names, read as
+//	               stored (no GROUP BY, no state finalized)
 //	_goldbridge_sync  one row per (mart, partition) pushed
 package ddl
 
@@ -97,9 +101,16 @@ func quantileArgs(q []float64) string {
 // would be a wrong number.
 func valueType(ms serving.Measure) string { return "Nullable(" + ms.Type + ")" }
 
-// TargetColumns returns the columns of <t> and <t>__staging, in order: every measure
-// a SimpleAggregateFunction or AggregateFunction column of an AggregatingMergeTree.
+// TargetColumns returns the columns of <t> and <t>__staging, in order: the key, every
+// measure a SimpleAggregateFunction or AggregateFunction column of an
+// AggregatingMergeTree (storedColumns), then the finished value of each measure that is
+// finished from hidden columns or a state (FinishedColumns).
 func TargetColumns(m *serving.Mart) []Column {
+	return append(storedColumns(m), FinishedColumns(m)...)
+}
+
+// storedColumns are the key and the mergeable columns of every measure.
+func storedColumns(m *serving.Mart) []Column {
 	cols := keyColumns(m)
 	simple := func(fn, t string) string { return "SimpleAggregateFunction(" + fn + ", " + t + ")" }
 	for _, ms := range m.Measures {
@@ -117,6 +128,35 @@ func TargetColumns(m *serving.Mart) []Column {
 		}
 	}
 	return cols
+}
+
+// Finished reports whether a measure's served value is finished from hidden columns or
+// a state (avg, count_distinct, quantiles) and so stored finished in a column of its own,
+// under the measure's name: a push writes it with the states, <t>_final reads it as is.
+// Each key has exactly one row per published partition (a push builds partitions whole,
+// one row per Gold row), so a single-grain read needs no GROUP BY and no state finalized.
+func Finished(ms serving.Measure) bool { return ms.Agg.Simple() == "" }
+
+// FinishedColumns are the finished values of the Finished measures: SimpleAggregateFunction
+// (any, T) of the type readers see (finishedType), which a merge of the one row per key
+// keeps as it is (an AggregatingMergeTree takes no plain column outside its key).
+func FinishedColumns(m *serving.Mart) []Column {
+	var cols []Column
+	for _, ms := range m.Measures {
+		if Finished(ms) {
+			cols = append(cols, Column{ms.Name, "SimpleAggregateFunction(any, " + finishedType(ms) + ")"})
+		}
+	}
+	return cols
+}
+
+// finishedType is the type readers see of a Finished measure (serving.Measure.FinalType;
+// an average is NULL over no input).
+func finishedType(ms serving.Measure) string {
+	if ms.Agg == mart.Avg {
+		return "Nullable(" + ms.FinalType() + ")"
+	}
+	return ms.FinalType()
 }
 
 // WireColumns returns the columns goldbridge streams from Gold: into <t>__staging for
@@ -261,9 +301,10 @@ func viewSelect(m *serving.Mart) string {
 }
 
 // FinalSelect is the SELECT of finished values per key (the _final view's) over the
-// mart's table named table: <t> itself reads one node's rows only.
+// mart's table named table: <t> itself reads one node's rows only. It reads each row as
+// it is stored: one row per key (Finished), every measure cast from its
+// SimpleAggregateFunction to the plain type readers have always seen.
 func FinalSelect(m *serving.Mart, table string) string {
-	keys := keyColumns(m)
 	var sel []string
 	sel = append(sel, serving.Q(m.Grain.As))
 	for _, d := range m.Dimensions {
@@ -274,13 +315,26 @@ func FinalSelect(m *serving.Mart, table string) string {
 	}
 	sel = append(sel, serving.Q(mart.ColGroupingLevel))
 	for _, ms := range m.Measures {
-		sel = append(sel, FinalExpr(m, ms)+" AS "+serving.Q(ms.Name))
+		sel = append(sel, servedExpr(ms)+" AS "+serving.Q(ms.Name))
 	}
-	return fmt.Sprintf("SELECT\n    %s\nFROM %s\nGROUP BY %s", strings.Join(sel, ",\n    "), Name(m, table), names(keys))
+	return fmt.Sprintf("SELECT\n    %s\nFROM %s", strings.Join(sel, ",\n    "), Name(m, table))
+}
+
+// servedExpr reads a measure's finished value from its one row: a merged column as the
+// plain type of its SimpleAggregateFunction (what sum/min/max over it returned, or the
+// Finished type).
+func servedExpr(ms serving.Measure) string {
+	switch {
+	case Finished(ms):
+		return "CAST(" + serving.Q(ms.Name) + ", " + serving.QS(finishedType(ms)) + ")"
+	case ms.Agg == mart.Count:
+		return "CAST(" + serving.Q(ms.Name) + ", " + serving.QS(ms.Type) + ")"
+	}
+	return "CAST(" + serving.Q(ms.Name) + ", " + serving.QS(valueType(ms)) + ")"
 }
 
 // FinalExpr is the aggregate expression that finishes measure ms over the rows of <t>
-// (used by the view, and by queries merging several partitions).
+// (queries merging several partitions or grain values).
 func FinalExpr(m *serving.Mart, ms serving.Measure) string {
 	q := serving.Q
 	switch ms.Agg {
@@ -291,20 +345,44 @@ func FinalExpr(m *serving.Mart, ms serving.Measure) string {
 	case mart.CountDistinct:
 		return "toInt64(" + m.Distinct + "Merge(" + q(StateColumn(ms)) + "))"
 	case mart.Quantiles:
-		// Nearest rank on the merged values: element ceil(p*n) of the sorted array, as Gold.
-		return fmt.Sprintf("arrayMap(p -> arraySort(groupArrayMerge(%s))[greatest(1, toUInt64(ceil(p * length(groupArrayMerge(%s)))))], [%s])",
-			q(StateColumn(ms)), q(StateColumn(ms)), quantileArgs(ms.Quantiles))
+		return quantilesExpr(ms, "groupArrayMerge("+q(StateColumn(ms))+")")
 	case mart.Avg:
-		s, c := "sum("+q(avgSumName(ms))+")", "sum("+q(avgCountName(ms))+")"
-		if scale, ok := decimalScale(ms.Type); ok {
-			// Exact: divide with one extra digit (truncating), then round half away from
-			// zero to s+6 digits, as Gold does. avg()/avgState() of a Decimal is Float64.
-			return fmt.Sprintf("if(%s = 0, NULL, toDecimal128(round(toDecimal128(%s, %d) / %s, %d), %d))",
-				c, s, scale+7, c, scale+6, scale+6)
-		}
-		return fmt.Sprintf("if(%s = 0, NULL, %s / %s)", c, s, c)
+		return avgExpr(ms, "sum("+q(avgSumName(ms))+")", "sum("+q(avgCountName(ms))+")")
 	}
 	return "NULL"
+}
+
+// finishExpr finishes a Finished measure from the stored columns of one row (a push
+// that builds the states server-side fills the finished columns with it).
+func finishExpr(ms serving.Measure) string {
+	q := serving.Q
+	switch ms.Agg {
+	case mart.CountDistinct:
+		return "toInt64(finalizeAggregation(" + q(StateColumn(ms)) + "))"
+	case mart.Quantiles:
+		return quantilesExpr(ms, "finalizeAggregation("+q(StateColumn(ms))+")")
+	case mart.Avg:
+		return avgExpr(ms, q(avgSumName(ms)), q(avgCountName(ms)))
+	}
+	return "NULL"
+}
+
+// quantilesExpr is the nearest rank on the values arr: element ceil(p*n) of the sorted
+// array, as Gold.
+func quantilesExpr(ms serving.Measure, arr string) string {
+	return fmt.Sprintf("arrayMap(p -> arraySort(%s)[greatest(1, toUInt64(ceil(p * length(%s))))], [%s])",
+		arr, arr, quantileArgs(ms.Quantiles))
+}
+
+// avgExpr is the average of sum s over count c, NULL over no input.
+func avgExpr(ms serving.Measure, s, c string) string {
+	if scale, ok := decimalScale(ms.Type); ok {
+		// Exact: divide with one extra digit (truncating), then round half away from
+		// zero to s+6 digits, as Gold does. avg()/avgState() of a Decimal is Float64.
+		return fmt.Sprintf("if(%s = 0, NULL, toDecimal128(round(toDecimal128(%s, %d) / %s, %d), %d))",
+			c, s, scale+7, c, scale+6, scale+6)
+	}
+	return fmt.Sprintf("if(%s = 0, NULL, %s / %s)", c, s, c)
 }
 
 // decimalScale returns S of "Decimal(38, S)".
@@ -430,11 +508,20 @@ func statesInsert(m *serving.Mart, c mart.Level, group []mart.Level, into, from,
 		cols = append(cols, Column{Name: mart.GroupingCol(d.Name)})
 	}
 	cols = append(cols, Column{Name: mart.ColGroupingLevel})
-	cols = append(cols, TargetColumns(m)[len(keyColumns(m)):]...)
+	cols = append(cols, storedColumns(m)[len(keyColumns(m)):]...)
 	if where != "" {
 		where = "\nWHERE " + where
 	}
-	return fmt.Sprintf("INSERT INTO %s (%s)\nSELECT\n    %s\nFROM %s%s\nGROUP BY GROUPING SETS (%s)\nSETTINGS %s",
-		into, names(cols), strings.Join(sel, ",\n    "), from, where, strings.Join(sets, ", "),
+	inner := fmt.Sprintf("SELECT\n    %s\nFROM %s%s\nGROUP BY GROUPING SETS (%s)", strings.Join(sel, ",\n    "), from, where, strings.Join(sets, ", "))
+	// The finished values from the states and sums of each row built.
+	fin := FinishedColumns(m)
+	outer := []string{names(cols)}
+	for _, ms := range m.Measures {
+		if Finished(ms) {
+			outer = append(outer, finishExpr(ms)+" AS "+q(ms.Name))
+		}
+	}
+	return fmt.Sprintf("INSERT INTO %s (%s)\nSELECT %s\nFROM (%s)\nSETTINGS %s",
+		into, names(append(cols, fin...)), strings.Join(outer, ", "), inner,
 		strings.Join(append([]string{"group_by_use_nulls = 1"}, settings...), ", "))
 }

@@ -27,7 +27,10 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi`
     `avg_order__sum` SimpleAggregateFunction(sum, Decimal(38, 2)),
     `avg_order__count` SimpleAggregateFunction(sum, Int64),
     `max_order` SimpleAggregateFunction(max, Nullable(Decimal(38, 2))),
-    `p_order__state` AggregateFunction(groupArray, Float64)
+    `p_order__state` AggregateFunction(groupArray, Float64),
+    `customers` SimpleAggregateFunction(any, Int64),
+    `avg_order` SimpleAggregateFunction(any, Nullable(Decimal(38, 8))),
+    `p_order` SimpleAggregateFunction(any, Array(Float64))
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMMDD(`report_date`)
@@ -49,7 +52,10 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi__staging`
     `avg_order__sum` SimpleAggregateFunction(sum, Decimal(38, 2)),
     `avg_order__count` SimpleAggregateFunction(sum, Int64),
     `max_order` SimpleAggregateFunction(max, Nullable(Decimal(38, 2))),
-    `p_order__state` AggregateFunction(groupArray, Float64)
+    `p_order__state` AggregateFunction(groupArray, Float64),
+    `customers` SimpleAggregateFunction(any, Int64),
+    `avg_order` SimpleAggregateFunction(any, Nullable(Decimal(38, 8))),
+    `p_order` SimpleAggregateFunction(any, Array(Float64))
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMMDD(`report_date`)
@@ -87,18 +93,18 @@ SELECT
     `grouping_country`,
     `grouping_category`,
     `grouping_level`,
-    sum(`revenue`) AS `revenue`,
-    sum(`orders`) AS `orders`,
-    toInt64(uniqExactMerge(`customers__state`)) AS `customers`,
-    if(sum(`avg_order__count`) = 0, NULL, toDecimal128(round(toDecimal128(sum(`avg_order__sum`), 9) / sum(`avg_order__count`), 8), 8)) AS `avg_order`,
-    max(`max_order`) AS `max_order`,
-    arrayMap(p -> arraySort(groupArrayMerge(`p_order__state`))[greatest(1, toUInt64(ceil(p * length(groupArrayMerge(`p_order__state`)))))], [0.5, 0.9]) AS `p_order`
-FROM `marts`.`daily_revenue_kpi_dist`
-GROUP BY `report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`;
+    CAST(`revenue`, 'Nullable(Decimal(38, 2))') AS `revenue`,
+    CAST(`orders`, 'Int64') AS `orders`,
+    CAST(`customers`, 'Int64') AS `customers`,
+    CAST(`avg_order`, 'Nullable(Decimal(38, 8))') AS `avg_order`,
+    CAST(`max_order`, 'Nullable(Decimal(38, 2))') AS `max_order`,
+    CAST(`p_order`, 'Array(Float64)') AS `p_order`
+FROM `marts`.`daily_revenue_kpi_dist`;
 
 -- states of partition 20260501
-INSERT INTO `marts`.`daily_revenue_kpi__staging` (`report_date`, `country`, `category`, `grouping_country`, `grouping_category`, `grouping_level`, `revenue`, `orders`, `customers__state`, `avg_order__sum`, `avg_order__count`, `max_order`, `p_order__state`)
-SELECT
+INSERT INTO `marts`.`daily_revenue_kpi__staging` (`report_date`, `country`, `category`, `grouping_country`, `grouping_category`, `grouping_level`, `revenue`, `orders`, `customers__state`, `avg_order__sum`, `avg_order__count`, `max_order`, `p_order__state`, `customers`, `avg_order`, `p_order`)
+SELECT `report_date`, `country`, `category`, `grouping_country`, `grouping_category`, `grouping_level`, `revenue`, `orders`, `customers__state`, `avg_order__sum`, `avg_order__count`, `max_order`, `p_order__state`, toInt64(finalizeAggregation(`customers__state`)) AS `customers`, if(`avg_order__count` = 0, NULL, toDecimal128(round(toDecimal128(`avg_order__sum`, 9) / `avg_order__count`, 8), 8)) AS `avg_order`, arrayMap(p -> arraySort(finalizeAggregation(`p_order__state`))[greatest(1, toUInt64(ceil(p * length(finalizeAggregation(`p_order__state`)))))], [0.5, 0.9]) AS `p_order`
+FROM (SELECT
     `report_date`,
     `country`,
     `category`,
@@ -114,5 +120,5 @@ SELECT
     CAST(groupArrayArrayState(`p_order__values`), 'AggregateFunction(groupArray, Float64)') AS `p_order__state`
 FROM `marts`.`daily_revenue_kpi__detail`
 WHERE _partition_id = '20260501'
-GROUP BY GROUPING SETS ((`report_date`, `country`, `category`), (`report_date`, `country`), (`report_date`))
+GROUP BY GROUPING SETS ((`report_date`, `country`, `category`), (`report_date`, `country`), (`report_date`)))
 SETTINGS group_by_use_nulls = 1;

@@ -54,7 +54,6 @@ SELECT
     `grouping_country`,
     `grouping_category`,
     `grouping_level`,
-    sum(`revenue`) AS `revenue`,
-    sum(`orders`) AS `orders`
-FROM `marts`.`daily_revenue_kpi`
-GROUP BY `report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`;
+    CAST(`revenue`, 'Nullable(Decimal(38, 2))') AS `revenue`,
+    CAST(`orders`, 'Int64') AS `orders`
+FROM `marts`.`daily_revenue_kpi`;
