@@ -18,7 +18,9 @@
 #   BENCH_SETTLE=s     pause after flushing dirty pages before each timed step
 #                      (default 2; 0 with BENCH_QUICK, whose timings are not judged)
 #   BENCH_BI_SECS=s    load time of each side of the BI latency step (default 20; 2 with
-#                      BENCH_QUICK); BENCH_BI_CLIENTS=n its concurrent clients (default 16)
+#                      BENCH_QUICK); BENCH_BI_CLIENTS="n ..." its numbers of concurrent
+#                      clients (default "16 64 256"), BENCH_BI_PROTOCOLS the interfaces
+#                      (default "native http")
 #   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
 #
 # Input: `goldbridge demo generate --seed 42 --end 2026-06-30` of N + N/1000 events; the
@@ -34,10 +36,11 @@
 #                dir); incremental run with the held-back 0.1% landed on top
 #   ceiling      ClickHouse's own bulk insert of the rows sync pushed (Native, 2 streams)
 # and the peers again on base + 0.1%, which they recompute from scratch. Then the BI
-# latency, hot vs cold (bench/bilat): docs/bi.md's dashboard questions from 16 concurrent
-# clients, of the served mart (<mart>_final, its states) and of the Gold Iceberg table
-# through ClickHouse's Iceberg reader (icebergLocal), on the same server, in 4 alternating
-# rounds per side; both sides must give the same answer to every question.
+# latency, hot vs cold (bench/bilat): docs/bi.md's dashboard questions from 16, 64 and
+# 256 concurrent clients over the native and the HTTP interface, of the served mart
+# (<mart>_final, its states) and of the Gold Iceberg table through ClickHouse's Iceberg
+# reader (icebergLocal), on the same server, in 4 alternating rounds per side; both sides
+# must give the same answer to every question. Then the freshness panel's query alone.
 #
 # Every result is checked: the peers and goldbridge (its served ClickHouse view) must agree
 # on Gold's row count, total revenue, orders, distinct customers and exact averages, and
@@ -72,7 +75,8 @@ SETTLE=${BENCH_SETTLE:-2}
 [[ -n "${BENCH_SETTLE:-}" || "${BENCH_QUICK:-}" != 1 ]] || SETTLE=0
 BI_SECS=${BENCH_BI_SECS:-20}
 [[ -n "${BENCH_BI_SECS:-}" || "${BENCH_QUICK:-}" != 1 ]] || BI_SECS=2
-BI_CLIENTS=${BENCH_BI_CLIENTS:-16}
+BI_CLIENTS=${BENCH_BI_CLIENTS:-16 64 256}
+BI_PROTOCOLS=${BENCH_BI_PROTOCOLS:-native http}
 if ! [[ "$N" =~ ^[0-9]+$ ]] || ((N < 10000)); then
 	echo "bench: BENCH_EVENTS must be a number >= 10000, got '$N'" >&2
 	exit 2
@@ -460,11 +464,25 @@ gb_env run base gb_run
 gb check-run run check
 
 # ---------------------------------------------------------------- BI latency
-log "BI latency: $BI_CLIENTS clients × ${BI_SECS}s each side, hot (gb_run.daily_revenue_kpi_final) vs cold (Gold via icebergLocal)"
-measure bilat "$R/bilat" -addr "127.0.0.1:$GB_BENCH_CH_TCP" -user goldbridge -password-file "$GB_BENCH_CH_PASSWORD_FILE" \
-	-db gb_run -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
-	-clients "$BI_CLIENTS" -duration "${BI_SECS}s" -server-pid "$srvpid"
-bi=$(cat "$R/logs/bilat.out")
+# Each number of concurrent clients over each interface (issue 39: 16, 64 and 256 over
+# the native and the HTTP interface), hot vs cold, then the freshness panel's query alone.
+# Goal 6's row is the first combination (BENCH_BI_CLIENTS' first number, native).
+bi_matrix=()
+for proto in $BI_PROTOCOLS; do
+	addr=127.0.0.1:$GB_BENCH_CH_TCP
+	[[ $proto != http ]] || addr=127.0.0.1:$GB_BENCH_CH_HTTP
+	for n in $BI_CLIENTS; do
+		log "BI latency ($proto): $n clients × ${BI_SECS}s each side, hot (gb_run.daily_revenue_kpi_final) vs cold (Gold via icebergLocal), then the freshness query"
+		measure "bilat-$proto-$n" "$R/bilat" -addr "$addr" -protocol "$proto" -user goldbridge -password-file "$GB_BENCH_CH_PASSWORD_FILE" \
+			-db gb_run -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
+			-clients "$n" -duration "${BI_SECS}s" -server-pid "$srvpid" -freshness
+		[[ -n "${bi:-}" ]] || bi=$(cat "$R/logs/bilat-$proto-$n.out")
+		bi_matrix+=("$(jq -r '
+			def r: . * 10 | round / 10;
+			def single: [.per_question.daily_kpis_30d, .per_question.by_country_day, .per_question.detail_newest_day] | map(.p99_ms) | max;
+			"| \(.clients) | \(.protocol) | \(.hot.p50_ms | r) / \(.hot.p99_ms | r) | \(.hot | single | r) | \(.hot.qps | r) | \(.hot.server_cpu_ms_per_query | r) | \(.cold.p50_ms | r) / \(.cold.p99_ms | r) | \(.cold.qps | r) | \(.cold.server_cpu_ms_per_query | r) | \(.hot.qps / .cold.qps | r)× | \(.freshness.p50_ms | r) / \(.freshness.p99_ms | r) |"' <"$R/logs/bilat-$proto-$n.out")")
+	done
+done
 bi_q=$(jq -r '.checked_rows | length' <<<"$bi")
 bi_rows=$(jq -r '[.checked_rows | to_entries[] | "\(.key) \(.value)"] | join(", ")' <<<"$bi")
 bi_side() { jq -r --arg s "$1" '.[$s] | "p50 \(.p50_ms * 10 | round / 10) ms, p99 \(.p99_ms * 10 | round / 10) ms, \(.qps * 10 | round / 10) queries/s (\(.queries) in \(.seconds * 10 | round / 10) s), server CPU \(.server_cpu_ms_per_query * 10 | round / 10) ms/query"' <<<"$bi"; }
@@ -539,7 +557,7 @@ table=$(
 	echo "| 4 | push ≥ 95% of ClickHouse's bulk insert of the same rows (medians of 3 interleaved rounds) | ${push_med} s vs ${ceil_med} s = $(pct "$ceil_med" "$push_med"); the push's steps, medians in s: ${step_meds} | $(verdict "$ceil_med" ge "$(awk -v a="$push_med" 'BEGIN {print 0.95 * a}')") |"
 	echo "| 4 | incremental ≥ 10× faster than ClickHouse SQL's recompute | $(ratio "${peer_secs[clickhouse_full]}" "$incr_secs") (DuckDB's: $(ratio "${peer_secs[duckdb_full]}" "$incr_secs")) | $(verdict "${peer_secs[clickhouse_full]}" ge "$(awk -v a="$incr_secs" 'BEGIN {print 10 * a}')") |"
 	echo "| 5 | peak RSS of Silver's full build ≤ 2 GB (at 30M: BENCH_SCALE=1) | $(fmt_mb "$silver_rss") (the full \`run\`: $(fmt_mb "$run_rss")) | $(verdict "$silver_rss" le 2097152) |"
-	echo "| 6 | BI latency, $BI_CLIENTS clients × ${BI_SECS} s per side, the $bi_q dashboard questions of docs/bi.md: hot (\`<mart>_final\`, its states) vs cold (Gold Iceberg via \`icebergLocal\`) | hot $bi_hot; cold $bi_cold; $bi_ratio | measured |"
+	echo "| 6 | BI latency, ${BI_CLIENTS%% *} clients (native) × ${BI_SECS} s per side, the $bi_q dashboard questions of docs/bi.md: hot (\`<mart>_final\`, its states) vs cold (Gold Iceberg via \`icebergLocal\`) | hot $bi_hot; cold $bi_cold; $bi_ratio | measured |"
 	echo "| (8) | incremental ≤ 5% of goldbridge's full build | $(pct "$incr_secs" "$run_secs") | $(verdict "$incr_secs" le "$(awk -v a="$run_secs" 'BEGIN {print 0.05 * a}')") |"
 	echo "| (8) | the first push ≥ 80% of the ceiling | the sync stage (plan, push, record: ${sync_stage_secs} s) at $(pct "$ceil_secs" "$sync_stage_secs") of the ceiling's speed ($(thousands "$(fmt_rate "$sync_rows" "$sync_stage_secs")") vs $(thousands "$(fmt_rate "$ceil_rows" "$ceil_secs")") rows/s); the whole \`sync\` process (with its start, catalog and lock) at $(pct "$ceil_secs" "$sync_secs"); rounds of \`sync --force\` ${push_rounds[*]} s, of the ceiling ${ceil_rounds[*]} s | $(verdict "$ceil_secs" ge "$(awk -v a="$sync_stage_secs" 'BEGIN {print 0.8 * a}')") |"
 	echo
@@ -554,6 +572,12 @@ table=$(
 	echo '```'
 	echo
 	echo "BI p50 per question, ms: hot $bi_per; cold $bi_per_cold."
+	echo
+	echo "BI by concurrency and interface (${BI_SECS} s per side in 4 alternating rounds; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query):"
+	echo
+	echo "| clients | interface | hot p50 / p99 | hot single-grain p99 | hot q/s | hot CPU | cold p50 / p99 | cold q/s | cold CPU | hot ÷ cold q/s | freshness p50 / p99 |"
+	echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	printf '%s\n' "${bi_matrix[@]}"
 )
 
 mkdir -p "$RESULTS"

@@ -91,6 +91,11 @@ GROUP BY country ORDER BY revenue_7d DESC, country`,
 	},
 }
 
+// freshness is a Grafana freshness panel's query (docs/bi.md), asked of the hot side
+// only (Iceberg has no sync table): with -freshness, a load of its own after the others.
+const freshness = `SELECT mart, max(pushed_at) AS last_push, count() AS partitions, max(partition) AS newest_partition
+FROM {sync} FINAL GROUP BY mart ORDER BY mart`
+
 // sideResult is one side's load: latencies over every question, and per question.
 type sideResult struct {
 	Queries     int                `json:"queries"`
@@ -114,68 +119,100 @@ type latency struct {
 
 type result struct {
 	Anchor   string         `json:"anchor"`
+	Protocol string         `json:"protocol"`
 	Clients  int            `json:"clients"`
 	Duration float64        `json:"duration_s"` // per side
 	Rounds   int            `json:"rounds"`
 	Checked  map[string]int `json:"checked_rows"` // rows of each question's answer, equal on both sides
 	Hot      sideResult     `json:"hot"`
 	Cold     sideResult     `json:"cold"`
+	// Freshness: the freshness panel's query alone, as many clients (-freshness).
+	Freshness *sideResult `json:"freshness,omitempty"`
+}
+
+// options are the command's flags.
+type options struct {
+	addr, user, pwFile, db, mart, gold, protocol, final string
+	clients, rounds, pid                                int
+	duration                                            time.Duration
+	freshness                                           bool
 }
 
 func main() {
-	var (
-		addr     = flag.String("addr", "127.0.0.1:9000", "ClickHouse native address")
-		user     = flag.String("user", "goldbridge", "ClickHouse user")
-		pwFile   = flag.String("password-file", "", "file holding the user's password")
-		db       = flag.String("db", "marts", "database of the served mart")
-		mart     = flag.String("mart", "daily_revenue_kpi", "served mart (table <mart>, view <mart>_final)")
-		gold     = flag.String("iceberg", "", "table expression of the Gold Iceberg table, e.g. icebergLocal('<dir>')")
-		clients  = flag.Int("clients", 16, "concurrent clients per side")
-		duration = flag.Duration("duration", 20*time.Second, "load time per side")
-		rounds   = flag.Int("rounds", 4, "rounds per side, alternating with the other side's")
-		pid      = flag.Int("server-pid", 0, "the server's process id, to report its CPU time per query (Linux /proc)")
-	)
+	var o options
+	flag.StringVar(&o.addr, "addr", "127.0.0.1:9000", "ClickHouse address: native (tcp port) or, with -protocol http, the http port")
+	flag.StringVar(&o.protocol, "protocol", "native", "native or http: the interface the clients use")
+	flag.StringVar(&o.user, "user", "goldbridge", "ClickHouse user")
+	flag.StringVar(&o.pwFile, "password-file", "", "file holding the user's password")
+	flag.StringVar(&o.db, "db", "marts", "database of the served mart")
+	flag.StringVar(&o.mart, "mart", "daily_revenue_kpi", "served mart (table <mart>, view <mart>_final)")
+	flag.StringVar(&o.final, "final", "", "the view of finished values asked on the hot side (default <mart>_final): to compare another layout")
+	flag.StringVar(&o.gold, "iceberg", "", "table expression of the Gold Iceberg table, e.g. icebergLocal('<dir>')")
+	flag.IntVar(&o.clients, "clients", 16, "concurrent clients per side")
+	flag.DurationVar(&o.duration, "duration", 20*time.Second, "load time per side")
+	flag.IntVar(&o.rounds, "rounds", 4, "rounds per side, alternating with the other side's")
+	flag.IntVar(&o.pid, "server-pid", 0, "the server's process id, to report its CPU time per query (Linux /proc)")
+	flag.BoolVar(&o.freshness, "freshness", false, "then load the freshness panel's query alone (hot side)")
 	flag.Parse()
-	if err := run(*addr, *user, *pwFile, *db, *mart, *gold, *clients, *duration, *rounds, *pid); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "bilat: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.Duration, rounds, pid int) error {
-	if gold == "" || pwFile == "" {
+// open connects as o says; the pool holds a connection per client.
+func open(o options, pw string) (driver.Conn, error) {
+	proto := clickhouse.Native
+	switch o.protocol {
+	case "native":
+	case "http":
+		proto = clickhouse.HTTP
+	default:
+		return nil, fmt.Errorf("-protocol %q: native or http", o.protocol)
+	}
+	return clickhouse.Open(&clickhouse.Options{
+		Addr:         []string{o.addr},
+		Protocol:     proto,
+		Auth:         clickhouse.Auth{Database: o.db, Username: o.user, Password: pw},
+		MaxOpenConns: o.clients + 1,
+		MaxIdleConns: o.clients + 1,
+		DialTimeout:  10 * time.Second,
+	})
+}
+
+func run(o options) error {
+	if o.gold == "" || o.pwFile == "" {
 		return errors.New("-iceberg and -password-file are required")
 	}
-	if clients < 1 || clients > 256 || duration <= 0 || duration > time.Hour || rounds < 1 || rounds > 100 {
-		return fmt.Errorf("-clients %d (1..256), -duration %s (up to 1h), -rounds %d (1..100)", clients, duration, rounds)
+	if o.clients < 1 || o.clients > 512 || o.duration <= 0 || o.duration > time.Hour || o.rounds < 1 || o.rounds > 100 {
+		return fmt.Errorf("-clients %d (1..512), -duration %s (up to 1h), -rounds %d (1..100)", o.clients, o.duration, o.rounds)
 	}
-	pw, err := os.ReadFile(pwFile)
+	pw, err := os.ReadFile(o.pwFile)
 	if err != nil {
 		return err
 	}
-	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr:         []string{addr},
-		Auth:         clickhouse.Auth{Database: db, Username: user, Password: strings.TrimSpace(string(pw))},
-		MaxOpenConns: clients + 1,
-		MaxIdleConns: clients + 1,
-		DialTimeout:  10 * time.Second,
-	})
+	conn, err := open(o, strings.TrimSpace(string(pw)))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	ctx := context.Background()
+	db, mart, gold, clients, duration, rounds, pid := o.db, o.mart, o.gold, o.clients, o.duration, o.rounds, o.pid
 
 	var anchor time.Time
 	final := db + "." + mart + "_final"
+	if o.final != "" {
+		final = db + "." + o.final
+	}
 	if err := conn.QueryRow(ctx, "SELECT max(report_date) FROM "+final+" WHERE grouping_level = 'total'").Scan(&anchor); err != nil {
 		return fmt.Errorf("anchor day: %w", err)
 	}
 	day := anchor.Format("2006-01-02")
-	r := strings.NewReplacer("{final}", final, "{states}", db+"."+mart, "{gold}", gold, "{d}", "toDate32('"+day+"')")
+	r := strings.NewReplacer("{final}", final, "{states}", db+"."+mart, "{gold}", gold, "{d}", "toDate32('"+day+"')",
+		"{sync}", db+"._goldbridge_sync")
 	hot := make([]string, len(questions))
 	cold := make([]string, len(questions))
-	res := result{Anchor: day, Clients: clients, Duration: duration.Seconds(), Checked: map[string]int{}}
+	res := result{Anchor: day, Protocol: o.protocol, Clients: clients, Duration: duration.Seconds(), Checked: map[string]int{}}
 	for i, q := range questions {
 		hot[i], cold[i] = r.Replace(q.Hot), r.Replace(q.Cold)
 		h, err := answer(ctx, conn, hot[i])
@@ -220,7 +257,21 @@ func run(addr, user, pwFile, db, mart, gold string, clients int, duration time.D
 		}
 	}
 	res.Rounds = rounds
-	res.Hot, res.Cold = h.summary(), c.summary()
+	res.Hot, res.Cold = h.summary(questions), c.summary(questions)
+	if o.freshness {
+		fq := []string{r.Replace(freshness)}
+		if err := warm(ctx, conn, fq); err != nil {
+			return fmt.Errorf("freshness: %w", err)
+		}
+		var f side
+		for range rounds {
+			if err := round(ctx, conn, fq, clients, slice, pid, &f); err != nil {
+				return fmt.Errorf("freshness: %w", err)
+			}
+		}
+		fs := f.summary([]question{{Name: "freshness"}})
+		res.Freshness = &fs
+	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
@@ -311,9 +362,9 @@ func round(ctx context.Context, conn driver.Conn, sqls []string, clients int, du
 }
 
 // summary is the side's latency quantiles, rate and server CPU per query.
-func (acc *side) summary() sideResult {
+func (acc *side) summary(qs []question) sideResult {
 	all := make([]time.Duration, 0, len(acc.samples))
-	per := make([][]time.Duration, len(questions))
+	per := make([][]time.Duration, len(qs))
 	for _, s := range acc.samples {
 		all = append(all, s.d)
 		per[s.q] = append(per[s.q], s.d)
@@ -327,7 +378,7 @@ func (acc *side) summary() sideResult {
 		out.ServerCPUPerQuery = 1000 * acc.cpu / float64(len(all))
 	}
 	for i, d := range per {
-		out.PerQuestion[questions[i].Name] = latency{N: len(d), P50ms: pct(d, 0.50), P99ms: pct(d, 0.99)}
+		out.PerQuestion[qs[i].Name] = latency{N: len(d), P50ms: pct(d, 0.50), P99ms: pct(d, 0.99)}
 	}
 	return out
 }
