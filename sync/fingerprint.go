@@ -73,7 +73,8 @@ func canonFields(m *serving.Mart) []canonField {
 		case mart.Sum, mart.Min, mart.Max, mart.Avg:
 			f.sql = canonSQL(q(ms.Name), ms.FinalType(), true)
 		case mart.Quantiles:
-			f.sql = "arrayStringConcat(arrayMap(x -> toString(reinterpretAsUInt64(x)), " + q(ms.Name) + "), ',')"
+			// Gold's NULL (no value in the group) is served as an empty array.
+			f.sql = "if(empty(" + q(ms.Name) + "), 'N', arrayStringConcat(arrayMap(x -> toString(reinterpretAsUInt64(x)), " + q(ms.Name) + "), ','))"
 		}
 		out = append(out, f)
 	}

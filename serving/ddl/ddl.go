@@ -368,10 +368,11 @@ func finishExpr(ms serving.Measure) string {
 }
 
 // quantilesExpr is the nearest rank on the values arr: element ceil(p*n) of the sorted
-// array, as Gold.
+// array, as Gold; an empty array over no values (Gold's NULL: ClickHouse has no Nullable
+// array), not the zeros that indexing an empty array gives.
 func quantilesExpr(ms serving.Measure, arr string) string {
-	return fmt.Sprintf("arrayMap(p -> arraySort(%s)[greatest(1, toUInt64(ceil(p * length(%s))))], [%s])",
-		arr, arr, quantileArgs(ms.Quantiles))
+	return fmt.Sprintf("if(empty(%s), CAST([], 'Array(Float64)'), arrayMap(p -> arraySort(%s)[greatest(1, toUInt64(ceil(p * length(%s))))], [%s]))",
+		arr, arr, arr, quantileArgs(ms.Quantiles))
 }
 
 // avgExpr is the average of sum s over count c, NULL over no input.

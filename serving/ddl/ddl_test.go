@@ -3,6 +3,7 @@ package ddl_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -275,5 +276,35 @@ func TestClusterDDLParses(t *testing.T) {
 	}
 	if err := parse(strings.TrimSuffix(stmts[2], ")") + " ORDER BY"); err == nil {
 		t.Fatal("a statement cut short parsed")
+	}
+}
+
+// TestQuantilesOverNoValues: a quantiles measure over no values (Gold's NULL) is served as
+// an empty array, not as zeros; over values it is the nearest rank.
+func TestQuantilesOverNoValues(t *testing.T) {
+	conn := chtest.Conn(t)
+	m := kpi(chtest.Database(t), "", true)
+	var ms serving.Measure
+	for _, x := range m.Measures {
+		if x.Agg == "quantiles" {
+			ms = x
+		}
+	}
+	for _, c := range []struct {
+		values string
+		want   []float64
+	}{
+		{"[]", []float64{}},
+		{"[3, 1, 2, 5, 4]", []float64{3, 5}},
+	} {
+		var got []float64
+		q := fmt.Sprintf("SELECT %s FROM (SELECT CAST(groupArrayArrayState(CAST(%s, 'Array(Float64)')), 'AggregateFunction(groupArray, Float64)') AS %s)",
+			ddl.FinalExpr(m, ms), c.values, serving.Q(ddl.StateColumn(ms)))
+		if err := conn.QueryRow(context.Background(), q).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("quantiles %v of %s: %v, want %v", ms.Quantiles, c.values, got, c.want)
+		}
 	}
 }

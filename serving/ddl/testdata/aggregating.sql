@@ -100,7 +100,7 @@ FROM `marts`.`daily_revenue_kpi`;
 
 -- states of partition 20260501
 INSERT INTO `marts`.`daily_revenue_kpi__staging` (`report_date`, `country`, `category`, `grouping_country`, `grouping_category`, `grouping_level`, `revenue`, `orders`, `customers__state`, `avg_order__sum`, `avg_order__count`, `max_order`, `p_order__state`, `customers`, `avg_order`, `p_order`)
-SELECT `report_date`, `country`, `category`, `grouping_country`, `grouping_category`, `grouping_level`, `revenue`, `orders`, `customers__state`, `avg_order__sum`, `avg_order__count`, `max_order`, `p_order__state`, toInt64(finalizeAggregation(`customers__state`)) AS `customers`, if(`avg_order__count` = 0, NULL, toDecimal128(round(toDecimal128(`avg_order__sum`, 9) / `avg_order__count`, 8), 8)) AS `avg_order`, arrayMap(p -> arraySort(finalizeAggregation(`p_order__state`))[greatest(1, toUInt64(ceil(p * length(finalizeAggregation(`p_order__state`)))))], [0.5, 0.9]) AS `p_order`
+SELECT `report_date`, `country`, `category`, `grouping_country`, `grouping_category`, `grouping_level`, `revenue`, `orders`, `customers__state`, `avg_order__sum`, `avg_order__count`, `max_order`, `p_order__state`, toInt64(finalizeAggregation(`customers__state`)) AS `customers`, if(`avg_order__count` = 0, NULL, toDecimal128(round(toDecimal128(`avg_order__sum`, 9) / `avg_order__count`, 8), 8)) AS `avg_order`, if(empty(finalizeAggregation(`p_order__state`)), CAST([], 'Array(Float64)'), arrayMap(p -> arraySort(finalizeAggregation(`p_order__state`))[greatest(1, toUInt64(ceil(p * length(finalizeAggregation(`p_order__state`)))))], [0.5, 0.9])) AS `p_order`
 FROM (SELECT
     `report_date`,
     `country`,
