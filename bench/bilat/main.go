@@ -132,10 +132,10 @@ type result struct {
 
 // options are the command's flags.
 type options struct {
-	addr, user, pwFile, db, mart, gold, protocol, final string
-	clients, rounds, pid                                int
-	duration                                            time.Duration
-	freshness                                           bool
+	addr, user, pwFile, db, mart, gold, protocol, final, states string
+	clients, rounds, pid                                        int
+	duration                                                    time.Duration
+	freshness                                                   bool
 }
 
 func main() {
@@ -147,6 +147,7 @@ func main() {
 	flag.StringVar(&o.db, "db", "marts", "database of the served mart")
 	flag.StringVar(&o.mart, "mart", "daily_revenue_kpi", "served mart (table <mart>, view <mart>_final)")
 	flag.StringVar(&o.final, "final", "", "the view of finished values asked on the hot side (default <mart>_final): to compare another layout")
+	flag.StringVar(&o.states, "states", "", "the table of states asked on the hot side (default <mart>): to compare another layout")
 	flag.StringVar(&o.gold, "iceberg", "", "table expression of the Gold Iceberg table, e.g. icebergLocal('<dir>')")
 	flag.IntVar(&o.clients, "clients", 16, "concurrent clients per side")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "load time per side")
@@ -208,7 +209,11 @@ func run(o options) error {
 		return fmt.Errorf("anchor day: %w", err)
 	}
 	day := anchor.Format("2006-01-02")
-	r := strings.NewReplacer("{final}", final, "{states}", db+"."+mart, "{gold}", gold, "{d}", "toDate32('"+day+"')",
+	states := db + "." + mart
+	if o.states != "" {
+		states = db + "." + o.states
+	}
+	r := strings.NewReplacer("{final}", final, "{states}", states, "{gold}", gold, "{d}", "toDate32('"+day+"')",
 		"{sync}", db+"._goldbridge_sync")
 	hot := make([]string, len(questions))
 	cold := make([]string, len(questions))
