@@ -165,6 +165,31 @@ func (s FileSource) formatOf(path string) (format, compression string, err error
 	return format, compression, nil
 }
 
+// whole reports whether a landing file modified less than Settle ago is known to be
+// complete without waiting: a Parquet file whose footer, which a writer writes last after
+// every row group, is there at the size listed and parses (a file still being written
+// ends in column data, not in a footer's length and magic). Other formats have no such
+// end: they wait.
+func (s FileSource) whole(f landingFile) bool {
+	if s.Settle <= 0 || time.Since(time.Unix(0, f.modTime)) >= s.Settle {
+		return false // no wait to save
+	}
+	if format, _, err := s.formatOf(f.path); err != nil || format != "parquet" {
+		return false
+	}
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	pf, err := file.NewParquetReader(io.NewSectionReader(fh, 0, f.size))
+	if err != nil {
+		return false
+	}
+	pf.Close()
+	return true
+}
+
 // emitFunc receives one record's payload and its position in the file (ColSourcePos);
 // the slice is only valid during the call.
 type emitFunc func(payload []byte, pos int64) error

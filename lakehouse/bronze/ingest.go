@@ -186,7 +186,17 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 			quarantineChanged = true
 		}
 	}
-	plan = settle(ctx, plan, func(p planned) landingFile { return p.file }, func(p planned) time.Duration { return p.src.Settle },
+	whole := map[string]bool{} // a fresh file known complete (FileSource.whole) does not wait
+	for _, p := range plan {
+		whole[p.file.path] = p.src.whole(p.file)
+	}
+	plan = settle(ctx, plan, func(p planned) landingFile { return p.file },
+		func(p planned) time.Duration {
+			if whole[p.file.path] {
+				return 0
+			}
+			return p.src.Settle
+		},
 		func(path string) {
 			opt.Log.Info("landing file still changing; left for the next run", "file", path)
 			res.Unsettled = append(res.Unsettled, path)

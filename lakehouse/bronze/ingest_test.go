@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -410,5 +411,49 @@ func TestIngestedFilesSurviveInSummary(t *testing.T) {
 	}
 	if props[PropBatchID] == "" || props[PropSource] != "landing" || props[PropRows] != "2" {
 		t.Fatalf("summary = %v", props)
+	}
+}
+
+// TestFreshParquetDoesNotSettle (issue 41): a Parquet file landed a moment ago whose footer
+// is there is read at once, however long the settle time; the same file cut before its
+// footer (a writer still writing) waits for the settle time like any other fresh file.
+func TestFreshParquetDoesNotSettle(t *testing.T) {
+	mem := memory.DefaultAllocator
+	sch := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewRecordBuilder(mem, sch)
+	b.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2, 3}, nil)
+	rec := b.NewRecordBatch()
+	var pq bytes.Buffer
+	if err := pqarrow.WriteTable(array.NewTableFromRecords(sch, []arrow.RecordBatch{rec}), &pq, 1024, nil, pqarrow.DefaultWriterProps()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		rows  int64
+		waits bool
+	}{
+		{"whole", pq.Bytes(), 3, false},
+		{"cut_before_footer", pq.Bytes()[:pq.Len()-12], 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lh := lakehousetest.Open(t)
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "fresh.parquet"), tc.data)
+			src := source(dir)
+			src.Settle = time.Hour
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			res, err := IngestFiles(ctx, lh, ident, []FileSource{src}, Options{})
+			if tc.waits {
+				if !errors.Is(err, context.DeadlineExceeded) || res.Rows != 0 {
+					t.Fatalf("a cut file was not left to settle: %+v (%v)", res, err)
+				}
+				return
+			}
+			if err != nil || res.Rows != tc.rows || len(res.Unsettled) != 0 {
+				t.Fatalf("%+v (%v), want %d rows at once", res, err, tc.rows)
+			}
+		})
 	}
 }
