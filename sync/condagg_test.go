@@ -26,7 +26,8 @@ import (
 const paidCond = `status == "paid" && country in ["DE", "FR"]`
 
 // paidMart: revenue and number of the paid DE/FR orders, orders of at least 100 (a
-// NULL amount is not), and all orders, per day and country with the day's total.
+// NULL amount is not), all orders, and the average paid DE/FR order (avg_if), per day
+// and country with the day's total.
 func paidMart() gold.MartSpec {
 	spec := groupingMart("paid", "rollup", nil)
 	spec.Dims = spec.Dims[:1] // country
@@ -35,12 +36,15 @@ func paidMart() gold.MartSpec {
 		{Name: "paid_orders", Agg: "count_if", If: paidCond},
 		{Name: "big_orders", Agg: "count_if", If: "amount >= 100"},
 		{Name: "orders", Agg: "count"},
+		{Name: "paid_avg", Agg: "avg_if", Column: "amount", InputType: silverType("decimal(18,2)"), If: paidCond},
 	}
 	return spec
 }
 
 // paidOracle computes paidMart in Go from the live Silver rows (not deleted, with a
-// grain), as day|country|level|paid_revenue|paid_orders|big_orders|orders.
+// grain), as day|country|level|paid_revenue|paid_orders|big_orders|orders|paid_avg: the
+// average of the matched non-NULL amounts rounded half away from zero at 8 places, NULL
+// where there is none.
 func paidOracle(t *testing.T, lh *catalog.Lakehouse) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -51,6 +55,7 @@ func paidOracle(t *testing.T, lh *catalog.Lakehouse) []string {
 	type agg struct {
 		rev               decimal.Decimal
 		paid, big, orders int64
+		paidAmounts       int64 // matched rows with an amount: avg_if's divisor
 	}
 	groups := map[string]*agg{}
 	forRows(t, tbl, func(col func(string) arrow.Array, i int) {
@@ -81,6 +86,7 @@ func paidOracle(t *testing.T, lh *catalog.Lakehouse) []string {
 				g.paid++
 				if amount != nil {
 					g.rev = g.rev.Add(*amount)
+					g.paidAmounts++
 				}
 			}
 			if amount != nil && amount.GreaterThanOrEqual(decimal.NewFromInt(100)) {
@@ -90,7 +96,11 @@ func paidOracle(t *testing.T, lh *catalog.Lakehouse) []string {
 	})
 	var out []string
 	for k, g := range groups {
-		out = append(out, fmt.Sprintf("%s|%s|%d|%d|%d", k, g.rev.StringFixed(2), g.paid, g.big, g.orders))
+		avg := "NULL"
+		if g.paidAmounts > 0 {
+			avg = g.rev.DivRound(decimal.NewFromInt(g.paidAmounts), 8).StringFixed(8)
+		}
+		out = append(out, fmt.Sprintf("%s|%s|%d|%d|%d|%s", k, g.rev.StringFixed(2), g.paid, g.big, g.orders, avg))
 	}
 	slices.Sort(out)
 	return out
@@ -128,9 +138,13 @@ func goldPaidRows(t *testing.T, tbl *table.Table) []string {
 		if !col("paid_revenue").IsNull(i) {
 			rev = decimal.RequireFromString(col("paid_revenue").ValueStr(i)).StringFixed(2)
 		}
+		avg := "NULL"
+		if !col("paid_avg").IsNull(i) {
+			avg = decimal.RequireFromString(col("paid_avg").ValueStr(i)).StringFixed(8)
+		}
 		n := func(c string) int64 { return col(c).(*array.Int64).Value(i) }
-		out = append(out, fmt.Sprintf("%s|%s|%s|%s|%d|%d|%d", col("report_date").(*array.Date32).Value(i).FormattedString(),
-			country, col("grouping_level").ValueStr(i), rev, n("paid_orders"), n("big_orders"), n("orders")))
+		out = append(out, fmt.Sprintf("%s|%s|%s|%s|%d|%d|%d|%s", col("report_date").(*array.Date32).Value(i).FormattedString(),
+			country, col("grouping_level").ValueStr(i), rev, n("paid_orders"), n("big_orders"), n("orders"), avg))
 	})
 	slices.Sort(out)
 	return out
@@ -140,7 +154,8 @@ func goldPaidRows(t *testing.T, tbl *table.Table) []string {
 func servedPaidRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	t.Helper()
 	rows, err := c.Conn().Query(context.Background(), fmt.Sprintf(`SELECT toString(report_date), ifNull(country, '∅'),
-		toString(grouping_level), ifNull(toString(paid_revenue), 'NULL'), paid_orders, big_orders, orders FROM %s.%s`,
+		toString(grouping_level), ifNull(toString(paid_revenue), 'NULL'), paid_orders, big_orders, orders,
+		ifNull(toString(paid_avg), 'NULL') FROM %s.%s`,
 		serving.Q(m.Database), serving.Q(m.Table+"_final")))
 	if err != nil {
 		t.Fatal(err)
@@ -148,15 +163,18 @@ func servedPaidRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var d, co, lv, rev string
+		var d, co, lv, rev, avg string
 		var paid, big, orders int64
-		if err := rows.Scan(&d, &co, &lv, &rev, &paid, &big, &orders); err != nil {
+		if err := rows.Scan(&d, &co, &lv, &rev, &paid, &big, &orders, &avg); err != nil {
 			t.Fatal(err)
 		}
 		if rev != "NULL" {
 			rev = decimal.RequireFromString(rev).StringFixed(2)
 		}
-		out = append(out, fmt.Sprintf("%s|%s|%s|%s|%d|%d|%d", d, co, lv, rev, paid, big, orders))
+		if avg != "NULL" {
+			avg = decimal.RequireFromString(avg).StringFixed(8)
+		}
+		out = append(out, fmt.Sprintf("%s|%s|%s|%s|%d|%d|%d|%s", d, co, lv, rev, paid, big, orders, avg))
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -165,10 +183,10 @@ func servedPaidRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	return out
 }
 
-// TestConditionalAggregates: count_if and sum_if, computed by Gold in a first run, an
+// TestConditionalAggregates: count_if, sum_if and avg_if, computed by Gold in a first run, an
 // incremental run after a second stream moved and changed orders, and a full run, equal
 // in Gold and in <t>_final an oracle computed here from the live Silver rows — 0 (not
-// NULL) in the groups no row matches — and check is clean.
+// NULL) in the groups no row matches, and a NULL average there — and check is clean.
 func TestConditionalAggregates(t *testing.T) {
 	ctx := context.Background()
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)

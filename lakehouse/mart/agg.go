@@ -19,6 +19,7 @@ const (
 	Quantiles     Agg = "quantiles"
 	CountIf       Agg = "count_if"
 	SumIf         Agg = "sum_if"
+	AvgIf         Agg = "avg_if"
 )
 
 // Input is what an aggregate takes from a row.
@@ -74,6 +75,7 @@ var aggs = []AggDesc{
 	{Agg: Quantiles, Input: InputNumeric, List: ListValues},
 	{Agg: CountIf, Input: InputNone, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Count},
 	{Agg: SumIf, Input: InputNumeric, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Sum},
+	{Agg: AvgIf, Input: InputNumeric, Checked: true, Cond: true, As: Avg},
 }
 
 // Aggs lists the aggregates in documentation order.

@@ -68,7 +68,7 @@ func TestAggDescriptors(t *testing.T) {
 	for _, c := range []struct {
 		a, as Agg
 		input Input
-	}{{CountIf, Count, InputNone}, {SumIf, Sum, InputNumeric}} {
+	}{{CountIf, Count, InputNone}, {SumIf, Sum, InputNumeric}, {AvgIf, Avg, InputNumeric}} {
 		d, _ := c.a.Desc()
 		as, _ := c.as.Desc()
 		// Served as its plain aggregate: merged, checked and laid out as it is.
