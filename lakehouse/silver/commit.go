@@ -812,6 +812,11 @@ func (e *engine) summary(res Result) (iceberg.Properties, error) {
 			props[PropReplacedPrefix+e.cols[c].Name] = encodeReplaced(e.replaced[c])
 		}
 	}
+	if !res.Replay {
+		for c, vals := range e.written {
+			props[PropWrittenPrefix+e.cols[c].Name] = encodeReplaced(vals)
+		}
+	}
 	return props, nil
 }
 
@@ -843,6 +848,7 @@ func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident s
 		return err
 	}
 	sch := arrowSchemaOf(e.tcols, e.spec.Key)
+	e.noteWritten()
 	if current > 0 {
 		// A few batches queued per partition writer, not iceberg-go's default 64: with
 		// one writer per bucket the queues held more memory than the winners.
@@ -865,6 +871,32 @@ func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident s
 	}
 	written.deletes = append(written.deletes, dels...)
 	return nil
+}
+
+// noteWritten adds the sort_by values of the rows this pass writes (inserts and updates)
+// to e.written (PropWrittenPrefix), one set per run.
+func (e *engine) noteWritten() {
+	if e.written == nil {
+		e.written = map[int]map[int64]bool{}
+		for _, c := range e.sortBy {
+			if _, ok := replacedKey(Value{}, e.cols[c].Type.Kind); ok {
+				e.written[c] = map[int64]bool{}
+			}
+		}
+	}
+	for _, w := range e.ws {
+		for slot, f := range w.fate {
+			if f != fateInsert && f != fateUpdate {
+				continue
+			}
+			for c, vals := range e.written {
+				if v := w.get(c, slot); !v.Null {
+					k, _ := replacedKey(v, e.cols[c].Type.Kind)
+					vals[k] = true
+				}
+			}
+		}
+	}
 }
 
 // keyFields returns the field ids of the key columns in tbl and their Arrow schema.

@@ -17,6 +17,12 @@ import (
 // reader must look the old versions up.
 const PropReplacedPrefix = "goldbridge.replaced."
 
+// PropWrittenPrefix + a sort_by column names the summary property of a commit that lists,
+// in PropReplacedPrefix's form, the values its written rows (every row carrying its run
+// id) hold in that column: with the replaced values, a downstream mart knows every grain
+// the commit touched from the snapshot summaries alone, reading no data file.
+const PropWrittenPrefix = "goldbridge.written."
+
 // maxReplacedRanges bounds the ranges listed in one property; beyond it "*" is written.
 const maxReplacedRanges = 2000
 

@@ -483,6 +483,7 @@ type engine struct {
 	ws           []*winners             // the winners, one shard per merge goroutine (see shardOfKey)
 	sortBy       []int                  // columns the written rows are sorted by
 	replaced     map[int]map[int64]bool // upsert: per sort_by column, the values of the versions replaced (see PropReplacedPrefix)
+	written      map[int]map[int64]bool // per sort_by column, the values of the rows written (see PropWrittenPrefix)
 	bucketShards bool                   // shard by the Iceberg bucket of the key (each data file from one shard)
 	counts       Counts
 	reasons      map[string]int64 // quarantined rows by reason class (before ": "), for the gate
