@@ -478,11 +478,26 @@ func readParquet(ctx context.Context, f parquet.ReaderAtSeeker, emit emitFunc) e
 		return fmt.Errorf("parquet: %w", err)
 	}
 	defer rr.Release()
+	enc := newRowEncoder(rr.Schema())
 	var buf bytes.Buffer
+	var line []byte
 	var row int64
 	for rr.Next() {
+		rec := rr.RecordBatch()
+		if enc != nil {
+			for i := range int(rec.NumRows()) {
+				if line, err = enc.appendRow(line[:0], rec, i); err != nil {
+					return fmt.Errorf("parquet to json: %w", err)
+				}
+				if err := emit(line, row); err != nil {
+					return err
+				}
+				row++
+			}
+			continue
+		}
 		buf.Reset()
-		if err := array.RecordToJSON(rr.RecordBatch(), &buf); err != nil {
+		if err := array.RecordToJSON(rec, &buf); err != nil {
 			return fmt.Errorf("parquet to json: %w", err)
 		}
 		for line := range bytes.Lines(buf.Bytes()) {
