@@ -40,7 +40,8 @@
 # 256 concurrent clients over the native and the HTTP interface, of the served mart
 # (<mart>_final, its states) and of the Gold Iceberg table through ClickHouse's Iceberg
 # reader (icebergLocal), on the same server, in 4 alternating rounds per side; both sides
-# must give the same answer to every question. Then the freshness panel's query alone.
+# must give the same answer to every question. Then the freshness panel's query alone. The
+# hot side asks as a clickhouse.local.readers user (bi), as a dashboard does.
 #
 # Every result is checked: the peers and goldbridge (its served ClickHouse view) must agree
 # on Gold's row count, total revenue, orders, distinct customers and exact averages, and
@@ -205,7 +206,19 @@ log "start ClickHouse 26.7 (tcp $GB_BENCH_CH_TCP, http $GB_BENCH_CH_HTTP)"
 # (the BI step's cold side: icebergLocal reads under its working directory, $R). The
 # warehouse directory must exist before the server confines itself to it.
 mkdir -p "$R/state-run/warehouse"
-"$BIN" --state-dir "$R" clickhouse serve --path "$GB_BENCH_CH_PATH" --dir "$R" \
+# Its config declares the BI step's reader: a clickhouse.local.readers user that can read
+# the served database gb_run only, as a dashboard's login (password generated into
+# $R/clickhouse-bi.password on first start).
+cat >"$R/serve.yaml" <<EOF
+version: 1
+clickhouse:
+  embedded: true
+  database: gb_run
+  local:
+    readers:
+      - {name: bi}
+EOF
+"$BIN" --state-dir "$R" -c "$R/serve.yaml" clickhouse serve --path "$GB_BENCH_CH_PATH" --dir "$R" \
 	--read-dir "$R/landing" --read-dir "$R/state-run/warehouse" \
 	--tcp-port "$GB_BENCH_CH_TCP" --http-port "$GB_BENCH_CH_HTTP" >"$R/logs/clickhouse.out" 2>&1 &
 chpid=$!
@@ -474,6 +487,7 @@ for proto in $BI_PROTOCOLS; do
 	for n in $BI_CLIENTS; do
 		log "BI latency ($proto): $n clients × ${BI_SECS}s each side, hot (gb_run.daily_revenue_kpi_final) vs cold (Gold via icebergLocal), then the freshness query"
 		measure "bilat-$proto-$n" "$R/bilat" -addr "$addr" -protocol "$proto" -user goldbridge -password-file "$GB_BENCH_CH_PASSWORD_FILE" \
+			-reader bi -reader-password-file "$R/clickhouse-bi.password" \
 			-db gb_run -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
 			-clients "$n" -duration "${BI_SECS}s" -server-pid "$srvpid" -freshness
 		[[ -n "${bi:-}" ]] || bi=$(cat "$R/logs/bilat-$proto-$n.out")
@@ -573,7 +587,7 @@ table=$(
 	echo
 	echo "BI p50 per question, ms: hot $bi_per; cold $bi_per_cold."
 	echo
-	echo "BI by concurrency and interface (${BI_SECS} s per side in 4 alternating rounds; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query):"
+	echo "BI by concurrency and interface (${BI_SECS} s per side in 4 alternating rounds; the hot side as the reader bi; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query):"
 	echo
 	echo "| clients | interface | hot p50 / p99 | hot single-grain p99 | hot q/s | hot CPU | cold p50 / p99 | cold q/s | cold CPU | hot ÷ cold q/s | freshness p50 / p99 |"
 	echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -133,6 +133,7 @@ type result struct {
 // options are the command's flags.
 type options struct {
 	addr, user, pwFile, db, mart, gold, protocol, final, states string
+	readerUser, readerPwFile                                    string
 	clients, rounds, pid                                        int
 	duration                                                    time.Duration
 	freshness                                                   bool
@@ -144,6 +145,8 @@ func main() {
 	flag.StringVar(&o.protocol, "protocol", "native", "native or http: the interface the clients use")
 	flag.StringVar(&o.user, "user", "goldbridge", "ClickHouse user")
 	flag.StringVar(&o.pwFile, "password-file", "", "file holding the user's password")
+	flag.StringVar(&o.readerUser, "reader", "", "a clickhouse.local.readers user that asks the hot side's questions, as a dashboard does (default: -user)")
+	flag.StringVar(&o.readerPwFile, "reader-password-file", "", "file holding the reader's password")
 	flag.StringVar(&o.db, "db", "marts", "database of the served mart")
 	flag.StringVar(&o.mart, "mart", "daily_revenue_kpi", "served mart (table <mart>, view <mart>_final)")
 	flag.StringVar(&o.final, "final", "", "the view of finished values asked on the hot side (default <mart>_final): to compare another layout")
@@ -161,8 +164,13 @@ func main() {
 	}
 }
 
-// open connects as o says; the pool holds a connection per client.
-func open(o options, pw string) (driver.Conn, error) {
+// open connects as user with the password in file pwFile, over o's protocol; the pool
+// holds a connection per client.
+func open(o options, user, pwFile string) (driver.Conn, error) {
+	pw, err := os.ReadFile(pwFile)
+	if err != nil {
+		return nil, err
+	}
 	proto := clickhouse.Native
 	switch o.protocol {
 	case "native":
@@ -174,7 +182,7 @@ func open(o options, pw string) (driver.Conn, error) {
 	return clickhouse.Open(&clickhouse.Options{
 		Addr:         []string{o.addr},
 		Protocol:     proto,
-		Auth:         clickhouse.Auth{Database: o.db, Username: o.user, Password: pw},
+		Auth:         clickhouse.Auth{Database: o.db, Username: user, Password: strings.TrimSpace(string(pw))},
 		MaxOpenConns: o.clients + 1,
 		MaxIdleConns: o.clients + 1,
 		DialTimeout:  10 * time.Second,
@@ -188,15 +196,20 @@ func run(o options) error {
 	if o.clients < 1 || o.clients > 512 || o.duration <= 0 || o.duration > time.Hour || o.rounds < 1 || o.rounds > 100 {
 		return fmt.Errorf("-clients %d (1..512), -duration %s (up to 1h), -rounds %d (1..100)", o.clients, o.duration, o.rounds)
 	}
-	pw, err := os.ReadFile(o.pwFile)
-	if err != nil {
-		return err
-	}
-	conn, err := open(o, strings.TrimSpace(string(pw)))
+	conn, err := open(o, o.user, o.pwFile)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	// The hot side as a reader (read-only, the served database only) when one is given;
+	// the cold side needs the table function a reader may not use.
+	hotConn := conn
+	if o.readerUser != "" {
+		if hotConn, err = open(o, o.readerUser, o.readerPwFile); err != nil {
+			return err
+		}
+		defer hotConn.Close()
+	}
 	ctx := context.Background()
 	db, mart, gold, clients, duration, rounds, pid := o.db, o.mart, o.gold, o.clients, o.duration, o.rounds, o.pid
 
@@ -220,7 +233,7 @@ func run(o options) error {
 	res := result{Anchor: day, Protocol: o.protocol, Clients: clients, Duration: duration.Seconds(), Checked: map[string]int{}}
 	for i, q := range questions {
 		hot[i], cold[i] = r.Replace(q.Hot), r.Replace(q.Cold)
-		h, err := answer(ctx, conn, hot[i])
+		h, err := answer(ctx, hotConn, hot[i])
 		if err != nil {
 			return fmt.Errorf("%s hot: %w", q.Name, err)
 		}
@@ -238,7 +251,7 @@ func run(o options) error {
 	}
 	// The sides alternate in rounds (hot, cold, cold, hot, ...), so that a change in the
 	// host's load during the run falls on both alike.
-	if err := warm(ctx, conn, hot); err != nil {
+	if err := warm(ctx, hotConn, hot); err != nil {
 		return fmt.Errorf("hot: %w", err)
 	}
 	if err := warm(ctx, conn, cold); err != nil {
@@ -252,11 +265,11 @@ func run(o options) error {
 			order = []bool{false, true}
 		}
 		for _, isHot := range order {
-			sqls, acc, name := cold, &c, "cold"
+			sqls, acc, name, cn := cold, &c, "cold", conn
 			if isHot {
-				sqls, acc, name = hot, &h, "hot"
+				sqls, acc, name, cn = hot, &h, "hot", hotConn
 			}
-			if err := round(ctx, conn, sqls, clients, slice, pid, acc); err != nil {
+			if err := round(ctx, cn, sqls, clients, slice, pid, acc); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 		}
@@ -265,12 +278,12 @@ func run(o options) error {
 	res.Hot, res.Cold = h.summary(questions), c.summary(questions)
 	if o.freshness {
 		fq := []string{r.Replace(freshness)}
-		if err := warm(ctx, conn, fq); err != nil {
+		if err := warm(ctx, hotConn, fq); err != nil {
 			return fmt.Errorf("freshness: %w", err)
 		}
 		var f side
 		for range rounds {
-			if err := round(ctx, conn, fq, clients, slice, pid, &f); err != nil {
+			if err := round(ctx, hotConn, fq, clients, slice, pid, &f); err != nil {
 				return fmt.Errorf("freshness: %w", err)
 			}
 		}
