@@ -57,17 +57,7 @@ entities:
 func TestSilverCriticalCheck(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	land := func(name, lines string) {
-		p := filepath.Join(dir, "a", name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, p, lines)
-		at := time.Now().Add(-10 * time.Second) // settled
-		if err := os.Chtimes(p, at, at); err != nil {
-			t.Fatal(err)
-		}
-	}
+	land := func(name, lines string) { landLines(t, filepath.Join(dir, "a", name), lines) }
 	run := func(rows string) (int, string, string) {
 		return runCLI(t, "-c", checkConfig(t, dir, rows), "--state-dir", state, "--log-level", "warn", "run")
 	}
@@ -196,17 +186,7 @@ func TestSilverUndeclaredFields(t *testing.T) {
 		writeFile(t, c, s)
 		return c
 	}
-	land := func(name, lines string) {
-		p := filepath.Join(dir, "a", name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, p, lines)
-		at := time.Now().Add(-10 * time.Second) // settled
-		if err := os.Chtimes(p, at, at); err != nil {
-			t.Fatal(err)
-		}
-	}
+	land := func(name, lines string) { landLines(t, filepath.Join(dir, "a", name), lines) }
 	run := func(sev string, args ...string) (int, string, string) {
 		return runCLI(t, append([]string{"-c", cfg(sev), "--state-dir", state, "--log-level", "warn"}, args...)...)
 	}
@@ -248,5 +228,19 @@ func TestSilverUndeclaredFields(t *testing.T) {
 	code, out, errs = run("", "tables")
 	if f := strings.Fields(lineOf(out, "silver.a ")); code != exitOK || len(f) != 8 || f[7] != "1" {
 		t.Errorf("tables: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// landLines writes a landing file dated 10 s back: older than the source's settle time,
+// younger than its tail wait.
+func landLines(t *testing.T, path, lines string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, lines)
+	at := time.Now().Add(-10 * time.Second)
+	if err := os.Chtimes(path, at, at); err != nil {
+		t.Fatal(err)
 	}
 }

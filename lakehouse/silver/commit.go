@@ -251,13 +251,10 @@ func (e *engine) resolveAgainstStored(ctx context.Context, tbl *table.Table) err
 		fields = append(fields, ColCDCCarried)
 	}
 	// The sort_by columns of the versions replaced are recorded in the summary.
-	var tracked []int
-	for _, c := range e.sortBy {
-		if _, ok := replacedKey(Value{}, e.cols[c].Type.Kind); ok {
-			tracked = append(tracked, c)
-			if !slices.Contains(fields, e.cols[c].Name) {
-				fields = append(fields, e.cols[c].Name)
-			}
+	tracked := e.listedSortBy()
+	for _, c := range tracked {
+		if !slices.Contains(fields, e.cols[c].Name) {
+			fields = append(fields, e.cols[c].Name)
 		}
 	}
 	if e.replaced == nil { // one map for every pass of the run
@@ -804,10 +801,7 @@ func (e *engine) summary(res Result) (iceberg.Properties, error) {
 		props[PropReplay] = "true"
 	}
 	if !e.append && !res.Replay {
-		for _, c := range e.sortBy {
-			if _, ok := replacedKey(Value{}, e.cols[c].Type.Kind); !ok {
-				continue
-			}
+		for _, c := range e.listedSortBy() {
 			// No stored table (first run): nothing was replaced.
 			props[PropReplacedPrefix+e.cols[c].Name] = encodeReplaced(e.replaced[c])
 		}
@@ -878,10 +872,8 @@ func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident s
 func (e *engine) noteWritten() {
 	if e.written == nil {
 		e.written = map[int]map[int64]bool{}
-		for _, c := range e.sortBy {
-			if _, ok := replacedKey(Value{}, e.cols[c].Type.Kind); ok {
-				e.written[c] = map[int64]bool{}
-			}
+		for _, c := range e.listedSortBy() {
+			e.written[c] = map[int64]bool{}
 		}
 	}
 	for _, w := range e.ws {
@@ -897,6 +889,18 @@ func (e *engine) noteWritten() {
 			}
 		}
 	}
+}
+
+// listedSortBy returns the sort_by columns whose values a commit summary lists
+// (PropReplacedPrefix, PropWrittenPrefix): dates, timestamps and integers.
+func (e *engine) listedSortBy() []int {
+	var out []int
+	for _, c := range e.sortBy {
+		if _, ok := replacedKey(Value{}, e.cols[c].Type.Kind); ok {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // keyFields returns the field ids of the key columns in tbl and their Arrow schema.
