@@ -116,7 +116,10 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 	for _, r := range sv.Rules {
 		rs := silver.RuleSpec{ID: r.ID, Kind: r.Kind, Expr: r.Expr, Column: r.Column, Type: r.Type, Reason: r.Reason}
 		if r.Lookup != nil {
-			lk := &silver.LookupSpec{Entity: r.Lookup.Entity, File: r.Lookup.File, On: r.Lookup.On}
+			lk := &silver.LookupSpec{Entity: r.Lookup.Entity, File: r.Lookup.File, On: r.Lookup.On, OnChange: r.Lookup.OnChange}
+			if le, ok := cfg.Entities[r.Lookup.Entity]; ok {
+				lk.Table = le.Silver.Table
+			}
 			for _, c := range r.Lookup.Columns {
 				lk.Columns, lk.As = append(lk.Columns, c.From), append(lk.As, c.As)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -275,7 +276,7 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 	defer func() { p.observe("silver", start, err) }()
 	a := p.a
 	failed := failures{stage: "silver"}
-	for _, name := range entities {
+	for _, name := range lookupsFirst(p.cfg, entities) {
 		spec, err := entitySpec(p.cfg, name)
 		if err != nil {
 			return err
@@ -317,6 +318,30 @@ func (p *pipeline) silver(ctx context.Context, entities []string) (err error) {
 		a.printSilverResult("silver", spec, res)
 	}
 	return failed.err()
+}
+
+// lookupsFirst orders entities so that an entity comes after the entities its lookups
+// read (validate refuses cycles), and otherwise as given.
+func lookupsFirst(cfg *config.Config, entities []string) []string {
+	out := make([]string, 0, len(entities))
+	placed := map[string]bool{}
+	var place func(name string)
+	place = func(name string) {
+		if placed[name] {
+			return
+		}
+		placed[name] = true
+		for _, dep := range cfg.LookupEntities(name) {
+			if slices.Contains(entities, dep) {
+				place(dep)
+			}
+		}
+		out = append(out, name)
+	}
+	for _, name := range entities {
+		place(name)
+	}
+	return out
 }
 
 // observeQuality counts a Silver run's failed checks and, when it read rows, replaces

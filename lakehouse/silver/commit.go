@@ -797,6 +797,7 @@ func (e *engine) summary(res Result) (iceberg.Properties, error) {
 		PropCounts:         string(counts),
 		PropQuality:        string(quality),
 	}
+	e.lookupProps(props)
 	if res.Replay {
 		props[PropReplay] = "true"
 	}

@@ -5,7 +5,9 @@ package silver
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/csv"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +26,9 @@ import (
 type LookupTable map[string][]string
 
 // LookupLoader loads a lookup source that is not a file, such as another entity's Silver
-// table, keyed as described on LookupTable. Values are the text of the cells ("" for NULL).
-type LookupLoader func(spec LookupSpec) (LookupTable, error)
+// table, keyed as described on LookupTable, and names the version it loaded (recorded in
+// Silver's commit: lookupversion.go). Values are the text of the cells.
+type LookupLoader func(spec LookupSpec) (LookupTable, string, error)
 
 const lookupKeySep = '\x1f'
 
@@ -70,29 +73,30 @@ const maxLookupFileBytes = 256 << 20
 // lookupFiles holds the CSV lookup files read while compiling one registry, by path.
 type lookupFiles map[string][]byte
 
-// load is LoadCSVLookup, reading each file once.
-func (f lookupFiles) load(spec LookupSpec) (LookupTable, error) {
+// load is LoadCSVLookup, reading each file once; the version is the file's SHA-256.
+func (f lookupFiles) load(spec LookupSpec) (LookupTable, string, error) {
 	b, ok := f[spec.File]
 	if !ok {
 		fh, err := os.Open(spec.File)
 		if err != nil {
-			return nil, fmt.Errorf("lookup: %w", err)
+			return nil, "", fmt.Errorf("lookup: %w", err)
 		}
 		b, err = io.ReadAll(io.LimitReader(fh, maxLookupFileBytes+1))
 		fh.Close()
 		if err != nil {
-			return nil, fmt.Errorf("lookup %s: %w", spec.File, err)
+			return nil, "", fmt.Errorf("lookup %s: %w", spec.File, err)
 		}
 		if len(b) > maxLookupFileBytes {
-			return nil, fmt.Errorf("lookup %s: larger than %d MiB", spec.File, maxLookupFileBytes>>20)
+			return nil, "", fmt.Errorf("lookup %s: larger than %d MiB", spec.File, maxLookupFileBytes>>20)
 		}
 		f[spec.File] = b
 	}
 	t, err := readCSVLookup(bytes.NewReader(b), spec)
 	if err != nil {
-		return nil, fmt.Errorf("lookup %s: %w", spec.File, err)
+		return nil, "", fmt.Errorf("lookup %s: %w", spec.File, err)
 	}
-	return t, nil
+	sum := sha256.Sum256(b)
+	return t, "file " + spec.File + " sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 func readCSVLookup(r io.Reader, spec LookupSpec) (LookupTable, error) {

@@ -74,6 +74,8 @@ type compiledRule struct {
 	keyTypes []Type // lookup: their types when the rule runs
 	outs     []int  // lookup: the columns it fills
 	table    LookupTable
+	version  string // lookup: the version of its source loaded (recorded in Silver's commit)
+	onChange string // lookup: LookupSpec.OnChange
 }
 
 // ruleSet is the compiled registry of an entity. It is not safe for concurrent use (it
@@ -120,7 +122,7 @@ type RuleProblem struct {
 // and returns every rule that does not compile. A failing derive or lookup still adds
 // its columns, so the later rules are checked against the columns a fixed config has.
 func CheckRules(specs []RuleSpec, cols []ColumnSpec) []RuleProblem {
-	empty := func(LookupSpec) (LookupTable, error) { return LookupTable{}, nil }
+	empty := func(LookupSpec) (LookupTable, string, error) { return LookupTable{}, "", nil }
 	_, _, problems := compileRuleList(specs, cols, empty, nil, true)
 	return problems
 }
@@ -357,11 +359,11 @@ func compileLookup(cr *compiledRule, sp RuleSpec, index map[string]int, addColum
 	case lk.File != "" && files == nil:
 		t = LookupTable{} // CheckRules: the file is not read
 	case lk.File != "":
-		t, err = files.load(*lk)
+		t, cr.version, err = files.load(*lk)
 	case load == nil:
 		err = fmt.Errorf("lookup: no loader for entity %s", lk.Entity)
 	default:
-		t, err = load(*lk)
+		t, cr.version, err = load(*lk)
 	}
 	if err != nil {
 		return err
@@ -376,6 +378,7 @@ func compileLookup(cr *compiledRule, sp RuleSpec, index map[string]int, addColum
 		}
 		cr.outs = append(cr.outs, i)
 	}
+	cr.onChange = lk.OnChange
 	return nil
 }
 

@@ -335,9 +335,9 @@ func TestRuleLookupTypedKeys(t *testing.T) {
 	var asked LookupSpec
 	rs, _ = mustCompile(t, []RuleSpec{{ID: "E1", Kind: "lookup", Lookup: &LookupSpec{
 		Entity: "customers", On: map[string]string{"order_id": "id"}, Columns: []string{"tier"},
-	}}}, func(l LookupSpec) (LookupTable, error) {
+	}}}, func(l LookupSpec) (LookupTable, string, error) {
 		asked = l
-		return LookupTable{"o1": {"gold"}}, nil
+		return LookupTable{"o1": {"gold"}}, "v1", nil
 	})
 	if asked.Entity != "customers" {
 		t.Fatalf("loader got %+v", asked)
@@ -405,7 +405,7 @@ func TestRuleCompileErrors(t *testing.T) {
 		{"lookup column clash", []RuleSpec{{ID: "E1", Kind: "lookup", Lookup: &LookupSpec{Entity: "c", On: map[string]string{"country": "code"}, Columns: []string{"status"}}}}, []string{"rule E1", `column "status" already exists`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := compileRules(tc.rules, ruleCols, func(LookupSpec) (LookupTable, error) { return LookupTable{}, nil })
+			_, _, err := compileRules(tc.rules, ruleCols, func(LookupSpec) (LookupTable, string, error) { return LookupTable{}, "", nil })
 			if tc.name == "lookup without loader" {
 				_, _, err = compileRules(tc.rules, ruleCols, nil)
 			}
@@ -421,12 +421,12 @@ func TestRuleCompileErrors(t *testing.T) {
 	}
 	// A loader returning a malformed table is an error, not a panic later.
 	_, _, err := compileRules([]RuleSpec{{ID: "E1", Kind: "lookup", Lookup: &LookupSpec{Entity: "c", On: map[string]string{"country": "code"}, Columns: []string{"a", "b"}}}},
-		ruleCols, func(LookupSpec) (LookupTable, error) { return LookupTable{"DE": {"x"}}, nil })
+		ruleCols, func(LookupSpec) (LookupTable, string, error) { return LookupTable{"DE": {"x"}}, "", nil })
 	if err == nil || !strings.Contains(err.Error(), "rule E1") || !strings.Contains(err.Error(), "1 values, want 2") {
 		t.Errorf("err = %v", err)
 	}
 	_, _, err = compileRules([]RuleSpec{{ID: "E1", Kind: "lookup", Lookup: &LookupSpec{Entity: "c", On: map[string]string{"country": "code", "qty": "q"}, Columns: []string{"a"}}}},
-		ruleCols, func(LookupSpec) (LookupTable, error) { return LookupTable{"DE": {"x"}}, nil })
+		ruleCols, func(LookupSpec) (LookupTable, string, error) { return LookupTable{"DE": {"x"}}, "", nil })
 	if err == nil || !strings.Contains(err.Error(), "rule E1") || !strings.Contains(err.Error(), "does not have 2 parts") {
 		t.Errorf("err = %v", err)
 	}

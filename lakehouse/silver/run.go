@@ -169,6 +169,9 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	if spec.Mode != ModeUpsert && spec.Mode != ModeAppend {
 		return fail(fmt.Errorf("mode %q: want upsert or append", spec.Mode))
 	}
+	if opt.Lookups == nil {
+		opt.Lookups = lakeLoader(ctx, lh)
+	}
 	e, err := newEngine(spec, opt)
 	if err != nil {
 		return fail(err)
@@ -221,6 +224,15 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	marks := []mark{{sink: sinkSilver}, {sink: sinkQuarantine}}
 	if keysTbl != nil {
 		marks = append(marks, mark{sink: sinkKeys})
+	}
+	if !replay {
+		stale, err := e.staleLookups(ctx, silverTbl)
+		if err != nil {
+			return fail(err)
+		}
+		if len(stale) > 0 {
+			return e.restale(ctx, lh, spec, bronzeIdent, opt, stale)
+		}
 	}
 	e.startWatermark = Watermark(silverTbl)
 	if keysTbl != nil {
@@ -524,12 +536,9 @@ func newEngine(spec EntitySpec, opt Options) (*engine, error) {
 		return nil, err
 	}
 	loader := opt.Lookups
-	rules, _, err := compileRules(spec.Rules, spec.Columns, func(l LookupSpec) (LookupTable, error) {
-		if l.File != "" {
-			return LoadCSVLookup(l)
-		}
+	rules, _, err := compileRules(spec.Rules, spec.Columns, func(l LookupSpec) (LookupTable, string, error) {
 		if loader == nil {
-			return nil, fmt.Errorf("lookup against entity %s is not available here", l.Entity)
+			return nil, "", fmt.Errorf("lookup against entity %s is not available here", l.Entity)
 		}
 		return loader(l)
 	})

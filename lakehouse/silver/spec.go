@@ -110,11 +110,22 @@ type RuleSpec struct {
 // LookupSpec is a LEFT JOIN enrichment against a CSV reference file or another entity.
 type LookupSpec struct {
 	Entity  string
+	Table   string // Entity's Silver table, read at its current snapshot (LoadLakeLookup)
 	File    string
 	On      map[string]string // this column -> lookup column
 	Columns []string          // the lookup's columns brought in
 	As      []string          // their names in Silver, parallel to Columns; nil: as in Columns
+	// OnChange is what a run does when the lookup changed since Silver's last commit
+	// and stored rows hold the old enrichment: LookupReplay (the default) or LookupFail.
+	OnChange string
 }
+
+// What a run does about stored rows a changed lookup would enrich differently
+// (LookupSpec.OnChange; see lookupversion.go).
+const (
+	LookupReplay = "replay" // the run rebuilds Silver from Bronze with the current lookup
+	LookupFail   = "fail"   // the run commits nothing and fails with ErrLookupChanged
+)
 
 // SilverNames are the names the lookup's columns take in Silver.
 func (l LookupSpec) SilverNames() []string {

@@ -245,6 +245,9 @@ type Lookup struct {
 	// Columns are the columns brought in: a list of the lookup's names (kept), or a
 	// mapping new name -> lookup column (renamed), in the order written.
 	Columns LookupColumns `yaml:"columns"`
+	// OnChange is what a run does when the lookup changed and stored rows hold the old
+	// enrichment: replay (the default: Silver is rebuilt from Bronze) or fail.
+	OnChange string `yaml:"on_change"`
 }
 
 // LookupColumn is one column a lookup brings: From in the lookup source, As in Silver.

@@ -474,8 +474,9 @@ func TestPIIAccepted(t *testing.T) {
 }
 
 // TestLookupColumns is issue 19's "Why" 3 and 8: a lookup may rename what it brings, so one
-// file backs two lookups; the same names twice, and a lookup against an entity (which
-// silver cannot load), are validate problems with their paths, not a failed first run.
+// file backs two lookups; the same names twice, an entity looking itself up or an unknown
+// one, a column the looked-up entity lacks and an unknown on_change are validate problems
+// with their paths, not a failed first run.
 func TestLookupColumns(t *testing.T) {
 	base, err := os.ReadFile("../../../../examples/orders.yaml")
 	if err != nil {
@@ -510,6 +511,10 @@ func TestLookupColumns(t *testing.T) {
 `, "entities.orders.silver.rules[0].lookup.columns.country"},
 		{`        - {id: E7, kind: lookup, lookup: {entity: orders, on: {country: order_id}, columns: [status]}}
 `, "entities.orders.silver.rules[0].lookup.entity"},
+		{`        - {id: E7, kind: lookup, lookup: {entity: shops, on: {country: code}, columns: [name]}}
+`, "entities.orders.silver.rules[0].lookup.entity"},
+		{`        - {id: E7, kind: lookup, lookup: {file: z.csv, on: {country: code}, columns: [name], on_change: sometimes}}
+`, "entities.orders.silver.rules[0].lookup.on_change"},
 		{`        - {id: E7, kind: lookup, lookup: {file: z.csv, on: {country: code}, columns: name}}
 `, "entities.orders.silver.rules[0].lookup.columns"},
 	} {

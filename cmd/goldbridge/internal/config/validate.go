@@ -609,7 +609,7 @@ func (c *Config) validateEntity(v *validator, name string) {
 		v.oneOf(sp+".quality.severity."+ck.name, ck.val, "critical", "warning")
 	}
 	validateFormat(v, sp, sv)
-	c.validateRules(v, sp, sv, cols, names)
+	c.validateRules(v, name, sp, sv, cols, names)
 	validateKey(v, sp, sv, cols)
 }
 
@@ -645,7 +645,7 @@ func validateKey(v *validator, sp string, sv Silver, cols map[string]string) {
 	}
 }
 
-func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[string]string, names tableColumns) {
+func (c *Config) validateRules(v *validator, entity, sp string, sv Silver, cols map[string]string, names tableColumns) {
 	ids := map[string]bool{}
 	for i, r := range sv.Rules {
 		rp := fmt.Sprintf("%s.rules[%d]", sp, i)
@@ -707,10 +707,10 @@ func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[stri
 			if (lk.Entity == "") == (lk.File == "") {
 				v.add(rp+".lookup", "set exactly one of entity or file")
 			}
+			v.oneOf(rp+".lookup.on_change", lk.OnChange, "", "replay", "fail")
+			var remote map[string]string // the lookup entity's Silver columns
 			if lk.Entity != "" {
-				// The Silver stage has no loader for another entity's table yet: refused
-				// here rather than failing at the first run.
-				v.add(rp+".lookup.entity", "lookups against another entity are not supported yet (silver would fail); use a CSV file, or join the entity in a mart (marts.<name>.joins)")
+				remote = c.lookupEntity(v, rp+".lookup.entity", entity, lk.Entity)
 			}
 			if len(lk.On) == 0 {
 				v.add(rp+".lookup.on", "required (this column: lookup column)")
@@ -718,6 +718,9 @@ func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[stri
 			for _, local := range sortedKeys(lk.On) {
 				if _, ok := cols[local]; !ok {
 					v.unknownColumn(rp+".lookup.on."+local, local, cols)
+				}
+				if _, ok := remote[lk.On[local]]; remote != nil && !ok {
+					v.add(rp+".lookup.on."+local, "entity %s has no Silver column %q", lk.Entity, lk.On[local])
 				}
 			}
 			if len(lk.Columns) == 0 {
@@ -727,6 +730,8 @@ func (c *Config) validateRules(v *validator, sp string, sv Silver, cols map[stri
 				name := join(rp+".lookup.columns", lc.As)
 				if lc.From == "" {
 					v.add(name, "names no lookup column")
+				} else if _, ok := remote[lc.From]; remote != nil && !ok {
+					v.add(name, "entity %s has no Silver column %q", lk.Entity, lc.From)
 				}
 				if _, dup := cols[lc.As]; dup {
 					v.add(name, "column %q already exists (name it: columns: {new_name: %s})", lc.As, lc.From)
@@ -835,22 +840,7 @@ func (c *Config) validateMart(v *validator, name string) {
 		if !ok {
 			v.add(p+".source", "unknown entity %q", m.Source)
 		} else {
-			for _, col := range e.Silver.Columns {
-				cols[col.Name] = ColumnKind(col.Type)
-			}
-			for _, r := range e.Silver.Rules {
-				if r.Kind == "derive" || r.Kind == "normalize" && r.Type != "" {
-					cols[r.Column] = ColumnKind(r.Type)
-				}
-				if r.Kind == "lookup" && r.Lookup != nil {
-					for _, lc := range r.Lookup.Columns.Names() {
-						cols[lc] = "string"
-					}
-				}
-			}
-			if e.Silver.Mode == "upsert" {
-				cols["is_deleted"] = "bool" // only upsert entities soft-delete
-			}
+			cols = e.silverColumns()
 		}
 	}
 	for i, j := range m.Joins {
@@ -1179,4 +1169,76 @@ func validateFormat(v *validator, sp string, sv Silver) {
 	if d := sv.Debezium.DecimalHandling; !slices.Contains(silver.DebeziumDecimalModes, d) {
 		v.add(dp+".decimal_handling", "must be one of %s, got %q", strings.Join(silver.DebeziumDecimalModes, ", "), d)
 	}
+}
+
+// silverColumns are the columns of an entity's Silver table a config names, with their
+// kinds: the declared ones as the rules retype them, the rules' own, and is_deleted.
+func (e Entity) silverColumns() map[string]string {
+	cols := map[string]string{}
+	for _, col := range e.Silver.Columns {
+		cols[col.Name] = ColumnKind(col.Type)
+	}
+	for _, r := range e.Silver.Rules {
+		if r.Kind == "derive" || r.Kind == "normalize" && r.Type != "" {
+			cols[r.Column] = ColumnKind(r.Type)
+		}
+		if r.Kind == "lookup" && r.Lookup != nil {
+			for _, lc := range r.Lookup.Columns.Names() {
+				cols[lc] = "string"
+			}
+		}
+	}
+	if e.Silver.Mode == "upsert" {
+		cols["is_deleted"] = "bool" // only upsert entities soft-delete
+	}
+	return cols
+}
+
+// lookupEntity checks the entity a lookup of entity reads (path: its lookup.entity) and
+// returns its Silver columns, or nil when there is none to read: itself, an unknown
+// entity, or one whose lookups lead back to entity (Silver runs the looked-up entity
+// first, so the lookups of a pipeline must not form a cycle).
+func (c *Config) lookupEntity(v *validator, path, entity, target string) map[string]string {
+	e, ok := c.Entities[target]
+	switch {
+	case !ok:
+		v.add(path, "unknown entity %q", target)
+		return nil
+	case target == entity:
+		v.add(path, "an entity cannot look itself up")
+		return nil
+	}
+	if cycle := c.lookupPath(target, entity, map[string]bool{}); cycle != nil {
+		v.add(path, "lookups form a cycle: %s", strings.Join(append([]string{entity}, cycle...), " -> "))
+		return nil
+	}
+	return e.silverColumns()
+}
+
+// lookupPath returns the entities from one to target through lookup.entity, or nil.
+func (c *Config) lookupPath(from, target string, seen map[string]bool) []string {
+	if from == target {
+		return []string{from}
+	}
+	if seen[from] {
+		return nil
+	}
+	seen[from] = true
+	for _, dep := range c.LookupEntities(from) {
+		if p := c.lookupPath(dep, target, seen); p != nil {
+			return append([]string{from}, p...)
+		}
+	}
+	return nil
+}
+
+// LookupEntities are the entities whose Silver tables an entity's lookups read.
+func (c *Config) LookupEntities(entity string) []string {
+	var out []string
+	for _, r := range c.Entities[entity].Silver.Rules {
+		if r.Kind == "lookup" && r.Lookup != nil && r.Lookup.Entity != "" && !slices.Contains(out, r.Lookup.Entity) {
+			out = append(out, r.Lookup.Entity)
+		}
+	}
+	return out
 }
