@@ -31,6 +31,9 @@ func joinSnapshots(ctx context.Context, lh *catalog.Lakehouse, m MartSpec) (map[
 		if err != nil {
 			return nil, fmt.Errorf("joined silver table %s: %w (run silver for %s first)", j.Table, err, j.Entity)
 		}
+		if err := silver.CheckTypes(tbl.Schema(), j.ColumnTypes); err != nil {
+			return nil, fmt.Errorf("joined silver table %s: %w", j.Table, err)
+		}
 		var id int64
 		if s := tbl.CurrentSnapshot(); s != nil {
 			id = s.SnapshotID

@@ -98,6 +98,9 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 	if err != nil {
 		return fail(fmt.Errorf("silver table %s: %w (run silver first)", m.SourceTable, err))
 	}
+	if err := silver.CheckTypes(src.Schema(), m.SourceColumns); err != nil {
+		return fail(fmt.Errorf("silver table %s: %w", m.SourceTable, err))
+	}
 	snap := src.CurrentSnapshot()
 	if snap == nil {
 		return res, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apache/iceberg-go/table"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,18 @@ func tableRows(t *testing.T, lh *catalog.Lakehouse, ident string, skip ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, recs, err := tbl.Scan().ToArrowRecords(context.Background())
+	return scanRows(t, tbl.Scan(), skip...)
+}
+
+// tableRowsAt is tableRows of a table at one of its snapshots.
+func tableRowsAt(t *testing.T, tbl *table.Table, snapshot int64, skip ...string) []string {
+	t.Helper()
+	return scanRows(t, tbl.Scan(table.WithSnapshotID(snapshot)), skip...)
+}
+
+func scanRows(t *testing.T, scan *table.Scan, skip ...string) []string {
+	t.Helper()
+	_, recs, err := scan.ToArrowRecords(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -842,6 +842,9 @@ func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident s
 	if err != nil {
 		return err
 	}
+	if tbl, err = e.writeTable(tbl); err != nil {
+		return err
+	}
 	sch := arrowSchemaOf(e.tcols, e.spec.Key)
 	e.noteWritten()
 	if current > 0 {
@@ -937,6 +940,9 @@ func (e *engine) commitSilver(ctx context.Context, lh *catalog.Lakehouse, ident 
 		}
 		tx := tbl.NewTransaction()
 		if res.Replay {
+			if err := applyRetypes(tx, e.retypes, e.writeSchema); err != nil {
+				return nil, err
+			}
 			if err := replaceAll(ctx, tx, tbl, dataFiles, props); err != nil {
 				return nil, err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/apache/iceberg-go"
 	"slices"
 	"strings"
 	"testing"
@@ -172,6 +173,133 @@ func TestQualityReport(t *testing.T) {
 	for _, s := range []string{"FAIL (warning): 1 rows fail F1; 1 rows with NULL owner", "quality schema: ok", "20.00% quarantined", "WARN: 20.00%"} {
 		if !strings.Contains(lines, s) {
 			t.Errorf("report lacks %q:\n%s", s, lines)
+		}
+	}
+}
+
+// TestRetypeByReplay is issue 42 item 2's guided path in Silver: a type change Iceberg
+// cannot promote (int → decimal, a narrowing, a scale change, string → int) is refused
+// by a run, naming the replay; the replay applies it in the commit that replaces the
+// table's files, and the table then equals a fresh build with the new spec (its schema
+// and rows); the snapshot before it still reads with the old type; a run after it has
+// nothing to change. Two adjacent columns change at once; a key column's type cannot.
+func TestRetypeByReplay(t *testing.T) {
+	rows := []string{
+		`{"item_id":"a","updated_at":"2026-01-01T00:00:00Z","qty":7,"price":"12.34","note":"5"}`,
+		`{"item_id":"b","updated_at":"2026-01-02T00:00:00Z","qty":8,"price":"56.78","note":"6"}`,
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after []string
+	}{
+		{"int to decimal", []string{"qty int64", "price decimal(10,2)"}, []string{"qty decimal(12,2)", "price decimal(10,2)"}},
+		{"narrowing and scale, adjacent", []string{"qty int64", "price decimal(10,2)", "note string"}, []string{"qty int32", "price decimal(12,3)", "note string"}},
+		{"string to int, last", []string{"qty int64", "note string"}, []string{"qty int64", "note int64"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			lh := lakehousetest.Open(t)
+			landing := t.TempDir()
+			writeLanding(t, landing, "1.jsonl", rows[0])
+			ingestInto(t, lh, "bronze.items", landing)
+			if _, err := Run(ctx, lh, itemsSpec(tc.before...), "bronze.items", Options{}); err != nil {
+				t.Fatal(err)
+			}
+			old, _ := lh.LoadTable(ctx, "silver.items")
+			oldRows := tableRows(t, lh, "silver.items", runColumns...)
+			writeLanding(t, landing, "2.jsonl", rows[1])
+			ingestInto(t, lh, "bronze.items", landing)
+			after := itemsSpec(tc.after...)
+			if _, err := Run(ctx, lh, after, "bronze.items", Options{}); err == nil || !strings.Contains(err.Error(), "run `goldbridge replay items`") {
+				t.Fatalf("run with a retype: %v", err)
+			}
+			res, err := Replay(ctx, lh, after, "bronze.items", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Quality.SchemaIssues) != 0 || res.Inserted != 2 {
+				t.Fatalf("replay: issues %v, %+v", res.Quality.SchemaIssues, res.Counts)
+			}
+
+			fresh := lakehousetest.Open(t) // the oracle: the new spec built once from the same Bronze
+			ingestInto(t, fresh, "bronze.items", landing)
+			if _, err := Run(ctx, fresh, after, "bronze.items", Options{}); err != nil {
+				t.Fatal(err)
+			}
+			skip := append([]string{ColEventID}, runColumns...)
+			if got, want := tableRows(t, lh, "silver.items", skip...), tableRows(t, fresh, "silver.items", skip...); !slices.Equal(got, want) {
+				t.Fatalf("rows after the replay:\n%s\nfresh build:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			tbl, _ := lh.LoadTable(ctx, "silver.items")
+			ftbl, _ := fresh.LoadTable(ctx, "silver.items")
+			if g, w := schemaText(tbl.Schema()), schemaText(ftbl.Schema()); g != w {
+				t.Fatalf("schema after the replay %s, fresh %s", g, w)
+			}
+			// Time travel: the snapshot before the replay reads with its own schema.
+			got := tableRowsAt(t, old, old.CurrentSnapshot().SnapshotID, runColumns...)
+			if !slices.Equal(got, oldRows) {
+				t.Fatalf("the snapshot before the replay reads\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(oldRows, "\n"))
+			}
+			if res, err := Run(ctx, lh, after, "bronze.items", Options{}); err != nil || res.Read != 0 {
+				t.Fatalf("a run after the replay: %+v, %v", res.Counts, err)
+			}
+		})
+	}
+	t.Run("key column", func(t *testing.T) {
+		_, err := planSchema(mustSchema(t, itemsSpec()), itemsSpec().Columns[:0:0], nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := itemsSpec()
+		spec.Columns[0].Type = Type{Kind: Int64}
+		if _, err := planSchema(mustSchema(t, itemsSpec()), spec.Columns, spec.Key, nil); err == nil || !strings.Contains(err.Error(), "part of the table's layout") {
+			t.Fatalf("retype a key column: %v", err)
+		}
+	})
+}
+
+func schemaText(s *iceberg.Schema) string {
+	var parts []string
+	for _, f := range s.Fields() {
+		parts = append(parts, f.Name+" "+f.Type.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+func mustSchema(t *testing.T, spec EntitySpec) *iceberg.Schema {
+	t.Helper()
+	sch, err := icebergSchema(spec.Columns, spec.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+// TestCheckTypes: a reader stops at a column whose table type differs from the config's
+// other than by a promotion (Gold would read an int64 column as a zero decimal).
+func TestCheckTypes(t *testing.T) {
+	sch := mustSchema(t, itemsSpec("qty int32", "price decimal(10,2)", "note string"))
+	ty := func(s string) Type {
+		t.Helper()
+		v, err := ParseType(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		cols map[string]Type
+		want string // "" = no error
+	}{
+		{map[string]Type{"qty": ty("int32"), "note": ty("string"), "gone": ty("int64")}, ""},
+		{map[string]Type{"qty": ty("int64"), "price": ty("decimal(18,2)")}, ""},
+		{map[string]Type{"qty": ty("decimal(12,2)"), "note": ty("int64")},
+			"column note is string in the table, int64 in the config, column qty is int in the table, decimal(12,2) in the config"},
+		{map[string]Type{"price": ty("decimal(10,3)")}, "column price is decimal(10, 2) in the table, decimal(10,3) in the config"},
+	} {
+		err := CheckTypes(sch, tc.cols)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckTypes(%v) = %v, want %q", tc.cols, err, tc.want)
 		}
 	}
 }

@@ -178,11 +178,15 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 	}
 	e.runID = res.RunID
 	e.decrypt = opt.Decrypt
-	silverTbl, err := e.openSilver(ctx, lh)
+	silverTbl, err := e.openSilver(ctx, lh, replay)
 	if err != nil {
 		return fail(err)
 	}
-	e.quality.SchemaIssues, e.quality.SchemaNotes = schemaIssues(silverTbl.Schema(), e.tcols)
+	sch := silverTbl.Schema()
+	if e.retypes != nil {
+		sch = e.writeSchema
+	}
+	e.quality.SchemaIssues, e.quality.SchemaNotes = schemaIssues(sch, e.tcols)
 	qTbl, _, err := lh.LoadOrCreateTable(ctx, spec.QuarantineTable, quarantineSchema(), quarantineSpec(), tableProperties())
 	if err != nil {
 		return fail(err)
@@ -430,8 +434,9 @@ func hook(opt Options, ident string) error {
 	return opt.afterCommit(ident)
 }
 
-// openSilver loads the Silver table, creating it, or evolving its schema to the spec.
-func (e *engine) openSilver(ctx context.Context, lh *catalog.Lakehouse) (*table.Table, error) {
+// openSilver loads the Silver table, creating it, or evolving its schema to the spec; a
+// replay keeps the type changes Iceberg cannot promote for its commit (e.retypes).
+func (e *engine) openSilver(ctx context.Context, lh *catalog.Lakehouse, replay bool) (*table.Table, error) {
 	sch, err := icebergSchema(e.tcols, e.spec.Key)
 	if err != nil {
 		return nil, err
@@ -455,7 +460,37 @@ func (e *engine) openSilver(ctx context.Context, lh *catalog.Lakehouse) (*table.
 	if created {
 		return tbl, nil
 	}
-	return evolveSchema(ctx, lh, e.spec.Table, tbl, e.tcols, e.spec.Key)
+	var layout []string
+	if e.append && e.spec.EventTime != "" {
+		layout = append(layout, e.spec.EventTime) // the partition's source
+	}
+	tbl, e.retypes, err = evolveSchema(ctx, lh, e.spec, tbl, e.tcols, append(layout, e.spec.SortBy...), replay)
+	if err != nil || len(e.retypes) == 0 {
+		return tbl, err
+	}
+	staged, err := e.writeTable(tbl)
+	if err != nil {
+		return nil, err
+	}
+	e.writeSchema = staged.Schema()
+	return tbl, nil
+}
+
+// writeTable is tbl as the run's Silver files are written for it: with a replay's
+// retypes staged, so that the files carry the new columns' field ids.
+func (e *engine) writeTable(tbl *table.Table) (*table.Table, error) {
+	if len(e.retypes) == 0 {
+		return tbl, nil
+	}
+	tx := tbl.NewTransaction()
+	if err := applyRetypes(tx, e.retypes, e.writeSchema); err != nil {
+		return nil, err
+	}
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return nil, err
+	}
+	return staged.Table, nil
 }
 
 // Watermark returns the Bronze snapshot id recorded by the newest commit of a Silver (or
@@ -528,6 +563,11 @@ type engine struct {
 
 	startWatermark     int64 // Silver's Bronze watermark when the run started
 	startKeysWatermark int64 // the keys table's
+
+	// retypes are the type changes a replay applies in its commit (applyRetypes), and
+	// writeSchema the table's schema with them, which its data files are written for.
+	retypes     []schemaChange
+	writeSchema *iceberg.Schema
 }
 
 func newEngine(spec EntitySpec, opt Options) (*engine, error) {

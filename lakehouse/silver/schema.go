@@ -2,8 +2,11 @@ package silver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -21,21 +24,29 @@ import (
 //     decimal(p,s) → decimal(p',s) with p' > p (Iceberg's type promotions; float32 does
 //     not exist here);
 //   - any other type change — a narrowing (int64 → int32, a smaller precision), a scale
-//     change, or a different kind — is refused with an error naming the column: the
-//     table keeps its data, and a new table (or a replay into one) is the way out;
+//     change, or a different kind (int → decimal) — cannot be applied in place: a run
+//     refuses it with an error naming the column and `goldbridge replay ENTITY`, and a
+//     replay applies it in the commit that replaces the table's files (retype: the old
+//     column is dropped and a new one of the same name added, with a new field id, so
+//     no old data file is read as the new type; readers see the old snapshot with the
+//     old type or the new one with the new type, and time travel keeps the old);
+//     a key, partition or sort_by column keeps its type (it is in the table's layout);
 //   - a new key column is refused (the key is the table's identity);
 //   - a column the spec no longer declares stays in the table (new rows read NULL) and
 //     is listed as a note in the quality report.
 
 // schemaChange is one change evolveSchema applies.
 type schemaChange struct {
-	col   ColumnSpec
-	after string // add: the column it follows ("" = first)
-	add   bool   // add, else widen
+	col    ColumnSpec
+	after  string // add, retype: the column it follows ("" = first)
+	add    bool   // add, else widen (or retype)
+	retype bool   // a type Iceberg cannot promote: drop and add again (replay only)
+	from   iceberg.Type
 }
 
-// planSchema compares the table schema with the declared columns.
-func planSchema(cur *iceberg.Schema, cols []ColumnSpec, key []string) ([]schemaChange, error) {
+// planSchema compares the table schema with the declared columns. layout are the
+// columns the table's partitioning or sort order use: their type cannot change.
+func planSchema(cur *iceberg.Schema, cols []ColumnSpec, key, layout []string) ([]schemaChange, error) {
 	var out []schemaChange
 	for i, c := range cols {
 		want := icebergType(c.Type)
@@ -55,8 +66,16 @@ func planSchema(cur *iceberg.Schema, cols []ColumnSpec, key []string) ([]schemaC
 			continue
 		}
 		if !widens(f.Type, want) {
-			return nil, fmt.Errorf("column %s: cannot change type %s to %s: only widening is applied (int32 to int64, "+
-				"decimal to a larger precision with the same scale); write to a new table to narrow or change a type", c.Name, f.Type, c.Type)
+			if slices.Contains(key, c.Name) || slices.Contains(layout, c.Name) {
+				return nil, fmt.Errorf("column %s: cannot change type %s to %s: it is a key, partition or sort_by column, "+
+					"part of the table's layout; write to a new table", c.Name, f.Type, c.Type)
+			}
+			ch := schemaChange{col: c, retype: true, from: f.Type}
+			if i > 0 {
+				ch.after = cols[i-1].Name
+			}
+			out = append(out, ch)
+			continue
 		}
 		out = append(out, schemaChange{col: c})
 	}
@@ -76,15 +95,38 @@ func widens(from, to iceberg.Type) bool {
 	return false
 }
 
-// evolveSchema applies planSchema's changes to the table in one schema-only commit (no
-// snapshot, so watermarks are untouched) and returns the table, reloaded.
-func evolveSchema(ctx context.Context, lh *catalog.Lakehouse, ident string, tbl *table.Table, cols []ColumnSpec, key []string) (*table.Table, error) {
-	changes, err := planSchema(tbl.Schema(), cols, key)
-	if err != nil || len(changes) == 0 {
-		return tbl, err
+// retypeError is the refusal of a type change outside a replay.
+func retypeError(entity string, ch schemaChange) error {
+	return fmt.Errorf("column %s: cannot change type %s to %s in place: Iceberg promotes only int32 to int64 and "+
+		"decimal to a larger precision with the same scale; run `goldbridge replay %s`, which rebuilds the table from "+
+		"Bronze with the new type in one commit (Gold then recomputes)", ch.col.Name, ch.from, ch.col.Type, entity)
+}
+
+// evolveSchema applies planSchema's adds and widenings to the table in one schema-only
+// commit (no snapshot, so watermarks are untouched) and returns the table, reloaded,
+// with the retypes left for the replay's commit (applyRetypes). Outside a replay a
+// retype is refused (retypeError).
+func evolveSchema(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, tbl *table.Table, cols []ColumnSpec,
+	layout []string, replay bool) (*table.Table, []schemaChange, error) {
+	plan := func(sch *iceberg.Schema) (inPlace, retypes []schemaChange, err error) {
+		changes, err := planSchema(sch, cols, spec.Key, layout)
+		for _, ch := range changes {
+			if !ch.retype {
+				inPlace = append(inPlace, ch)
+			} else if !replay {
+				return nil, nil, retypeError(spec.Name, ch)
+			} else {
+				retypes = append(retypes, ch)
+			}
+		}
+		return inPlace, retypes, err
 	}
-	return lh.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
-		changes, err := planSchema(tbl.Schema(), cols, key)
+	changes, retypes, err := plan(tbl.Schema())
+	if err != nil || len(changes) == 0 {
+		return tbl, retypes, err
+	}
+	tbl, err = lh.Commit(ctx, spec.Table, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+		changes, _, err := plan(tbl.Schema())
 		if err != nil {
 			return nil, err
 		}
@@ -112,6 +154,50 @@ func evolveSchema(ctx context.Context, lh *catalog.Lakehouse, ident string, tbl 
 		}
 		return tx.Commit(ctx)
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	_, retypes, err = plan(tbl.Schema())
+	return tbl, retypes, err
+}
+
+// applyRetypes stages the retypes in tx: each column dropped and added again with its
+// new type (a new field id) where it was. The staged schema must equal want, the schema
+// the replay's files were written with (nil: not checked), else the table changed
+// meanwhile and the replay must run again.
+func applyRetypes(tx *table.Transaction, retypes []schemaChange, want *iceberg.Schema) error {
+	if len(retypes) == 0 {
+		return nil
+	}
+	// One update (a second one in the same transaction would require a schema id the
+	// catalog does not have yet); moving a column added in place of a dropped one of the
+	// same name needs the carried patch 0002 (third_party/README.md).
+	us := tx.UpdateSchema(true, true)
+	for _, ch := range retypes {
+		us.DeleteColumn([]string{ch.col.Name})
+		us.AddColumn([]string{ch.col.Name}, icebergType(ch.col.Type), "", false, nil)
+	}
+	for _, ch := range retypes {
+		if ch.after == "" {
+			us.MoveFirst([]string{ch.col.Name})
+		} else {
+			us.MoveAfter([]string{ch.col.Name}, []string{ch.after})
+		}
+	}
+	if err := us.Commit(); err != nil {
+		return fmt.Errorf("retype columns: %w", err)
+	}
+	if want == nil {
+		return nil
+	}
+	staged, err := tx.StagedTable()
+	if err != nil {
+		return err
+	}
+	if !staged.Schema().Equals(want) {
+		return errors.New("retype columns: the table's schema changed during the replay; run it again")
+	}
+	return nil
 }
 
 // schemaIssues is the schema level of the quality report: declared columns missing from
@@ -132,4 +218,23 @@ func schemaIssues(sch *iceberg.Schema, cols []ColumnSpec) (issues, notes []strin
 		}
 	}
 	return issues, notes
+}
+
+// CheckTypes reports the columns of a Silver table's schema whose type differs from the
+// one a reader expects (cols), other than by a promotion the next Silver run applies
+// (columns the table lacks read as NULL and are not reported): a reader of the wrong
+// type would read wrong values, so it must stop. The
+// usual cause is a type changed in the config that a replay has not applied yet.
+func CheckTypes(sch *iceberg.Schema, cols map[string]Type) error {
+	var bad []string
+	for _, name := range slices.Sorted(maps.Keys(cols)) {
+		f, ok := sch.FindFieldByName(name)
+		if want := icebergType(cols[name]); ok && !f.Type.Equals(want) && !widens(f.Type, want) { // a promotion reads right
+			bad = append(bad, fmt.Sprintf("%s is %s in the table, %s in the config", name, f.Type, cols[name]))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("column %s (the entity's new types take effect with `goldbridge replay ENTITY`)", strings.Join(bad, ", column "))
+	}
+	return nil
 }

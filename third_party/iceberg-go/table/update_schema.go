@@ -590,13 +590,17 @@ func (u *UpdateSchema) MoveAfter(path, relativeTo []string) *UpdateSchema {
 }
 
 func (u *UpdateSchema) findFieldForMove(name string) (int, bool) {
+	// A column added in this update comes first, as in Java's SchemaUpdate.findForMove:
+	// it may replace a deleted column of the same name, which cannot be moved.
+	if id, ok := u.addedNameToID[name]; ok {
+		return id, true
+	}
 	field, ok := u.findField(name)
 	if ok {
 		return field.ID, true
 	}
-	id, ok := u.addedNameToID[name]
 
-	return id, ok
+	return 0, false
 }
 
 func (u *UpdateSchema) moveColumn(op MoveOp, path []string, relativeTo []string) error {
