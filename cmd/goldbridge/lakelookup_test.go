@@ -90,7 +90,7 @@ func TestLakeLookupThroughTheCLI(t *testing.T) {
 	write("")
 	gb("validate")
 
-	tiers := map[string]string{}    // the oracle: each live shopper's tier
+	tiers := map[string]string{}     // the oracle: each live shopper's tier
 	orders := map[string][2]string{} // order -> day, shopper
 	amounts := map[string]int64{}
 	n := 0
