@@ -110,7 +110,7 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 			return spec, fmt.Errorf("entities.%s.silver.columns %s: %w", name, c.Name, err)
 		}
 		spec.Columns = append(spec.Columns, silver.ColumnSpec{
-			Name: c.Name, Path: c.Path, Type: t, Required: c.Required, Default: c.Default, Format: c.Format,
+			Name: c.Name, Path: c.Path, Type: t, Required: c.Required, Default: c.Default, Format: c.Format, RenamedFrom: c.RenamedFrom,
 		})
 	}
 	for _, r := range sv.Rules {

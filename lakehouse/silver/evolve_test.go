@@ -303,3 +303,44 @@ func TestCheckTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestRenameInPlace: a column declared with renamed_from takes the old column's place
+// and values (renamed by field id); a rename and a widening of the same column apply
+// together; the snapshot before reads the old name; a run after has nothing to change.
+func TestRenameInPlace(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	writeLanding(t, landing, "1.jsonl", `{"item_id":"a","updated_at":"2026-01-01T00:00:00Z","qty":7}`)
+	ingestInto(t, lh, "bronze.items", landing)
+	if _, err := Run(ctx, lh, itemsSpec("qty int32"), "bronze.items", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := lh.LoadTable(ctx, "silver.items")
+	writeLanding(t, landing, "2.jsonl", `{"item_id":"b","updated_at":"2026-01-02T00:00:00Z","quantity":8}`)
+	ingestInto(t, lh, "bronze.items", landing)
+	spec := itemsSpec("quantity int64")
+	spec.Columns[2].RenamedFrom = "qty"
+	res, err := Run(ctx, lh, spec, "bronze.items", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Quality.SchemaIssues)+len(res.Quality.SchemaNotes) != 0 {
+		t.Fatalf("schema issues %v, notes %v", res.Quality.SchemaIssues, res.Quality.SchemaNotes)
+	}
+	want := []string{"item_id=a|updated_at=2026-01-01T00:00:00Z|quantity=7", "item_id=b|updated_at=2026-01-02T00:00:00Z|quantity=8"}
+	skip := append([]string{ColIsDeleted, ColCDCOp, ColVersion, ColEventID, ColKeyHashHi, ColKeyHashLo}, runColumns...)
+	if got := tableRows(t, lh, "silver.items", skip...); !slices.Equal(got, want) {
+		t.Fatalf("rows after the rename:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	tbl, _ := lh.LoadTable(ctx, "silver.items")
+	if f, ok := tbl.Schema().FindFieldByName("quantity"); !ok || f.Type.String() != "long" || f.ID != 3 {
+		t.Fatalf("quantity: %+v (found %v), want field 3 of type long", f, ok)
+	}
+	if got := tableRowsAt(t, old, old.CurrentSnapshot().SnapshotID, skip...); !slices.Equal(got, []string{"item_id=a|updated_at=2026-01-01T00:00:00Z|qty=7"}) {
+		t.Fatalf("the snapshot before the rename reads %v", got)
+	}
+	if res, err := Run(ctx, lh, spec, "bronze.items", Options{}); err != nil || res.Read != 0 {
+		t.Fatalf("a run after: %+v, %v", res.Counts, err)
+	}
+}

@@ -19,7 +19,8 @@ import (
 // commit before any data is written:
 //
 //   - a declared column the table lacks is added, optional, in declaration order (old
-//     rows read NULL);
+//     rows read NULL), unless the table has the column's RenamedFrom: then that column
+//     is renamed (by field id, so old rows keep their values under the new name);
 //   - a declared type that widens the table's is applied: int32 → int64, and
 //     decimal(p,s) → decimal(p',s) with p' > p (Iceberg's type promotions; float32 does
 //     not exist here);
@@ -39,7 +40,8 @@ import (
 type schemaChange struct {
 	col    ColumnSpec
 	after  string // add, retype: the column it follows ("" = first)
-	add    bool   // add, else widen (or retype)
+	add    bool   // add, else widen (or retype, or rename)
+	rename string // rename: the column's name in the table (col.RenamedFrom)
 	retype bool   // a type Iceberg cannot promote: drop and add again (replay only)
 	from   iceberg.Type
 }
@@ -51,6 +53,17 @@ func planSchema(cur *iceberg.Schema, cols []ColumnSpec, key, layout []string) ([
 	for i, c := range cols {
 		want := icebergType(c.Type)
 		f, ok := cur.FindFieldByName(c.Name)
+		if !ok && c.RenamedFrom != "" {
+			if _, found := cur.FindFieldByName(c.RenamedFrom); found && !declared(cols, c.RenamedFrom) {
+				if slices.Contains(key, c.Name) || slices.Contains(key, c.RenamedFrom) {
+					return nil, fmt.Errorf("column %s: a key column cannot be renamed (the key is the table's identity)", c.Name)
+				}
+				// Alone: within one update the new name does not resolve yet. Its type is
+				// planned on the renamed table (evolveSchema plans again after a commit).
+				out = append(out, schemaChange{col: c, rename: c.RenamedFrom})
+				continue
+			}
+		}
 		if !ok {
 			if slices.Contains(key, c.Name) {
 				return nil, fmt.Errorf("column %s: key column missing from the table; changing the key needs a new table", c.Name)
@@ -80,6 +93,11 @@ func planSchema(cur *iceberg.Schema, cols []ColumnSpec, key, layout []string) ([
 		out = append(out, schemaChange{col: c})
 	}
 	return out, nil
+}
+
+// declared tells whether cols declares a column name.
+func declared(cols []ColumnSpec, name string) bool {
+	return slices.ContainsFunc(cols, func(c ColumnSpec) bool { return c.Name == name })
 }
 
 // widens reports whether Iceberg promotes from to to without rewriting data.
@@ -121,11 +139,24 @@ func evolveSchema(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, t
 		}
 		return inPlace, retypes, err
 	}
-	changes, retypes, err := plan(tbl.Schema())
-	if err != nil || len(changes) == 0 {
-		return tbl, retypes, err
+	for range 2 { // a rename, then the type of the renamed column
+		changes, retypes, err := plan(tbl.Schema())
+		if err != nil || len(changes) == 0 {
+			return tbl, retypes, err
+		}
+		if tbl, err = commitSchema(ctx, lh, spec.Table, plan); err != nil {
+			return nil, nil, err
+		}
 	}
-	tbl, err = lh.Commit(ctx, spec.Table, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+	_, retypes, err := plan(tbl.Schema())
+	return tbl, retypes, err
+}
+
+// commitSchema commits the in-place changes plan gives on the table's current schema in
+// one schema-only commit.
+func commitSchema(ctx context.Context, lh *catalog.Lakehouse, ident string,
+	plan func(*iceberg.Schema) ([]schemaChange, []schemaChange, error)) (*table.Table, error) {
+	return lh.Commit(ctx, ident, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		changes, _, err := plan(tbl.Schema())
 		if err != nil {
 			return nil, err
@@ -138,6 +169,10 @@ func evolveSchema(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, t
 		for _, ch := range changes {
 			path := []string{ch.col.Name}
 			t := icebergType(ch.col.Type)
+			if ch.rename != "" {
+				us.RenameColumn([]string{ch.rename}, ch.col.Name)
+				continue
+			}
 			if !ch.add {
 				us.UpdateColumn(path, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Val: t, Valid: true}})
 				continue
@@ -154,11 +189,6 @@ func evolveSchema(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, t
 		}
 		return tx.Commit(ctx)
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	_, retypes, err = plan(tbl.Schema())
-	return tbl, retypes, err
 }
 
 // applyRetypes stages the retypes in tx: each column dropped and added again with its

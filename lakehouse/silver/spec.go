@@ -94,6 +94,9 @@ type ColumnSpec struct {
 	Required bool
 	Default  *string
 	Format   string // timestamp/date: "" or rfc3339, epoch_s, epoch_ms, epoch_us, or a Go layout
+	// RenamedFrom is the column's earlier name: a table that still has it renames it in
+	// place (by field id: the stored rows keep their values under the new name).
+	RenamedFrom string
 }
 
 // RuleSpec is one entry of the rules registry.

@@ -224,6 +224,8 @@ type Column struct {
 	Required bool    `yaml:"required"`
 	Default  *string `yaml:"default"`
 	Format   string  `yaml:"format"` // timestamps: rfc3339 | epoch_s | epoch_ms | epoch_us | epoch_ns | Go layout; dates also epoch_days
+	// RenamedFrom is the column's earlier name, renamed in place in the Silver table.
+	RenamedFrom string `yaml:"renamed_from"`
 }
 
 // Rule is one entry of the transformation registry (F* filter, N* normalise, E* enrich).

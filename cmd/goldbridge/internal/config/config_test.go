@@ -232,6 +232,7 @@ func TestValidationRules(t *testing.T) {
 		{"whole-payload path", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$"}`, "entities.orders.silver.columns[3].path"},
 		{"indexed path", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$.items[0]"}`, "entities.orders.silver.columns[3].path"},
 		{"empty segment", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, path: "$.a..b"}`, "entities.orders.silver.columns[3].path"},
+		{"renamed from a declared column", `{name: currency,   type: string,        default: USD}`, `{name: currency,   type: string,        default: USD, renamed_from: country}`, "entities.orders.silver.columns[3].renamed_from"},
 		{"table too long for ClickHouse", "      table: daily_revenue_kpi\n", "      table: " + strings.Repeat("t", 196) + "\n", "marts.daily_revenue_kpi.serving.table"},
 		{"database too long for ClickHouse", "  database: marts\n", "  database: " + strings.Repeat("d", 198) + "\n", "clickhouse.database"},
 		{"tail wait too long", "    format: jsonl\n", "    format: jsonl\n    tail_wait: 8d\n", "sources.orders_landing.tail_wait"},

@@ -530,6 +530,9 @@ func (c *Config) validateEntity(v *validator, name string) {
 				v.add(cp+".default", "%v", err)
 			}
 		}
+		if r := col.RenamedFrom; r != "" && (r == col.Name || slices.ContainsFunc(sv.Columns, func(c Column) bool { return c.Name == r })) {
+			v.add(cp+".renamed_from", "%q is declared: a column is renamed from a name the entity no longer declares", r)
+		}
 	}
 	switch sv.Mode {
 	case "upsert":
