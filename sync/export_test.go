@@ -35,3 +35,7 @@ func StateDigest(state []byte, width int) (string, error) {
 
 // StateDigestSQL is the digest's ClickHouse expression (stateDigestSQL).
 var StateDigestSQL = stateDigestSQL
+
+// GoldStats are the per-level statistics Check computes from Gold (goldStats), for a
+// fake target's ReadBack.
+var GoldStats = goldStats

@@ -18,7 +18,8 @@ import (
 // of that shard's nodes with the same rows; <t>_final read through any node (the
 // Distributed table) equals Gold; check is clean. With one node stopped, reads still
 // return Gold's rows (failover to the other node of the shard), a push fails cleanly,
-// and the first push after the node is back converges, check clean again.
+// and the first push after the node is back converges, check clean again. The contract
+// suite (contract_test.go) runs on the same cluster.
 func TestShardedServing(t *testing.T) {
 	ctx := context.Background()
 	cl := chtest.StartCluster(t, 2, 2)
@@ -149,4 +150,9 @@ func TestShardedServing(t *testing.T) {
 	placed(swapped)
 	served(other, next)
 	clean()
+
+	// The hot tier's contract suite, on the same cluster (a mart of its own).
+	mc := testMart("sharded_contract", true)
+	mc.Cluster, mc.Sharded = cl.Name, true
+	contract(t, target, mc, contractGold(t))
 }

@@ -2,8 +2,10 @@
 // decides what changed (Gold's per-partition last-updated snapshot against the push
 // state the target records), pushes those partitions, drops partitions that left the
 // window, and reconciles (Check) the two tiers. It reaches the hot tier only through a
-// Target (target.go); ClickHouse (clickhouse.go: serving/ddl, serving/push and the
-// _goldbridge_sync table) is the implementation.
+// Target, the contract of package serving/hot; ClickHouse (clickhouse.go: serving/ddl,
+// serving/push and the _goldbridge_sync table) and Sharded implement it, and
+// serving/hot/hotfake is the in-memory one the planner tests run against without a
+// server. contract_test.go is the suite every implementation passes.
 //
 // Promise: when Sync returns nil, every hot partition of the mart in the target holds the
 // Gold content of the snapshot Sync planned from, and no partition outside the window

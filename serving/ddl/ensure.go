@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"goldbridge/serving/hot"
 	"regexp"
 	"strings"
 
@@ -16,24 +17,6 @@ import (
 // ErrDrift is returned by Ensure when a live table differs from the expected DDL in a
 // way no safe ALTER can fix.
 var ErrDrift = errors.New("live table differs from the mart definition")
-
-// Change is one difference between a live table and the expected DDL.
-type Change struct {
-	Table  string
-	Column string
-	Want   string // expected type; empty: the column should not exist
-	Have   string // live type; empty: the column is missing
-}
-
-func (c Change) String() string {
-	switch {
-	case c.Have == "":
-		return fmt.Sprintf("%s.%s missing (want %s)", c.Table, c.Column, c.Want)
-	case c.Want == "":
-		return fmt.Sprintf("%s.%s %s not in the mart definition", c.Table, c.Column, c.Have)
-	}
-	return fmt.Sprintf("%s.%s is %s, want %s", c.Table, c.Column, c.Have, c.Want)
-}
 
 // Tables returns the tables of a mart with their expected columns.
 func Tables(m *serving.Mart) map[string][]Column {
@@ -63,11 +46,11 @@ func Diff(ctx context.Context, conn driver.Conn, m *serving.Mart) (safe, unsafe 
 		for i, c := range want {
 			if i < len(have) {
 				if have[i].Name != c.Name || have[i].Type != c.Type {
-					unsafe = append(unsafe, Change{table, c.Name, c.Type, have[i].Type + " (" + have[i].Name + ")"})
+					unsafe = append(unsafe, Change{Table: table, Column: c.Name, Want: c.Type, Have: have[i].Type + " (" + have[i].Name + ")"})
 				}
 				continue
 			}
-			ch := Change{table, c.Name, c.Type, ""}
+			ch := Change{Table: table, Column: c.Name, Want: c.Type}
 			if i >= nk {
 				safe = append(safe, ch)
 			} else {
@@ -75,7 +58,7 @@ func Diff(ctx context.Context, conn driver.Conn, m *serving.Mart) (safe, unsafe 
 			}
 		}
 		for _, h := range have[min(len(have), len(want)):] {
-			unsafe = append(unsafe, Change{table, h.Name, "", h.Type})
+			unsafe = append(unsafe, Change{Table: table, Column: h.Name, Have: h.Type})
 		}
 	}
 	if ch, err := ttlDrift(ctx, conn, m); err != nil || ch != nil {
@@ -130,16 +113,11 @@ func liveColumns(ctx context.Context, conn driver.Conn, db, table string) ([]Col
 	return out, rows.Err()
 }
 
-// Outcome is what Ensure found and did.
-type Outcome struct {
-	Changes []Change // differences of the live tables from the mart's DDL
-	// Rebuild: <t> differs from the DDL (a column added, dropped or retyped by hand, a
-	// new measure, the Date grain of older versions). Its rows cannot be trusted (an
-	// added column would be empty over them), so it must be rebuilt whole from Gold: a
-	// push of every hot partition into a fresh table exchanged with it. The view was
-	// not replaced (it may not compile over the old table); EnsureView does it after.
-	Rebuild bool
-}
+// Change and Outcome are the hot tier's terms (serving/hot).
+type (
+	Change  = hot.Change
+	Outcome = hot.Outcome
+)
 
 // Ensure creates the mart's database, tables and view if missing and compares the
 // live tables with the DDL. The helper tables (staging, detail), which hold nothing

@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"fmt"
+	"goldbridge/serving/hot"
 	"strings"
 	"time"
 
@@ -11,18 +12,8 @@ import (
 	"goldbridge/serving/ddl"
 )
 
-// Purged is what Purge removed from disk.
-type Purged struct {
-	// DroppedTables: tables of the mart dropped earlier (an exchanged-out <t>, batch
-	// tables) whose data an Atomic database still kept (database_atomic_delay_before_drop_table_sec).
-	DroppedTables int
-	// OutdatedParts: inactive parts of <t> (replaced or merged away, kept for
-	// old_parts_lifetime) deleted by rebuilding <t> from its active parts.
-	OutdatedParts int
-	// Skipped says why nothing could be purged (then the old rows stay until ClickHouse
-	// deletes them).
-	Skipped string
-}
+// Purged is what Purge removed (serving/hot).
+type Purged = hot.Purged
 
 // Purge leaves on the server's disk no copy of rows that are no longer in the mart's
 // table <t>: a forget calls it after pushing the recomputed partitions. ClickHouse keeps

@@ -47,6 +47,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"goldbridge/serving/hot"
 	"iter"
 	"slices"
 	"sort"
@@ -105,18 +106,6 @@ var statesSettings = []string{
 	"min_insert_block_size_rows = 0", "min_insert_block_size_bytes = 0",
 }
 
-// Partition is one ClickHouse partition to push and the Gold state it is pushed from.
-type Partition struct {
-	ID         string    // ClickHouse partition id (20260501 or 202605)
-	Start, End time.Time // grain range [Start, End)
-	SnapshotID int64     // newest Gold snapshot that updated it
-	Checksum   string    // fingerprint of the Gold partitions it covers
-	Rows       int64     // Gold records in it, all levels (sizes the insert streams)
-	// Unservable says why ClickHouse cannot serve it (its grain, or a date or timestamp
-	// value outside serving.MinTime..MaxTime); empty when it can.
-	Unservable string `json:",omitempty"`
-}
-
 // Steps of a push, in order, as passed to Options.Fault.
 const (
 	StepClear   = "clear"
@@ -149,15 +138,6 @@ type Options struct {
 	// ServerStates builds an AggregatingMergeTree mart's states on the server from the
 	// detail rows even where goldbridge builds them itself (ClientStates).
 	ServerStates bool
-}
-
-// Result of a push.
-type Result struct {
-	Rows      int64            // Gold rows streamed
-	ByID      map[string]int64 // Gold rows streamed per partition
-	Exchanged bool             // <t> was swapped whole: partitions not pushed are gone
-	Elapsed   time.Duration
-	Steps     map[string]time.Duration // wall time per step (Steps names)
 }
 
 // Push copies the partitions parts of the Gold table tbl into the mart's ClickHouse
@@ -988,15 +968,12 @@ func countIn(a arrow.Array, from, to int, starts, ends, counts []int64) error {
 	return nil
 }
 
-// State is one row of _goldbridge_sync.
-type State struct {
-	Partition  string
-	SnapshotID int64
-	Rows       uint64
-	Checksum   string
-	Deleted    bool
-	PushedAt   time.Time
-}
+// Partition, Result and State are the hot tier's terms (serving/hot).
+type (
+	Partition = hot.Partition
+	Result    = hot.Result
+	State     = hot.State
+)
 
 // RecordState writes a sync state row for mart m.
 func RecordState(ctx context.Context, c *chconn.Client, m *serving.Mart, s State) error {

@@ -3,24 +3,14 @@ package push
 import (
 	"context"
 	"fmt"
+	"goldbridge/serving/hot"
 
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 )
 
-// Storage is what a mart's served table holds on the server's disk (system.parts).
-type Storage struct {
-	Parts int64 // active parts of <t>: what its readers read
-	Bytes int64 // their bytes on disk
-	// InactiveParts are the parts of <t> and of its other tables (<t>__prev, batch
-	// tables) that no reader of <t> reads and that are still on disk: replaced,
-	// dropped or merged away, kept until the server deletes them (old_parts_lifetime).
-	InactiveParts int64
-	// InactiveBytes are their bytes as ClickHouse counts them: a file a part shares
-	// with an active one (a hard link) counts in both, so this bounds the disk they
-	// hold from above.
-	InactiveBytes int64
-}
+// Storage is what a served table holds on disk (serving/hot).
+type Storage = hot.Storage
 
 // TableStorage reads the Storage of the mart's served table.
 func TableStorage(ctx context.Context, c *chconn.Client, m *serving.Mart) (Storage, error) {
