@@ -295,12 +295,20 @@ func (e *engine) lookupAffects(ctx context.Context, tbl *table.Table, k int) (in
 			rec.Release()
 			continue
 		}
+		col := func(c int) arrow.Array { return rec.Column(rec.Schema().FieldIndices(cols[c].Name)[0]) } // the scan's order is the table's
+		keyCols, outCols := make([]arrow.Array, len(r.keys)), make([]arrow.Array, len(r.outs))
+		for j, c := range r.keys {
+			keyCols[j] = col(c)
+		}
+		for j, c := range r.outs {
+			outCols[j] = col(c)
+		}
 		for row := range int(rec.NumRows()) {
 			key = key[:0]
 			var vals []string
 			found := true
 			for j := range r.keys {
-				v := ValueAt(rec.Column(j), row, r.keyTypes[j])
+				v := ValueAt(keyCols[j], row, r.keyTypes[j])
 				if v.Null {
 					found = false
 					break
@@ -314,7 +322,7 @@ func (e *engine) lookupAffects(ctx context.Context, tbl *table.Table, k int) (in
 				vals, found = r.table[string(key)]
 			}
 			for j := range r.outs {
-				v := ValueAt(rec.Column(len(r.keys)+j), row, Type{Kind: String})
+				v := ValueAt(outCols[j], row, Type{Kind: String})
 				if v.Null == found || found && v.S != vals[j] {
 					n++
 					break

@@ -254,3 +254,44 @@ func TestCSVLookupChange(t *testing.T) {
 		})
 	}
 }
+
+// TestLookupChangeWithTwoKeyColumns: a lookup on two columns declared in another order
+// than their names sort in (the key's order): a change no stored row feels is still
+// seen as such (the stored rows' key columns are read by name, not by position).
+func TestLookupChangeWithTwoKeyColumns(t *testing.T) {
+	lh := lakehousetest.Open(t)
+	w := &lakeLookupWorld{t: t, lh: lh, dir: t.TempDir()}
+	str, ts := Type{Kind: String}, Type{Kind: Timestamp}
+	col := func(name string, t Type) ColumnSpec { return ColumnSpec{Name: name, Path: "$." + name, Type: t} }
+	csv := filepath.Join(t.TempDir(), "zones.csv")
+	write := func(body string) {
+		if err := os.WriteFile(csv, []byte("zregion,acountry,zone\n"+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := EntitySpec{
+		Name: "orders", Table: "silver.orders", QuarantineTable: "silver.orders_quarantine",
+		Mode: ModeUpsert, Key: []string{"order_id"}, UpdatedAt: "updated_at", Buckets: 2,
+		Columns: []ColumnSpec{col("order_id", str), col("zregion", str), col("acountry", str), col("updated_at", ts)},
+		Rules: []RuleSpec{{ID: "E1", Kind: "lookup", Lookup: &LookupSpec{
+			File: csv, On: map[string]string{"zregion": "zregion", "acountry": "acountry"}, Columns: []string{"zone"},
+		}}},
+	}
+	write("eu,de,z1\neu,fr,z2\n")
+	w.land("orders", `{"order_id":"o1","zregion":"eu","acountry":"de","updated_at":"2026-01-01T00:00:00Z"}`)
+	w.run(spec)
+	if got := readStrings(t, lh, "silver.orders", "order_id", "zone"); got["o1"] != "z1" {
+		t.Fatalf("enriched %v", got)
+	}
+	write("eu,de,z1\neu,fr,z9\n") // only fr changed: no stored row names it
+	if res := w.run(spec); res.Replay {
+		t.Fatalf("a change no row feels rebuilt Silver: %+v", res)
+	}
+	write("eu,de,z7\neu,fr,z9\n")
+	if res := w.run(spec); !res.Replay {
+		t.Fatalf("a change a row feels: %+v", res)
+	}
+	if got := readStrings(t, lh, "silver.orders", "order_id", "zone"); got["o1"] != "z7" {
+		t.Fatalf("after the change %v", got)
+	}
+}
