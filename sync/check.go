@@ -5,19 +5,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
-	"github.com/shopspring/decimal"
 
-	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
+	"goldbridge/serving/fingerprint"
 	"goldbridge/serving/push"
 )
 
@@ -29,26 +24,6 @@ type Drift struct {
 	Gold       string
 	ClickHouse string
 }
-
-// summed lists the measures whose sum over a level's rows is compared (and reported)
-// besides the fingerprint: the numeric ones. Quantile lists, dates and timestamps are
-// covered by the fingerprint only.
-func summed(m *serving.Mart) []serving.Measure {
-	var out []serving.Measure
-	for _, ms := range m.Measures {
-		// Minima and maxima of dates and timestamps have no sum: the fingerprint covers them.
-		temporal := (ms.Agg == mart.Min || ms.Agg == mart.Max) && (ms.Type == "Date32" || strings.HasPrefix(ms.Type, "DateTime64"))
-		if d, _ := ms.Agg.Desc(); d.Checked && !temporal {
-			out = append(out, ms)
-		}
-	}
-	return out
-}
-
-// isFloat reports whether readers see the measure as a double (serving.Measure.FinalType):
-// its sums are then compared within a relative 1e-9. An avg over an integer column is
-// one, though its hidden __sum column is Int64.
-func isFloat(ms serving.Measure) bool { return ms.FinalType() == "Float64" }
 
 // Check compares every hot partition of the mart between Gold and ClickHouse, row for
 // row: per partition and grouping level, the row count and an order-independent
@@ -119,7 +94,7 @@ func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt
 			}
 		}
 	} else if len(hot) > 0 {
-		gs, err := goldStats(ctx, m, tbl, hot)
+		gs, err := fingerprint.GoldStats(ctx, m, tbl, hot)
 		if err != nil {
 			return nil, err
 		}
@@ -189,10 +164,10 @@ func compareLevel(m *serving.Mart, id, l string, g, c *LevelStats) []Drift {
 	if g.Rows != c.Rows {
 		out = append(out, Drift{id, l, "rows", fmt.Sprint(g.Rows), fmt.Sprint(c.Rows)})
 	}
-	for _, ms := range summed(m) {
+	for _, ms := range fingerprint.Summed(m) {
 		gv, cv := g.Sums[ms.Name], c.Sums[ms.Name]
 		eq := gv.Equal(cv)
-		if !eq && isFloat(ms) {
+		if !eq && fingerprint.IsFloat(ms) {
 			a, _ := gv.Float64()
 			b, _ := cv.Float64()
 			eq = near(a, b)
@@ -207,16 +182,16 @@ func compareLevel(m *serving.Mart, id, l string, g, c *LevelStats) []Drift {
 	// Same counts and sums, other rows: a compensating edit, a swapped dimension value,
 	// a changed quantile, date or timestamp, a value moved between rows, another state.
 	for _, ms := range m.Measures {
-		if a, b := g.Weighted[ms.Name], c.Weighted[ms.Name]; approx(ms) && !near(a, b) {
+		if a, b := g.Weighted[ms.Name], c.Weighted[ms.Name]; fingerprint.Approx(ms) && !near(a, b) {
 			out = append(out, Drift{id, l, ms.Name + " weighted sum", fmt.Sprint(a), fmt.Sprint(b)})
 		}
 	}
 	if g.Hash != c.Hash {
 		out = append(out, Drift{id, l, "rows fingerprint", fmt.Sprintf("%016x", g.Hash), fmt.Sprintf("%016x", c.Hash)})
 	}
-	for _, sc := range checkedStates(m) {
-		if a, b := g.States[sc.ms.Name], c.States[sc.ms.Name]; a != b {
-			out = append(out, Drift{id, l, sc.ms.Name + " states", fmt.Sprintf("%016x", a), fmt.Sprintf("%016x", b)})
+	for _, sc := range fingerprint.CheckedStates(m) {
+		if a, b := g.States[sc.Measure.Name], c.States[sc.Measure.Name]; a != b {
+			out = append(out, Drift{id, l, sc.Measure.Name + " states", fmt.Sprintf("%016x", a), fmt.Sprintf("%016x", b)})
 		}
 	}
 	return out
@@ -225,227 +200,6 @@ func compareLevel(m *serving.Mart, id, l string, g, c *LevelStats) []Drift {
 // near reports whether two doubles agree within a relative 1e-9.
 func near(a, b float64) bool {
 	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
-}
-
-// hotRange is the grain range [from, to) of the sorted hot partitions.
-func hotRange(hot []push.Partition) (time.Time, time.Time) {
-	return hot[0].Start, hot[len(hot)-1].End
-}
-
-// goldStats reads the Gold rows (all levels) of the hot partitions, as a push reads
-// them with the states it builds, into LevelStats by partition id and level.
-func goldStats(ctx context.Context, m *serving.Mart, tbl *table.Table, hot []push.Partition) (map[string]map[string]*LevelStats, error) {
-	acc := newGoldAcc(m)
-	grains, err := push.ReadGrains(ctx, m, tbl, hot, acc.names(), stateMeasures(acc.states))
-	if err != nil {
-		return nil, fmt.Errorf("check %s: read gold: %w", m.Name, err)
-	}
-	for g, err := range grains {
-		if err != nil {
-			return nil, fmt.Errorf("check %s: read gold: %w", m.Name, err)
-		}
-		if err := acc.add(g); err != nil {
-			return nil, fmt.Errorf("check %s: %w", m.Name, err)
-		}
-	}
-	return acc.out, nil
-}
-
-// goldAcc adds Gold's rows up into LevelStats (by partition id and level), computing
-// each row's fingerprint, sums, weighted sums and state fingerprints as ClickHouse does
-// over the served rows.
-type goldAcc struct {
-	m      *serving.Mart
-	fields []canonField
-	nkey   int          // key fields (keyFields)
-	sums   []int        // fields of the summed measures
-	approx []int        // fields of the approx measures
-	states []stateCheck // state k is the grain's state k
-	out    map[string]map[string]*LevelStats
-	ids    map[int64]string // grain value -> partition id
-	buf    []byte           // a row's canonical text
-	sbuf   []byte           // a row's state text
-}
-
-func newGoldAcc(m *serving.Mart) *goldAcc {
-	a := &goldAcc{m: m, fields: canonFields(m), nkey: keyFields(m), states: checkedStates(m),
-		out: map[string]map[string]*LevelStats{}, ids: map[int64]string{}}
-	at := func(name string) int {
-		return slices.IndexFunc(a.fields, func(f canonField) bool { return f.gold == name })
-	}
-	for _, ms := range summed(m) {
-		a.sums = append(a.sums, at(ms.Name))
-	}
-	for _, ms := range m.Measures {
-		if approx(ms) {
-			a.approx = append(a.approx, at(ms.Name))
-		}
-	}
-	return a
-}
-
-// names are the Gold columns of the fields, in order.
-func (a *goldAcc) names() []string {
-	out := make([]string, len(a.fields))
-	for i, f := range a.fields {
-		out[i] = f.gold
-	}
-	return out
-}
-
-// add adds the rows of one grain.
-func (a *goldAcc) add(g push.GoldGrain) error {
-	row := 0
-	for _, rec := range g.Recs {
-		for i := range int(rec.NumRows()) {
-			if err := a.addRow(g, rec, i, row); err != nil {
-				return err
-			}
-			row++
-		}
-	}
-	return nil
-}
-
-// addRow adds row i of rec, the grain's row-th.
-func (a *goldAcc) addRow(g push.GoldGrain, rec arrow.RecordBatch, i, row int) error {
-	id, err := partitionOf(a.m, rec.Column(0), i, a.ids)
-	if err != nil {
-		return err
-	}
-	st := a.level(id, rec.Column(1).ValueStr(i))
-	st.Rows++
-	keyLen, err := a.text(rec, i)
-	if err != nil {
-		return err
-	}
-	st.Hash += push.SipHash64(a.buf)
-	if err := a.addSums(st, rec, i); err != nil {
-		return err
-	}
-	key := a.buf[:keyLen]
-	if err := a.addWeighted(st, rec, i, key); err != nil {
-		return err
-	}
-	for s, sc := range a.states {
-		b, err := appendStateDigest(append(a.sbuf[:0], key...), g.State(s, row), sc.width)
-		if err != nil {
-			return fmt.Errorf("%s: %w", sc.ms.Name, err)
-		}
-		a.sbuf = append(b, ';')
-		st.States[sc.ms.Name] += push.SipHash64(a.sbuf)
-	}
-	return nil
-}
-
-// text puts the canonical text of row i of rec into a.buf and returns the length of its
-// key fields' text.
-func (a *goldAcc) text(rec arrow.RecordBatch, i int) (int, error) {
-	b, keyLen := a.buf[:0], 0
-	var err error
-	for k, f := range a.fields {
-		if k == a.nkey {
-			keyLen = len(b)
-		}
-		if b, err = appendField(b, rec.Column(k), i, f); err != nil {
-			return 0, fmt.Errorf("%s: %w", f.gold, err)
-		}
-		b = append(b, ';')
-	}
-	if a.nkey == len(a.fields) {
-		keyLen = len(b)
-	}
-	a.buf = b
-	return keyLen, nil
-}
-
-// addSums adds row i of rec to the sums of the summed measures (NULLs skipped).
-func (a *goldAcc) addSums(st *LevelStats, rec arrow.RecordBatch, i int) error {
-	for _, k := range a.sums {
-		if col := rec.Column(k); !col.IsNull(i) {
-			d, err := toDecimal(col, i)
-			if err != nil {
-				return fmt.Errorf("%s: %w", a.fields[k].gold, err)
-			}
-			st.Sums[a.fields[k].gold] = st.Sums[a.fields[k].gold].Add(d)
-		}
-	}
-	return nil
-}
-
-// addWeighted adds row i of rec, whose key text is key, to the weighted sums of the
-// approx measures (NULLs skipped).
-func (a *goldAcc) addWeighted(st *LevelStats, rec arrow.RecordBatch, i int, key []byte) error {
-	if len(a.approx) == 0 {
-		return nil
-	}
-	w := rowWeight(push.SipHash64(key))
-	for _, k := range a.approx {
-		col, ok := rec.Column(k).(*array.Float64)
-		if !ok {
-			return fmt.Errorf("%s: a double measure of type %s", a.fields[k].gold, rec.Column(k).DataType())
-		}
-		if !col.IsNull(i) {
-			st.Weighted[a.fields[k].gold] += w * col.Value(i)
-		}
-	}
-	return nil
-}
-
-// level returns the LevelStats of partition id and level l, created empty.
-func (a *goldAcc) level(id, l string) *LevelStats {
-	byLevel := a.out[id]
-	if byLevel == nil {
-		byLevel = map[string]*LevelStats{}
-		a.out[id] = byLevel
-	}
-	st := byLevel[l]
-	if st == nil {
-		st = newLevelStats()
-		byLevel[l] = st
-	}
-	return st
-}
-
-// partitionOf is the ClickHouse partition id of row i of the grain column a (ids
-// caches them by grain value).
-func partitionOf(m *serving.Mart, a arrow.Array, i int, ids map[int64]string) (string, error) {
-	var v int64
-	var t func() time.Time
-	switch g := a.(type) {
-	case *array.Date32:
-		v = int64(g.Value(i))
-		t = func() time.Time { return g.Value(i).ToTime() }
-	case *array.Timestamp:
-		v = micros(g, i)
-		t = func() time.Time { return time.UnixMicro(v).UTC() }
-	default:
-		return "", fmt.Errorf("check %s: grain type %s", m.Name, a.DataType())
-	}
-	if a.IsNull(i) {
-		return "", fmt.Errorf("check %s: gold row with a NULL grain", m.Name)
-	}
-	id, ok := ids[v]
-	if !ok {
-		id = m.PartitionID(t())
-		ids[v] = id
-	}
-	return id, nil
-}
-
-func toDecimal(a arrow.Array, i int) (decimal.Decimal, error) {
-	switch v := a.(type) {
-	case *array.Decimal128:
-		scale := v.DataType().(*arrow.Decimal128Type).Scale
-		return decimal.NewFromBigInt(v.Value(i).BigInt(), -scale), nil
-	case *array.Int64:
-		return decimal.NewFromInt(v.Value(i)), nil
-	case *array.Int32:
-		return decimal.NewFromInt(int64(v.Value(i))), nil
-	case *array.Float64:
-		return decimal.NewFromFloat(v.Value(i)), nil
-	}
-	return decimal.Decimal{}, fmt.Errorf("unsupported type %s", a.DataType())
 }
 
 // PrintDrift writes the drifts as a table.

@@ -14,6 +14,7 @@ import (
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/ddl"
+	"goldbridge/serving/fingerprint"
 	"goldbridge/serving/push"
 )
 
@@ -240,23 +241,23 @@ func (t *ClickHouse) ReadBack(ctx context.Context, m *serving.Mart, hot []push.P
 
 // hotWhere is the condition selecting the grain range of the sorted hot partitions.
 func hotWhere(m *serving.Mart, hot []push.Partition) string {
-	from, to := hotRange(hot)
+	from, to := fingerprint.HotRange(hot)
 	g := serving.Q(m.Grain.As)
 	return fmt.Sprintf("%s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC')", g, from.UnixMicro(), g, to.UnixMicro())
 }
 
 // stateStats adds to out, by partition id and level, the fingerprints of the states of
-// the hot rows of <t> as stored (checkedStates), row by row: a row a merge would fold
+// the hot rows of <t> as stored (CheckedStates), row by row: a row a merge would fold
 // into another is a row Gold does not have.
 func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push.Partition, out map[string]map[string]*LevelStats) error {
-	checks := checkedStates(m)
+	checks := fingerprint.CheckedStates(m)
 	if len(checks) == 0 {
 		return nil
 	}
 	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l"}
 	for _, sc := range checks {
-		digest := stateDigestSQL(serving.Q(ddl.StateColumn(sc.ms)), sc.ms.Agg == mart.CountDistinct, groupArrayMax)
-		sel = append(sel, "sum(sipHash64(concat("+rowKeySQL(m)+", "+digest+", ';')))")
+		digest := fingerprint.StateDigestSQL(serving.Q(ddl.StateColumn(sc.Measure)), sc.Measure.Agg == mart.CountDistinct, fingerprint.GroupArrayMax)
+		sel = append(sel, "sum(sipHash64(concat("+fingerprint.RowKeySQL(m)+", "+digest+", ';')))")
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), ddl.Name(m, m.Table), hotWhere(m, hot))
 	rows, err := t.c.Conn().Query(ctx, q)
@@ -281,7 +282,7 @@ func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push
 			out[p][l] = newLevelStats()
 		}
 		for i, sc := range checks {
-			out[p][l].States[sc.ms.Name] = hs[i]
+			out[p][l].States[sc.Measure.Name] = hs[i]
 		}
 	}
 	return rows.Err()
@@ -289,11 +290,11 @@ func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push
 
 // stats aggregates the hot partitions of <t>_final by partition id and level.
 func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Partition) (map[string]map[string]*LevelStats, error) {
-	sums := summed(m)
-	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l", "count()", "sum(" + rowHashSQL(m) + ")"}
+	sums := fingerprint.Summed(m)
+	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l", "count()", "sum(" + fingerprint.RowHashSQL(m) + ")"}
 	for _, ms := range sums {
 		// NULL values are skipped, as on Gold's side: a level of NULLs sums to 0.
-		if isFloat(ms) {
+		if fingerprint.IsFloat(ms) {
 			sel = append(sel, "toString(toDecimal128(ifNull(sum("+serving.Q(ms.Name)+"), 0), 9))")
 		} else {
 			sel = append(sel, "toString(ifNull(sum("+serving.Q(ms.Name)+"), 0))")
@@ -301,9 +302,9 @@ func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Part
 	}
 	var weighted []serving.Measure
 	for _, ms := range m.Measures {
-		if approx(ms) {
+		if fingerprint.Approx(ms) {
 			weighted = append(weighted, ms)
-			sel = append(sel, "ifNull(sum("+rowWeightSQL(m)+" * "+serving.Q(ms.Name)+"), 0)")
+			sel = append(sel, "ifNull(sum("+fingerprint.RowWeightSQL(m)+" * "+serving.Q(ms.Name)+"), 0)")
 		}
 	}
 	src := ddl.Name(m, m.Table+ddl.ViewSuffix)

@@ -3,6 +3,7 @@ package sync
 import (
 	"github.com/apache/iceberg-go"
 
+	"goldbridge/serving/fingerprint"
 	"goldbridge/serving/push"
 )
 
@@ -27,15 +28,15 @@ func SetPrepared(t *ClickHouse, mart string, sch *iceberg.Schema) {
 	t.ensured[mart] = ensured{schema: sch}
 }
 
-// StateDigest is Check's digest of a serialized state (appendStateDigest).
+// StateDigest is Check's digest of a serialized state (fingerprint.AppendStateDigest).
 func StateDigest(state []byte, width int) (string, error) {
-	b, err := appendStateDigest(nil, state, width)
+	b, err := fingerprint.AppendStateDigest(nil, state, width)
 	return string(b), err
 }
 
-// StateDigestSQL is the digest's ClickHouse expression (stateDigestSQL).
-var StateDigestSQL = stateDigestSQL
+// StateDigestSQL is the digest's ClickHouse expression (fingerprint.StateDigestSQL).
+var StateDigestSQL = fingerprint.StateDigestSQL
 
-// GoldStats are the per-level statistics Check computes from Gold (goldStats), for a
-// fake target's ReadBack.
-var GoldStats = goldStats
+// GoldStats are the per-level statistics Check computes from Gold, for a fake target's
+// ReadBack.
+var GoldStats = fingerprint.GoldStats
