@@ -46,7 +46,7 @@ type Drift struct {
 // in it: Gold and ClickHouse then agree only in serving nothing.
 func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt Options) ([]Drift, error) {
 	opt.defaults()
-	if err := Servable(m, tbl); err != nil {
+	if err := m.CheckGold(tbl); err != nil {
 		return nil, err
 	}
 	gold, err := GoldPartitions(ctx, m, tbl)

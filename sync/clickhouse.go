@@ -69,7 +69,7 @@ func (t *ClickHouse) Client() *chconn.Client { return t.c }
 // mart is answered from it without reaching the server, if tbl's schema is still the
 // same by then and no rebuild is asked. tbl must have been built for m (Servable).
 func (t *ClickHouse) Prepare(ctx context.Context, m *serving.Mart, tbl *table.Table) error {
-	if err := Servable(m, tbl); err != nil {
+	if err := m.CheckGold(tbl); err != nil {
 		return err
 	}
 	out, err := t.ensure(ctx, m)

@@ -338,21 +338,6 @@ func MakePlan(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, 
 // its last computation failed a critical check, and it is not served.
 func CircuitOpen(tbl *table.Table) bool { return tbl.Properties()[gold.PropCircuit] == "open" }
 
-// Servable reports whether the Gold table tbl was built for the definition m serves
-// (m.Definition) and holds every served column with its served type; if not, the
-// mart's definition changed since Gold last ran, and the error names the command to run.
-func Servable(m *serving.Mart, tbl *table.Table) error {
-	if m.Definition != "" {
-		if what, known := gold.DefinitionChanges(tbl, m.Definition); known && what != "" {
-			return fmt.Errorf("mart %s: the gold table was built for another definition (%s changed): run `goldbridge gold --marts %s` first", m.Name, what, m.Name)
-		}
-	}
-	if err := m.CheckSchema(tbl.Schema()); err != nil {
-		return fmt.Errorf("%w: run `goldbridge gold --marts %s` first", err, m.Name)
-	}
-	return nil
-}
-
 // Sync brings the mart's hot window in the target up to the Gold table tbl (see the
 // package doc for the promise).
 func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt Options) (Result, error) {
@@ -364,7 +349,7 @@ func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt 
 		opt.Log.Warn("sync skipped: circuit open", "reason", tbl.Properties()[gold.PropCircuitReason])
 		return res, nil
 	}
-	if err := Servable(m, tbl); err != nil {
+	if err := m.CheckGold(tbl); err != nil {
 		return res, err
 	}
 	out, err := t.Ensure(ctx, m, tbl, opt.Rebuild)

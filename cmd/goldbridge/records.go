@@ -49,7 +49,7 @@ func recordedAll(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config,
 			return false
 		}
 		m, err := servedMart(cfg, name)
-		if err != nil || gbsync.Servable(m, tbl) != nil {
+		if err != nil || m.CheckGold(tbl) != nil {
 			return false
 		}
 		if _, ok := unchangedRecord(cfg, recs, m, tbl, target, now); !ok {

@@ -105,7 +105,7 @@ func (a *app) servedJobs(ctx context.Context, p *pipeline, stage string, marts [
 			failed.add(name, p.outcomes.noGoldTable(p.cfg, stage, name, err))
 			continue
 		}
-		if err := gbsync.Servable(m, tbl); err != nil {
+		if err := m.CheckGold(tbl); err != nil {
 			failed.add(name, err)
 			continue
 		}
