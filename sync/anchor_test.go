@@ -10,6 +10,7 @@ import (
 
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/ddl"
 	gbsync "goldbridge/sync"
@@ -34,7 +35,7 @@ func TestHotWindowAnchor(t *testing.T) {
 	now := day0.AddDate(1, 0, 0)
 	clock := func() time.Time { return now }
 
-	res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+	res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 	var cold *gbsync.ColdError
 	if !errors.As(err, &cold) || cold.Partitions != 14 || !cold.Newest.Equal(day0.AddDate(0, 0, 13)) || len(res.Pushed) != 0 {
 		t.Fatalf("clock anchor, a year later: %v (%+v), pushed %d", err, cold, len(res.Pushed))
@@ -43,12 +44,12 @@ func TestHotWindowAnchor(t *testing.T) {
 		t.Fatalf("clock anchor served %d rows", len(got))
 	}
 	// check agrees that nothing is served, and says so: not "no drift".
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); !errors.As(err, &cold) || cold.Partitions != 14 || len(drifts) != 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); !errors.As(err, &cold) || cold.Partitions != 14 || len(drifts) != 0 {
 		t.Fatalf("check, clock anchor, a year later: %v %v", drifts, err)
 	}
 
 	m.HotAnchor, m.TTL = serving.AnchorData, 0
-	res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+	res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +63,10 @@ func TestHotWindowAnchor(t *testing.T) {
 	if engine := scalar[string](t, c, "SELECT engine_full FROM system.tables WHERE database = '"+db+"' AND name = '"+m.Table+"'"); strings.Contains(engine, "TTL") {
 		t.Fatalf("served table keeps a TTL: %s", engine)
 	}
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check: %v %v", drifts, err)
 	}
-	if res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != 0 || res.Unchanged != 11 {
+	if res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != 0 || res.Unchanged != 11 {
 		t.Fatalf("rerun: %s %v", res.Summary(m.Name), err)
 	}
 }

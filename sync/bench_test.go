@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -47,7 +48,7 @@ func BenchmarkPush(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2, Log: benchLog(b)})
+		res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2, Log: benchLog(b)})
 		if err != nil || res.Rows != int64(total) {
 			b.Fatalf("push: %v rows %d", err, res.Rows)
 		}
@@ -64,7 +65,7 @@ func BenchmarkPush(b *testing.B) {
 
 	// No-change sync time.
 	start := time.Now()
-	if res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != 0 {
+	if res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != 0 {
 		b.Fatalf("no-change sync: %v %v", res.Pushed, err)
 	}
 	b.ReportMetric(time.Since(start).Seconds()*1000, "nochange_sync_ms")
@@ -93,7 +94,7 @@ func BenchmarkPushDays(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2, Log: benchLog(b)})
+		res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true, Parallelism: 2, Log: benchLog(b)})
 		if err != nil || len(res.Pushed) != nDays {
 			b.Fatalf("push: %v %d partitions", err, len(res.Pushed))
 		}
@@ -128,12 +129,12 @@ func BenchmarkNoChangeSync(b *testing.B) {
 	tbl := writeGold(b, lh, goldRows(genOrders(11, days, 50)), days)
 	now := day0.AddDate(0, 0, nDays)
 	clock := func() time.Time { return now }
-	if res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != nDays {
+	if res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Pushed) != nDays {
 		b.Fatalf("first sync: %v %d", err, len(res.Pushed))
 	}
 	b.ResetTimer()
 	for range b.N {
-		res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+		res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 		if err != nil || len(res.Pushed) != 0 || res.Unchanged != nDays {
 			b.Fatalf("no-change sync: %v %s", err, res.Summary(m.Name))
 		}
@@ -206,7 +207,7 @@ func BenchmarkCheckAndIncremental(b *testing.B) {
 	rows := goldRows(orders)
 	tbl := writeGold(b, lh, rows, days)
 	clock := func() time.Time { return day0.AddDate(0, 0, nDays) }
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		b.Fatal(err)
 	}
 	var syncSec, checkSec float64
@@ -224,13 +225,13 @@ func BenchmarkCheckAndIncremental(b *testing.B) {
 		tbl = writeGold(b, lh, next, changed)
 		b.StartTimer()
 		start := time.Now()
-		res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+		res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 		if err != nil || len(res.Pushed) != 8 {
 			b.Fatalf("incremental: %s %v", res.Summary(m.Name), err)
 		}
 		syncSec += time.Since(start).Seconds()
 		start = time.Now()
-		drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+		drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 		if err != nil || len(drifts) > 0 {
 			b.Fatalf("check: %v %v", drifts, err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -13,7 +12,7 @@ import (
 
 	"goldbridge/serving"
 	"goldbridge/serving/fingerprint"
-	"goldbridge/serving/push"
+	"goldbridge/serving/hot"
 )
 
 // Drift is one difference found by Check.
@@ -60,7 +59,7 @@ func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt
 	}
 	live := served.Live
 	var drifts []Drift
-	var hot []push.Partition
+	var hotParts []hot.Partition
 	isHot := map[string]bool{}
 	plan := Plan{Gold: len(gold), Cutoff: cutoff}
 	for _, g := range gold {
@@ -73,32 +72,32 @@ func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt
 			continue // not served
 		}
 		isHot[g.ID] = true
-		hot = append(hot, g)
+		hotParts = append(hotParts, g)
 	}
-	plan.Hot = hot
+	plan.Hot = hotParts
 	for id := range live {
 		if !isHot[id] {
 			drifts = append(drifts, Drift{id, "", "partition", "not hot", "present"})
 		}
 	}
-	rb, err := t.ReadBack(ctx, m, hot)
+	rb, err := t.ReadBack(ctx, m, hotParts)
 	if err != nil {
 		return nil, err
 	}
 	if changes := rb.Columns; len(changes) > 0 {
 		// The served rows cannot be read as the mart defines them: every hot partition
 		// drifts (check --repair rebuilds the table).
-		for _, h := range hot {
+		for _, h := range hotParts {
 			for _, ch := range changes {
 				drifts = append(drifts, Drift{h.ID, "", "column " + ch.Column, ch.Want, ch.Have})
 			}
 		}
-	} else if len(hot) > 0 {
-		gs, err := fingerprint.GoldStats(ctx, m, tbl, hot)
+	} else if len(hotParts) > 0 {
+		gs, err := fingerprint.GoldStats(ctx, m, tbl, hotParts)
 		if err != nil {
 			return nil, err
 		}
-		for _, h := range hot {
+		for _, h := range hotParts {
 			drifts = append(drifts, compare(m, h.ID, gs[h.ID], rb.Stats[h.ID])...)
 			if d, ok := rb.Diverged[h.ID]; ok {
 				drifts = append(drifts, Drift{h.ID, "", "copies", "equal", d})
@@ -119,12 +118,12 @@ func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt
 }
 
 // Unservable returns the hot Gold partitions that are not served (Plan.Unservable).
-func Unservable(ctx context.Context, m *serving.Mart, tbl *table.Table, now time.Time) ([]push.Partition, error) {
+func Unservable(ctx context.Context, m *serving.Mart, tbl *table.Table, now time.Time) ([]hot.Partition, error) {
 	gold, err := GoldPartitions(ctx, m, tbl)
 	if err != nil {
 		return nil, err
 	}
-	var out []push.Partition
+	var out []hot.Partition
 	cutoff := Cutoff(m, now, gold)
 	for _, g := range gold {
 		if g.End.After(cutoff) && g.Unservable != "" {
@@ -170,7 +169,7 @@ func compareLevel(m *serving.Mart, id, l string, g, c *LevelStats) []Drift {
 		if !eq && fingerprint.IsFloat(ms) {
 			a, _ := gv.Float64()
 			b, _ := cv.Float64()
-			eq = near(a, b)
+			eq = fingerprint.Near(a, b)
 		}
 		if !eq {
 			out = append(out, Drift{id, l, ms.Name, gv.String(), cv.String()})
@@ -182,7 +181,7 @@ func compareLevel(m *serving.Mart, id, l string, g, c *LevelStats) []Drift {
 	// Same counts and sums, other rows: a compensating edit, a swapped dimension value,
 	// a changed quantile, date or timestamp, a value moved between rows, another state.
 	for _, ms := range m.Measures {
-		if a, b := g.Weighted[ms.Name], c.Weighted[ms.Name]; fingerprint.Approx(ms) && !near(a, b) {
+		if a, b := g.Weighted[ms.Name], c.Weighted[ms.Name]; fingerprint.Approx(ms) && !fingerprint.Near(a, b) {
 			out = append(out, Drift{id, l, ms.Name + " weighted sum", fmt.Sprint(a), fmt.Sprint(b)})
 		}
 	}
@@ -195,11 +194,6 @@ func compareLevel(m *serving.Mart, id, l string, g, c *LevelStats) []Drift {
 		}
 	}
 	return out
-}
-
-// near reports whether two doubles agree within a relative 1e-9.
-func near(a, b float64) bool {
-	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
 }
 
 // PrintDrift writes the drifts as a table.

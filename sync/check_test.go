@@ -10,6 +10,7 @@ import (
 
 	"goldbridge/lakehouse/gold"
 	"goldbridge/serving"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -114,14 +115,14 @@ func TestCheckCleanByInput(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s/server=%v", v.col, p.distinct, p.serverStates), func(t *testing.T) {
 				m := servedMart(db, spec, p.distinct)
 				m.Table = fmt.Sprintf("%s_%s_%v", spec.Name, p.distinct, p.serverStates)
-				if _, err := gbsync.Sync(ctx, gbsync.WithServerStates(gbsync.NewClickHouse(c), p.serverStates), m, tbl, gbsync.Options{Now: clock}); err != nil {
+				if _, err := gbsync.Sync(ctx, chtarget.WithServerStates(chtarget.NewClickHouse(c), p.serverStates), m, tbl, gbsync.Options{Now: clock}); err != nil {
 					t.Fatal(err)
 				}
 				want := oracleQueryRows(t, c, db, oracleQuery{distinct: p.distinct, grain: "toDate(created_at)", dims: dims, levels: levels, in: in})
 				if got := servedRows(t, c, m); len(want) == 0 || !sameRows(got, want) {
 					t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
 				}
-				if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 					t.Fatalf("check of correct data: %v %v", drifts, err)
 				}
 			})
@@ -154,10 +155,10 @@ func TestCheckRowExact(t *testing.T) {
 	if err := m.CheckSchema(tbl.Schema()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)
 	}
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check of a fresh sync: %v %v", drifts, err)
 	}
 	target := fmt.Sprintf("%s.%s", serving.Q(db), serving.Q(m.Table))
@@ -238,7 +239,7 @@ func TestCheckRowExact(t *testing.T) {
 		{"retyped_column", []string{"ALTER TABLE " + target + " MODIFY COLUMN avg_amount__sum SimpleAggregateFunction(sum, Float64)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true}); err != nil {
+			if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true}); err != nil {
 				t.Fatal(err)
 			}
 			if got := dump(); got != want {
@@ -252,7 +253,7 @@ func TestCheckRowExact(t *testing.T) {
 			if sameFinal[tc.name] && dump() != want {
 				t.Fatal("the tamper changed <t>_final")
 			}
-			drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,10 +261,10 @@ func TestCheckRowExact(t *testing.T) {
 				t.Fatalf("tamper of partition %s not found: %v", p, drifts)
 			}
 			t.Logf("%d drifts, first %+v", len(drifts), drifts[0])
-			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
+			if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
 				t.Fatalf("repair: %v", err)
 			}
-			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check after repair: %v %v", drifts, err)
 			}
 			if got := dump(); got != want {

@@ -18,6 +18,7 @@ import (
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtarget"
 	gbsync "goldbridge/sync"
 )
 
@@ -229,13 +230,13 @@ func TestConditionalAggregates(t *testing.T) {
 		if err := m.CheckSchema(tbl.Schema()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+		if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 			t.Fatalf("%s: sync: %v", step.name, err)
 		}
 		if got := servedPaidRows(t, c, m); !slices.Equal(got, want) {
 			t.Fatalf("%s: _final (%d rows) != oracle (%d rows)\n%s", step.name, len(got), len(want), diffRows(got, want))
 		}
-		if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 			t.Fatalf("%s: check: %v %v", step.name, drifts, err)
 		}
 		t.Logf("%s: %d rows, %d groups without a match, partitions %d", step.name, len(want), zero, len(res.Partitions))

@@ -12,6 +12,7 @@ import (
 
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/hot"
 	"goldbridge/serving/hot/hotfake"
@@ -165,7 +166,7 @@ func TestContractClickHouse(t *testing.T) {
 	for _, agg := range []bool{false, true} {
 		t.Run(fmt.Sprint("aggregating=", agg), func(t *testing.T) {
 			db := chtest.Database(t)
-			contract(t, gbsync.NewClickHouse(client(t, db)), testMart(db, agg), contractGold(t))
+			contract(t, chtarget.NewClickHouse(client(t, db)), testMart(db, agg), contractGold(t))
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
@@ -43,7 +44,7 @@ func runPusher() int {
 		return 1
 	}
 	batch, _ := strconv.Atoi(os.Getenv("GB_TEST_BATCH"))
-	_, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), testMart(db, true), tbl, gbsync.Options{Now: func() time.Time { return crashNow }, Force: true, BatchRows: batch})
+	_, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), testMart(db, true), tbl, gbsync.Options{Now: func() time.Time { return crashNow }, Force: true, BatchRows: batch})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -90,10 +91,10 @@ func TestSIGKILLTrials(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+		if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 			t.Fatalf("trial %d: converge: %v", trial, err)
 		}
-		drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+		drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 		if err != nil || len(drifts) > 0 {
 			rows, _ := c.Conn().Query(ctx, "SELECT table, partition_id, sum(rows), groupArray(name) FROM system.parts WHERE database = currentDatabase() AND active GROUP BY ALL ORDER BY ALL")
 			for rows.Next() {
@@ -132,7 +133,7 @@ func TestServerKillMidPush(t *testing.T) {
 	srv := chtest.Server(t)
 	done := make(chan error, 1)
 	go func() {
-		_, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, BatchRows: 200})
+		_, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, BatchRows: 200})
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
@@ -143,10 +144,10 @@ func TestServerKillMidPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("sync during the kill: %v", <-done)
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatalf("converge: %v", err)
 	}
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("drift %v %v", drifts, err)
 	}
 	if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {

@@ -12,6 +12,7 @@ import (
 	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/ddl"
 	gbsync "goldbridge/sync"
@@ -68,9 +69,9 @@ func TestMartEvolutionServed(t *testing.T) {
 					t.Fatal(err)
 				}
 				opt.Now = clock
-				_, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, opt)
+				_, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, opt)
 				if err == nil {
-					if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+					if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 						t.Fatalf("check %s: %v %v", table, drifts, err)
 					}
 				}
@@ -127,11 +128,11 @@ func TestSyncRefusesStaleGold(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := servedMart(db, tc.spec, "uniqExact")
-		_, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+		_, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "goldbridge gold --marts stale") {
 			t.Errorf("%s: sync: %v, want %q", name, err, tc.want)
 		}
-		if _, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err == nil {
+		if _, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err == nil {
 			t.Errorf("%s: check accepted a stale gold table", name)
 		}
 	}
@@ -143,10 +144,10 @@ func TestSyncRefusesStaleGold(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := servedMart(db, filtered, "uniqExact")
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatalf("sync after gold: %v", err)
 	}
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check after gold: %v %v", drifts, err)
 	}
 }

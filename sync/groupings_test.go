@@ -28,6 +28,7 @@ import (
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -568,14 +569,14 @@ func TestServedGroupings(t *testing.T) {
 				if err := m.CheckSchema(tbl.Schema()); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := gbsync.Sync(ctx, gbsync.WithServerStates(gbsync.NewClickHouse(c), v.serverStates), m, tbl, gbsync.Options{Now: clock}); err != nil {
+				if _, err := gbsync.Sync(ctx, chtarget.WithServerStates(chtarget.NewClickHouse(c), v.serverStates), m, tbl, gbsync.Options{Now: clock}); err != nil {
 					t.Fatal(err)
 				}
 				want := oracleRows(t, c, db, v.distinct, "toDate(created_at)", []string{"country", "category"}, tc.levels)
 				if got := servedRows(t, c, m); !sameRows(got, want) {
 					t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
 				}
-				if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 					t.Fatalf("check: %v %v", drifts, err)
 				}
 			})
@@ -892,7 +893,7 @@ func TestServedRandomMarts(t *testing.T) {
 			if err := m.CheckSchema(tbl.Schema()); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := gbsync.Sync(ctx, gbsync.WithServerStates(gbsync.NewClickHouse(c), path == 1), m, tbl, gbsync.Options{Now: clock}); err != nil {
+			if _, err := gbsync.Sync(ctx, chtarget.WithServerStates(chtarget.NewClickHouse(c), path == 1), m, tbl, gbsync.Options{Now: clock}); err != nil {
 				t.Fatal(err)
 			}
 			o.distinct = "uniqExact" // Gold's distinct counts are exact
@@ -904,7 +905,7 @@ func TestServedRandomMarts(t *testing.T) {
 			if got := servedRows(t, c, m); len(want) == 0 || !sameRows(got, want) {
 				t.Fatalf("_final (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", len(got), len(want), diffRows(got, want))
 			}
-			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check: %v %v", drifts, err)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -45,14 +46,14 @@ func TestNextVersionFromPrev(t *testing.T) {
 		more := genOrders(seed, changed, 30)
 		orders = append(orders, more...)
 		tbl = writeGold(t, lh, goldRows(more), changed)
-		res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+		res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 		if err != nil || len(res.Pushed) != 2 || !slices.Equal(res.Dropped, []string(nil)) {
 			t.Fatalf("%s: %s %v", name, res.Summary(m.Name), err)
 		}
 		if got, want := finalRows(t, c, m), goldStrings(goldRows(orders), m, day0); !slices.Equal(got, want) {
 			t.Fatalf("%s: _final (%d rows) differs from Gold (%d rows)\n%s", name, len(got), len(want), diffRows(got, want))
 		}
-		if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 			t.Fatalf("%s: check: %v %v", name, drifts, err)
 		}
 		ids := scalar[string](t, c, fmt.Sprintf("SELECT arrayStringConcat(arraySort(groupUniqArray(partition_id)), ',') FROM system.parts WHERE database = '%s' AND table = 'daily_revenue_kpi' AND active", db))
@@ -67,7 +68,7 @@ func TestNextVersionFromPrev(t *testing.T) {
 			t.Fatalf("%s: <t>__prev holds %s, <t> %s", name, got, want)
 		}
 	}
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)
 	}
 	change("first incremental", 0, 1)

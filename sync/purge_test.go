@@ -12,6 +12,7 @@ import (
 
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving/chlocal"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -39,7 +40,7 @@ func TestSyncPurge(t *testing.T) {
 	tbl := writeGold(t, lh, goldRows(orders), days)
 	now := day0.AddDate(0, 0, 6).Add(time.Hour)
 	opt := gbsync.Options{Now: func() time.Time { return now }}
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, opt); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, opt); err != nil {
 		t.Fatal(err)
 	}
 	hash := scalar[string](t, c, "SELECT unhex(substring(hex(uniqExactState('"+secret+"')), 3))")
@@ -82,18 +83,18 @@ func TestSyncPurge(t *testing.T) {
 		return out
 	}
 	tbl = writeGold(t, lh, goldRows(on(days[1:3])), days[1:3])
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, opt); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, opt); err != nil {
 		t.Fatal(err)
 	}
 	tbl = writeGold(t, lh, goldRows(on(days[:1])), days[:1])
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, opt); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, opt); err != nil {
 		t.Fatal(err)
 	}
 	if inactive() == 0 || dropped() == 0 || len(holding()) == 0 {
 		t.Fatalf("before the purge: %d inactive parts, %d dropped tables, %d files with the hash (want some of each)", inactive(), dropped(), len(holding()))
 	}
 	opt.Purge = true
-	res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, opt)
+	res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestSyncPurge(t *testing.T) {
 	if got := finalRows(t, c, m); !slices.Equal(got, want) {
 		t.Errorf("_final differs from Gold after the purge: %d vs %d rows", len(got), len(want))
 	}
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, opt); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, opt); err != nil || len(drifts) > 0 {
 		t.Errorf("check: %v %v", drifts, err)
 	}
 }
@@ -134,7 +135,7 @@ func TestSyncPurgePromptCleanup(t *testing.T) {
 	orders := genOrders(5, days, 30)
 	tbl := writeGold(t, lh, goldRows(orders), days)
 	now := day0.AddDate(0, 0, 6).Add(time.Hour)
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: func() time.Time { return now }}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: func() time.Time { return now }}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 6 {
@@ -144,7 +145,7 @@ func TestSyncPurgePromptCleanup(t *testing.T) {
 		orders = append(orders, more...)
 		tbl = writeGold(t, lh, goldRows(more), changed)
 		// The push drops its batch tables, then the purge lists and undrops them.
-		if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: func() time.Time { return now }, Purge: true}); err != nil {
+		if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: func() time.Time { return now }, Purge: true}); err != nil {
 			t.Fatalf("sync %d with purge: %v", i, err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -171,7 +172,7 @@ func TestValuesOutsideServedRange(t *testing.T) {
 		if err := m.CheckSchema(tbl.Schema()); err != nil {
 			t.Fatal(err)
 		}
-		res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+		res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 		if err != nil {
 			t.Fatalf("%s: sync: %v", name, err)
 		}
@@ -194,7 +195,7 @@ func TestValuesOutsideServedRange(t *testing.T) {
 		if served := servedPromises(t, c, m); !slices.Equal(served, want) {
 			t.Fatalf("%s: _final (%d rows) != oracle (%d rows)\n%s", name, len(served), len(want), diffRows(served, want))
 		}
-		if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 			t.Fatalf("%s: check: %v %v", name, drifts, err)
 		}
 		t.Logf("%s: %s", name, res.Summary(m.Name))

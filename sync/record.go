@@ -15,8 +15,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"goldbridge/serving"
-	"goldbridge/serving/ddl"
-	"goldbridge/serving/push"
+	"goldbridge/serving/hot"
 )
 
 // recordVersion changes whenever what a record's key covers changes: older records
@@ -38,16 +37,19 @@ const recordVersion = 1
 // finds (and `check --repair` mends) changes made behind its back.
 type Records struct {
 	Dir string // one <mart>.json per mart, 0600 in a 0700 directory
+	// Definition is what the target serves m with (ClickHouse: ddl.Statements), part of
+	// the key: a goldbridge that serves the same mart differently pushes again.
+	Definition func(m *serving.Mart) []string
 }
 
 // Record is what Write stores for one mart.
 type Record struct {
-	Version    int              `json:"version"`
-	Key        string           `json:"key"`
-	Metadata   string           `json:"gold_metadata"` // for people: the Gold metadata file pushed
-	Snapshot   int64            `json:"gold_snapshot"`
-	Hot        int              `json:"hot_partitions"`
-	Unservable []push.Partition `json:"unservable,omitempty"`
+	Version    int             `json:"version"`
+	Key        string          `json:"key"`
+	Metadata   string          `json:"gold_metadata"` // for people: the Gold metadata file pushed
+	Snapshot   int64           `json:"gold_snapshot"`
+	Hot        int             `json:"hot_partitions"`
+	Unservable []hot.Partition `json:"unservable,omitempty"`
 	// NewestGrain is Gold's newest grain value at that state (gold.Freshness), for the
 	// freshness gauges of a sync that the record answers.
 	NewestGrain string    `json:"newest_grain,omitempty"`
@@ -57,20 +59,28 @@ type Record struct {
 	Cold *ColdError `json:"cold,omitempty"`
 }
 
-// RecordKey identifies what a sync of m planned from: the Gold table state of tbl, the
-// mart and its DDL (built by serving.NewMart), the ClickHouse target and the
-// hot-window cutoff.
-func RecordKey(m *serving.Mart, tbl *table.Table, target string, cutoff time.Time) (string, error) {
+// key identifies what a sync of m planned from: the Gold table state of tbl, the mart
+// and how the target serves it (built by serving.NewMart; Definition), the target and
+// the hot-window cutoff.
+func (r Records) key(m *serving.Mart, tbl *table.Table, target string, cutoff time.Time) (string, error) {
 	def, err := json.Marshal(m)
 	if err != nil {
 		return "", fmt.Errorf("record key %s: %w", m.Name, err)
 	}
 	h := xxhash.New()
 	for _, s := range append([]string{fmt.Sprint(recordVersion), tbl.MetadataLocation(), string(def), target,
-		cutoff.UTC().Format(time.RFC3339)}, ddl.Statements(m)...) {
+		cutoff.UTC().Format(time.RFC3339)}, r.definition(m)...) {
 		fmt.Fprintf(h, "%d:%s;", len(s), s)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// definition is Definition(m), or nothing without one.
+func (r Records) definition(m *serving.Mart) []string {
+	if r.Definition == nil {
+		return nil
+	}
+	return r.Definition(m)
 }
 
 // recordCutoff is the cutoff a record is keyed by: with serving.AnchorData the cutoff
@@ -99,7 +109,7 @@ func (r Records) Unchanged(m *serving.Mart, tbl *table.Table, target string, now
 	if json.Unmarshal(b, &rec) != nil || rec.Version != recordVersion {
 		return Record{}, false
 	}
-	key, err := RecordKey(m, tbl, target, recordCutoff(m, Cutoff(m, now, nil)))
+	key, err := r.key(m, tbl, target, recordCutoff(m, Cutoff(m, now, nil)))
 	if err != nil || key != rec.Key {
 		return Record{}, false
 	}
@@ -133,7 +143,7 @@ func (r Records) write(m *serving.Mart, tbl *table.Table, target string, res Res
 	if r.Dir == "" || res.Skipped != "" {
 		return nil
 	}
-	key, err := RecordKey(m, tbl, target, recordCutoff(m, res.Cutoff))
+	key, err := r.key(m, tbl, target, recordCutoff(m, res.Cutoff))
 	if err != nil {
 		return err
 	}

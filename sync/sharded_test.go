@@ -9,6 +9,7 @@ import (
 
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -24,7 +25,7 @@ func TestShardedServing(t *testing.T) {
 	ctx := context.Background()
 	cl := chtest.StartCluster(t, 2, 2)
 	clients := cl.Clients(t)
-	target, err := gbsync.NewSharded(clients)
+	target, err := chtarget.NewSharded(clients)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestShardedServing(t *testing.T) {
 		perShard := map[int]int{}
 		for _, d := range days {
 			id := d.Format("20060102")
-			home := gbsync.Home(id, 2)
+			home := chtarget.Home(id, 2)
 			perShard[home]++
 			for s, nodes := range clients {
 				var counts []uint64
@@ -92,7 +93,7 @@ func TestShardedServing(t *testing.T) {
 	}
 
 	// A node of the shard that holds the first day goes down.
-	home := gbsync.Home(days[0].Format("20060102"), 2)
+	home := chtarget.Home(days[0].Format("20060102"), 2)
 	other := clients[1-home][0]
 	cl.StopNode(t, home, 1)
 	served(other, rows) // the Distributed read fails over to the shard's other node
@@ -138,7 +139,7 @@ func TestShardedServing(t *testing.T) {
 	// The shards in the other order: every partition's home changes. One sync moves each
 	// to its new home and drops the copy left behind; readers get Gold's rows after it.
 	swapped := [][]*chconn.Client{clients[1], clients[0]}
-	if target, err = gbsync.NewSharded(swapped); err != nil {
+	if target, err = chtarget.NewSharded(swapped); err != nil {
 		t.Fatal(err)
 	}
 	if drifts, err := gbsync.Check(ctx, target, m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) == 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
 )
@@ -27,7 +28,7 @@ func TestClientStatesMatchServerStates(t *testing.T) {
 	dbs := [2]string{chtest.Database(t), chtest.Database(t)}
 	for i, server := range []bool{false, true} {
 		m := testMart(dbs[i], true)
-		res, err := gbsync.Sync(ctx, gbsync.WithServerStates(gbsync.NewClickHouse(client(t, dbs[i])), server), m, tbl, gbsync.Options{Now: clock})
+		res, err := gbsync.Sync(ctx, chtarget.WithServerStates(chtarget.NewClickHouse(client(t, dbs[i])), server), m, tbl, gbsync.Options{Now: clock})
 		if err != nil || len(res.Pushed) != 6 {
 			t.Fatalf("sync (server states %v): %v %s", server, err, res.Summary(m.Name))
 		}

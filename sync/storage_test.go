@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
@@ -28,7 +29,7 @@ func TestStorage(t *testing.T) {
 	orders := genOrders(41, days, 30)
 	tbl := writeGold(t, lh, goldRows(orders), days)
 	clock := func() time.Time { return day0.AddDate(0, 0, 8) }
-	target := gbsync.NewClickHouse(c)
+	target := chtarget.NewClickHouse(c)
 	storage := func() push.Storage {
 		t.Helper()
 		s, err := target.Storage(ctx, m)

@@ -27,6 +27,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -39,8 +40,7 @@ import (
 
 	"goldbridge/lakehouse/gold"
 	"goldbridge/serving"
-	"goldbridge/serving/ddl"
-	"goldbridge/serving/push"
+	"goldbridge/serving/hot"
 )
 
 // Options tune a sync.
@@ -53,7 +53,7 @@ type Options struct {
 	Rebuild     bool             // drop and recreate the served tables first
 	Log         *slog.Logger
 	// Purge: after the push, delete from the target's disk every copy of rows no
-	// longer in the table (push.Purge: outdated parts, dropped tables). A forget sets it.
+	// longer in the table (outdated parts, dropped tables: hot.Batch.Purge). A forget sets it.
 	Purge bool
 }
 
@@ -71,20 +71,20 @@ func (o *Options) defaults() {
 
 // Planned is one partition to push and why.
 type Planned struct {
-	push.Partition
+	hot.Partition
 	Reason string // new | changed | missing | forced | repair
 }
 
 // Plan says what a sync does.
 type Plan struct {
-	Hot  []push.Partition // every hot partition Gold has, oldest first
+	Hot  []hot.Partition // every hot partition Gold has, oldest first
 	Push []Planned
 	Drop []string // ClickHouse partitions to drop (out of the window, or gone from Gold)
 	// Unservable: hot Gold partitions that ClickHouse cannot hold exactly: their grain
 	// range, or a date or timestamp dimension or min/max measure value, lies outside
 	// serving.MinTime..MaxTime (GoldPartitions). Never pushed (a live copy is dropped),
 	// reported with their Gold row counts and the reason.
-	Unservable []push.Partition
+	Unservable []hot.Partition
 	Gold       int       // Gold partitions, hot or not
 	Newest     time.Time // start of the newest Gold partition (zero: none)
 	Cutoff     time.Time // first grain instant of the hot window
@@ -104,13 +104,13 @@ type Result struct {
 	Skipped string // why nothing was done (circuit open, serving disabled)
 	// Rebuilt lists the differences of the live <t> from the DDL that made this sync
 	// rebuild it whole from Gold (columns dropped, added or retyped, the old Date grain).
-	Rebuilt    []ddl.Change
-	Unservable []push.Partition // Gold partitions not served (Plan.Unservable)
+	Rebuilt    []hot.Change
+	Unservable []hot.Partition // Gold partitions not served (Plan.Unservable)
 	Pushed     []Planned
 	Rows       int64
 	Dropped    []string
 	Unchanged  int
-	Purged     push.Purged // Options.Purge
+	Purged     hot.Purged // Options.Purge
 	Elapsed    time.Duration
 	Cutoff     time.Time // the hot-window cutoff planned with (Records.Write)
 	// Recorded: nothing was planned or pushed because the push record says ClickHouse
@@ -123,7 +123,7 @@ type Result struct {
 // with the TTL backstop; with serving.AnchorData it is the start of the newest servable
 // partition of gold (GoldPartitions, oldest first), so a backfill is served whatever the
 // date; with no such partition the clock is used.
-func Cutoff(m *serving.Mart, now time.Time, gold []push.Partition) time.Time {
+func Cutoff(m *serving.Mart, now time.Time, gold []hot.Partition) time.Time {
 	d := now.UTC().Truncate(24 * time.Hour)
 	if m.HotAnchor == serving.AnchorData {
 		for i := len(gold) - 1; i >= 0; i-- {
@@ -158,7 +158,7 @@ func (e *ColdError) Error() string {
 // snapshot that added each file after that snapshot is expired (a forget expires
 // every older snapshot: Inspect().Partitions would then report no snapshot, and every
 // partition would look changed).
-func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]push.Partition, error) {
+func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]hot.Partition, error) {
 	type gp struct {
 		t      time.Time
 		snap   int64
@@ -241,7 +241,7 @@ func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]p
 		id := m.PartitionID(g.t)
 		by[id] = append(by[id], *g)
 	}
-	var out []push.Partition
+	var out []hot.Partition
 	for id, gps := range by {
 		sort.Slice(gps, func(i, j int) bool { return gps[i].t.Before(gps[j].t) })
 		h := xxhash.New()
@@ -260,7 +260,7 @@ func GoldPartitions(ctx context.Context, m *serving.Mart, tbl *table.Table) ([]p
 			}
 		}
 		s, e := m.PartitionRange(gps[0].t)
-		p := push.Partition{ID: id, Start: s, End: e, SnapshotID: snap, Checksum: strconv.FormatUint(h.Sum64(), 16), Rows: n}
+		p := hot.Partition{ID: id, Start: s, End: e, SnapshotID: snap, Checksum: strconv.FormatUint(h.Sum64(), 16), Rows: n}
 		switch {
 		case !serving.Servable(s, e):
 			p.Unservable = "grain outside " + serving.TimeRange()
@@ -290,7 +290,7 @@ func MakePlan(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, 
 	if len(gold) > 0 {
 		p.Newest = gold[len(gold)-1].Start
 	}
-	hot := map[string]bool{}
+	isHot := map[string]bool{}
 	for _, g := range gold {
 		if !g.End.After(cutoff) {
 			continue
@@ -299,7 +299,7 @@ func MakePlan(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, 
 			p.Unservable = append(p.Unservable, g)
 			continue
 		}
-		hot[g.ID] = true
+		isHot[g.ID] = true
 		p.Hot = append(p.Hot, g)
 		st, have := states[g.ID]
 		_, isLive := live[g.ID]
@@ -321,12 +321,12 @@ func MakePlan(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, 
 		}
 	}
 	for id := range live {
-		if !hot[id] {
+		if !isHot[id] {
 			p.Drop = append(p.Drop, id)
 		}
 	}
 	for id := range states {
-		if !hot[id] && !slices.Contains(p.Drop, id) {
+		if !isHot[id] && !slices.Contains(p.Drop, id) {
 			p.Drop = append(p.Drop, id)
 		}
 	}
@@ -392,7 +392,7 @@ func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt 
 			opt.Log.Debug("pushed", "partition", pp.ID, "reason", pp.Reason, "rows", r.ByID[pp.ID], "snapshot", pp.SnapshotID)
 		}
 		attrs := []any{"partitions", len(plan.Push), "rows", r.Rows, "exchanged", r.Exchanged, "seconds", r.Elapsed.Seconds()}
-		for _, s := range push.Steps {
+		for _, s := range slices.Sorted(maps.Keys(r.Steps)) {
 			attrs = append(attrs, s+"_s", r.Steps[s].Seconds())
 		}
 		opt.Log.Debug("push", attrs...)
@@ -441,7 +441,7 @@ func (r Result) Summary(mart string) string {
 
 // UnservableSummary describes Gold partitions that are not served, with the reason of
 // each of the first ten.
-func UnservableSummary(parts []push.Partition) string {
+func UnservableSummary(parts []hot.Partition) string {
 	var rows int64
 	var ids []string
 	for _, p := range parts {

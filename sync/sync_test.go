@@ -18,6 +18,7 @@ import (
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
@@ -138,7 +139,7 @@ func TestSyncAcceptance(t *testing.T) {
 			clock := func() time.Time { return now }
 			hotFrom := gbsync.Cutoff(m, now, nil)
 
-			res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +150,7 @@ func TestSyncAcceptance(t *testing.T) {
 			if got := finalRows(t, c, m); !slices.Equal(got, want) {
 				t.Fatalf("_final differs from Gold: %d vs %d rows\nfirst got %v\nfirst want %v", len(got), len(want), head(got), head(want))
 			}
-			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check: %v %v", drifts, err)
 			}
 			if agg {
@@ -183,7 +184,7 @@ func TestSyncAcceptance(t *testing.T) {
 
 			// Sync twice: nothing pushed, parts stable.
 			start := time.Now()
-			res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || len(res.Pushed) != 0 || len(res.Dropped) != 0 {
 				t.Fatalf("second sync pushed %v dropped %v err %v", res.Pushed, res.Dropped, err)
 			}
@@ -193,7 +194,7 @@ func TestSyncAcceptance(t *testing.T) {
 			}
 
 			// Forced re-push keeps totals.
-			res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true})
+			res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: true})
 			if err != nil || len(res.Pushed) != 10 {
 				t.Fatalf("forced: %v %v", len(res.Pushed), err)
 			}
@@ -212,7 +213,7 @@ func TestSyncAcceptance(t *testing.T) {
 				}
 			}
 			tbl = writeGold(t, lh, lateRows, []time.Time{late})
-			res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || len(res.Pushed) != 1 || res.Pushed[0].ID != "20260507" || res.Pushed[0].Reason != "changed" {
 				t.Fatalf("late change: %s %v", res.Summary(m.Name), err)
 			}
@@ -222,7 +223,7 @@ func TestSyncAcceptance(t *testing.T) {
 
 			// A day leaving the window is dropped in ClickHouse (and kept in Iceberg).
 			now = now.AddDate(0, 0, 2)
-			res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || !slices.Equal(res.Dropped, []string{"20260505", "20260506"}) || len(res.Pushed) != 0 {
 				t.Fatalf("window move: %s %v", res.Summary(m.Name), err)
 			}
@@ -232,7 +233,7 @@ func TestSyncAcceptance(t *testing.T) {
 			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows2, m, gbsync.Cutoff(m, now, nil))) {
 				t.Fatal("_final differs from Gold after the window moved")
 			}
-			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check: %v %v", drifts, err)
 			}
 			gp, _ := gbsync.GoldPartitions(ctx, m, tbl)
@@ -244,14 +245,14 @@ func TestSyncAcceptance(t *testing.T) {
 			if err := c.Conn().Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.daily_revenue_kpi DROP PARTITION ID '20260510'", db)); err != nil {
 				t.Fatal(err)
 			}
-			drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || !slices.Equal(gbsync.DriftPartitions(drifts), []string{"20260510"}) {
 				t.Fatalf("check after damage: %v %v", drifts, err)
 			}
-			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
+			if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
 				t.Fatal(err)
 			}
-			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check after repair: %v %v", drifts, err)
 			}
 		})
@@ -278,7 +279,7 @@ func TestFaultSweep(t *testing.T) {
 			tbl := writeGold(t, lh, gold, days)
 			now := day0.AddDate(0, 0, 3)
 			clock := func() time.Time { return now }
-			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+			if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 				t.Fatal(err)
 			}
 			version := 0
@@ -306,7 +307,7 @@ func TestFaultSweep(t *testing.T) {
 					tbl = writeGold(t, lh, changed, []time.Time{day})
 				}
 				before := finalRows(t, c, m)
-				faulty := gbsync.WithFault(gbsync.NewClickHouse(c), func(p, s string) error {
+				faulty := chtarget.WithFault(chtarget.NewClickHouse(c), func(p, s string) error {
 					if p == "20260502" && s == step {
 						return push.ErrFault
 					}
@@ -327,10 +328,10 @@ func TestFaultSweep(t *testing.T) {
 						t.Fatalf("step %s: partition %s is neither old nor new", step, day)
 					}
 				}
-				if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+				if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 					t.Fatalf("step %s: converge: %v", step, err)
 				}
-				if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+				if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 					t.Fatalf("step %s: drift after converge: %v %v", step, drifts, err)
 				}
 				if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(gold, m, day0)) {
@@ -369,13 +370,13 @@ func TestSyncOverHTTP(t *testing.T) {
 	rows := goldRows(genOrders(3, days, 200))
 	tbl := writeGold(t, lh, rows, days)
 	clock := func() time.Time { return day0.AddDate(0, 0, 3) }
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, BatchRows: 50}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, BatchRows: 50}); err != nil {
 		t.Fatal(err)
 	}
 	if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
 		t.Fatal("_final differs from Gold")
 	}
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check: %v %v", drifts, err)
 	}
 }
@@ -402,7 +403,7 @@ func TestSyncEnsuredAhead(t *testing.T) {
 		}
 	}
 
-	target := gbsync.NewClickHouse(c)
+	target := chtarget.NewClickHouse(c)
 	if err := target.Prepare(ctx, testMart(db, true), tbl); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +412,7 @@ func TestSyncEnsuredAhead(t *testing.T) {
 	}
 	// Prepared for another schema than the table's: Sync ensures again (the view comes back).
 	dropView()
-	gbsync.SetPrepared(target, m.Name, iceberg.NewSchema(99, iceberg.NestedField{ID: 1, Name: "x", Type: iceberg.PrimitiveTypes.Int32}))
+	chtarget.SetPrepared(target, m.Name, iceberg.NewSchema(99, iceberg.NestedField{ID: 1, Name: "x", Type: iceberg.PrimitiveTypes.Int32}))
 	if _, err := gbsync.Sync(ctx, target, m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,5 @@ type (
 	LevelStats      = hot.LevelStats
 )
 
-var (
-	_ StorageReporter = (*ClickHouse)(nil)
-	_ StorageReporter = (*Sharded)(nil)
-)
-
 // newLevelStats returns empty LevelStats.
 func newLevelStats() *LevelStats { return hot.NewLevelStats() }

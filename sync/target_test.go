@@ -11,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
@@ -37,7 +38,7 @@ func TestClickHouseTargetContract(t *testing.T) {
 	}
 	ids := []string{"20260501", "20260502", "20260503"}
 	clock := func() time.Time { return day0.AddDate(0, 0, 3) }
-	var target gbsync.Target = gbsync.NewClickHouse(c)
+	var target gbsync.Target = chtarget.NewClickHouse(c)
 
 	served := func() gbsync.Served {
 		t.Helper()
@@ -117,7 +118,7 @@ func TestClickHouseTargetContract(t *testing.T) {
 	}
 
 	// A Publish that fails midway: the recorded state still says what is served.
-	faulty := gbsync.WithFault(gbsync.NewClickHouse(c), func(p, step string) error {
+	faulty := chtarget.WithFault(chtarget.NewClickHouse(c), func(p, step string) error {
 		if step == push.StepReplace {
 			return push.ErrFault
 		}

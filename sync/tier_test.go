@@ -15,6 +15,7 @@ import (
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	"goldbridge/serving/ddl"
 	gbsync "goldbridge/sync"
@@ -38,7 +39,7 @@ func TestFarGrains(t *testing.T) {
 	tbl := writeGold(t, lh, rows, all)
 	now := day0.AddDate(0, 0, 3)
 	clock := func() time.Time { return now }
-	res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+	res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 	if err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -57,11 +58,11 @@ func TestFarGrains(t *testing.T) {
 	if got := finalRows(t, c, m); !slices.Equal(got, served) {
 		t.Fatalf("_final differs from Gold: %d vs %d rows, first %v", len(got), len(served), head(got))
 	}
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check: %v %v", drifts, err)
 	}
 	// The next sync is a no-change one: the unserved partition does not block anything.
-	res, err = gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+	res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 	if err != nil || len(res.Pushed) != 0 {
 		t.Fatalf("second sync: %s %v", res.Summary(m.Name), err)
 	}
@@ -79,7 +80,7 @@ func TestEmptiedPartitionDropped(t *testing.T) {
 	orders := genOrders(8, days, 60)
 	tbl := writeGold(t, lh, goldRows(orders), days)
 	clock := func() time.Time { return day0.AddDate(0, 0, 4) }
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)
 	}
 	live := func() string {
@@ -88,7 +89,7 @@ func TestEmptiedPartitionDropped(t *testing.T) {
 	// Day 2 emptied alone.
 	keep := slices.DeleteFunc(slices.Clone(orders), func(o order) bool { return o.day.Equal(days[1]) })
 	tbl = writeGold(t, lh, nil, days[1:2])
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)
 	}
 	if got := live(); got != "20260501,20260503,20260504" {
@@ -110,7 +111,7 @@ func TestEmptiedPartitionDropped(t *testing.T) {
 		}
 	}
 	tbl = writeGold(t, lh, d4, days[2:4])
-	if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)
 	}
 	if got := live(); got != "20260501,20260504" {
@@ -119,7 +120,7 @@ func TestEmptiedPartitionDropped(t *testing.T) {
 	if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
 		t.Fatal("_final differs from Gold")
 	}
-	if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 		t.Fatalf("check: %v %v", drifts, err)
 	}
 }
@@ -143,7 +144,7 @@ func TestDriftedTableRebuilt(t *testing.T) {
 			rows := goldRows(genOrders(9, days, 80))
 			tbl := writeGold(t, lh, rows, days)
 			clock := func() time.Time { return day0.AddDate(0, 0, 3) }
-			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+			if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.damage == "" {
@@ -161,7 +162,7 @@ func TestDriftedTableRebuilt(t *testing.T) {
 			} else if err := c.Conn().Exec(ctx, fmt.Sprintf(tc.damage, db)); err != nil {
 				t.Fatal(err)
 			}
-			res, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || len(res.Rebuilt) == 0 || len(res.Pushed) != 3 {
 				t.Fatalf("sync after damage: %s %v", res.Summary(m.Name), err)
 			}
@@ -211,7 +212,7 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 			orders := genOrders(11, days, 40)
 			tbl := writeGold(t, lh, goldRows(orders), days)
 			clock := func() time.Time { return day0.AddDate(0, 0, 8) }
-			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+			if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 				t.Fatal(err)
 			}
 			var cents int64
@@ -273,7 +274,7 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 					}
 				}
 				tbl = writeGold(t, lh, changed, []time.Time{from, to})
-				if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: forced}); err != nil {
+				if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Force: forced}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -313,13 +314,13 @@ func TestNullMeasuresServedNull(t *testing.T) {
 			}
 			tbl := writeGold(t, lh, rows, days)
 			clock := func() time.Time { return day0.AddDate(0, 0, 2) }
-			if _, err := gbsync.Sync(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+			if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 				t.Fatal(err)
 			}
 			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows, m, day0)) {
 				t.Fatalf("_final differs from Gold (%d NULL revenues): first %v", nulls, head(got))
 			}
-			if drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check: %v %v", drifts, err)
 			}
 			// NULL → 0 in one partition: drift.
@@ -327,7 +328,7 @@ func TestNullMeasuresServedNull(t *testing.T) {
 			if err := c.Conn().Exec(ctx, q); err != nil {
 				t.Fatal(err)
 			}
-			drifts, err := gbsync.Check(ctx, gbsync.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || !slices.Equal(gbsync.DriftPartitions(drifts), []string{"20260501"}) {
 				t.Fatalf("NULL served as 0 is not drift: %v %v", drifts, err)
 			}

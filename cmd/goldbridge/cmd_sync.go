@@ -15,6 +15,7 @@ import (
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
+	"goldbridge/serving/chtarget"
 	gbsync "goldbridge/sync"
 )
 
@@ -212,8 +213,8 @@ func (a *app) connect(ctx context.Context, opt chconn.Options) (*chconn.Client, 
 }
 
 // openSharded connects to every node of clickhouse.shards, as the sync target of the
-// sharded topology (gbsync.Sharded); done closes the clients.
-func (a *app) openSharded(ctx context.Context, cfg *config.Config) (t *gbsync.Sharded, done func(), err error) {
+// sharded topology (chtarget.Sharded); done closes the clients.
+func (a *app) openSharded(ctx context.Context, cfg *config.Config) (t *chtarget.Sharded, done func(), err error) {
 	opt, err := clientOptions(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -238,7 +239,7 @@ func (a *app) openSharded(ctx context.Context, cfg *config.Config) (t *gbsync.Sh
 			shards[i] = append(shards[i], c)
 		}
 	}
-	if t, err = gbsync.NewSharded(shards); err != nil {
+	if t, err = chtarget.NewSharded(shards); err != nil {
 		done()
 		return nil, nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving"
+	"goldbridge/serving/chtarget"
 	gbsync "goldbridge/sync"
 )
 
@@ -56,7 +57,7 @@ type chOpening struct {
 // if needed) in the background; the sync stage takes the connection.
 //
 // The tables of the served marts whose Gold table exists are ensured (DDL checked and
-// created) on it too (gbsync.ClickHouse.Prepare): ~8 statements, 20-35 ms a mart, that
+// created) on it too (chtarget.ClickHouse.Prepare): ~8 statements, 20-35 ms a mart, that
 // the sync stage then skips unless the gold stage changed the Gold schema. A failure
 // there is left to the sync stage, which ensures again and reports it.
 func (p *pipeline) openClickHouseAhead(ctx context.Context, ensure []string) {
@@ -80,8 +81,8 @@ func (p *pipeline) openClickHouseAhead(ctx context.Context, ensure []string) {
 	p.ch = o
 }
 
-// hotTarget is the sync target of the configured ClickHouse (gbsync.ClickHouse, or
-// gbsync.Sharded with clickhouse.shards), which can ensure a mart's tables ahead.
+// hotTarget is the sync target of the configured ClickHouse (chtarget.ClickHouse, or
+// chtarget.Sharded with clickhouse.shards), which can ensure a mart's tables ahead.
 type hotTarget interface {
 	gbsync.Target
 	Prepare(ctx context.Context, m *serving.Mart, tbl *table.Table) error
@@ -111,7 +112,7 @@ func (p *pipeline) openTarget(ctx context.Context) (hotTarget, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return gbsync.NewClickHouse(c), func() { c.Close(); stop() }, nil
+	return chtarget.NewClickHouse(c), func() { c.Close(); stop() }, nil
 }
 
 // newPipeline opens the lakehouse of cfg; close it with p.close.

@@ -13,13 +13,14 @@ import (
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/serving"
 	"goldbridge/serving/chlocal"
+	"goldbridge/serving/ddl"
 	gbsync "goldbridge/sync"
 )
 
 // pushRecords are the marts' push records (gbsync.Records), in the state directory
 // beside the embedded catalog.
 func pushRecords(cfg *config.Config) gbsync.Records {
-	return gbsync.Records{Dir: filepath.Join(cfg.StateDir, "pushed")}
+	return gbsync.Records{Dir: filepath.Join(cfg.StateDir, "pushed"), Definition: ddl.Statements}
 }
 
 // syncTarget names the ClickHouse a push went to: a record of one target never stands

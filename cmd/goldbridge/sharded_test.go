@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
-	gbsync "goldbridge/sync"
 )
 
 // TestShardedServingCLI runs the orders pipeline against a real 2-shard × 2-node
@@ -77,8 +77,8 @@ func TestShardedServingCLI(t *testing.T) {
 				t.Fatalf("shard %d: partitions %v on one node, %v on the other", s+1, ids[0], ids[1])
 			}
 			for _, id := range ids[0] {
-				if gbsync.Home(id, 2) != s {
-					t.Fatalf("partition %s on shard %d, its home is shard %d", id, s+1, gbsync.Home(id, 2)+1)
+				if chtarget.Home(id, 2) != s {
+					t.Fatalf("partition %s on shard %d, its home is shard %d", id, s+1, chtarget.Home(id, 2)+1)
 				}
 				a := strs(nodes[0], fmt.Sprintf("SELECT toString(tuple(*)) FROM %s WHERE _partition_id = '%s' ORDER BY 1", tbl, id))
 				b := strs(nodes[1], fmt.Sprintf("SELECT toString(tuple(*)) FROM %s WHERE _partition_id = '%s' ORDER BY 1", tbl, id))

@@ -572,3 +572,8 @@ func toDecimal(a arrow.Array, i int) (decimal.Decimal, error) {
 	}
 	return decimal.Decimal{}, fmt.Errorf("unsupported type %s", a.DataType())
 }
+
+// Near reports whether two doubles agree within a relative 1e-9.
+func Near(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}

@@ -1,4 +1,10 @@
-package sync
+// Package chtarget implements the hot tier's contract (serving/hot) on ClickHouse: one
+// server or a cluster reached through one node (ClickHouse), and a sharded topology
+// without Keeper (Sharded). Tables come from serving/ddl, pushes from serving/push, the
+// recorded push states live in each database's _goldbridge_sync table, and ReadBack
+// reads the served rows as serving/fingerprint renders them. The contract suite in
+// sync/contract_test.go runs against both.
+package chtarget
 
 import (
 	"context"
@@ -15,18 +21,25 @@ import (
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/ddl"
 	"goldbridge/serving/fingerprint"
+	"goldbridge/serving/hot"
 	"goldbridge/serving/push"
 )
 
-// ClickHouse is the Target of one ClickHouse server (or a cluster through one node)
+var (
+	_ hot.StorageReporter = (*ClickHouse)(nil)
+	_ hot.StorageReporter = (*Sharded)(nil)
+)
+
+// ClickHouse is the hot.Target of one ClickHouse server (or a cluster through one node)
 // reached by a client: tables by serving/ddl, pushes by serving/push, the push states in
 // the _goldbridge_sync table. Every statement is retried on connection errors
 // (chconn.Client.Retry). Safe for concurrent use by different marts.
 type ClickHouse struct {
 	c *chconn.Client
 
-	// Test knobs (export_test.go): ClickHouse builds every aggregate state from the
-	// detail rows (push.Options.ServerStates), and a fault injected before each push step.
+	// Knobs for tests and measurements (knobs.go): ClickHouse builds every aggregate
+	// state from the detail rows (push.Options.ServerStates), and a fault injected
+	// before each push step.
 	serverStates bool
 	fault        func(partition, step string) error
 
@@ -41,7 +54,7 @@ type ClickHouse struct {
 // ensured is an Ensure done ahead (Prepare) for a Gold schema.
 type ensured struct {
 	schema  *iceberg.Schema
-	outcome ddl.Outcome
+	outcome hot.Outcome
 }
 
 // NewClickHouse returns the ClickHouse target reached through c; c stays the caller's
@@ -50,9 +63,9 @@ func NewClickHouse(c *chconn.Client) *ClickHouse {
 	return &ClickHouse{c: c, ensured: map[string]ensured{}}
 }
 
-// Storage implements StorageReporter (push.TableStorage).
-func (t *ClickHouse) Storage(ctx context.Context, m *serving.Mart) (push.Storage, error) {
-	var s push.Storage
+// Storage implements hot.StorageReporter (push.TableStorage).
+func (t *ClickHouse) Storage(ctx context.Context, m *serving.Mart) (hot.Storage, error) {
+	var s hot.Storage
 	err := t.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
 		s, err = push.TableStorage(ctx, t.c, m)
@@ -82,15 +95,15 @@ func (t *ClickHouse) Prepare(ctx context.Context, m *serving.Mart, tbl *table.Ta
 	return nil
 }
 
-// Ensure implements Target (ddl.Ensure; with rebuild, ddl.Drop first).
-func (t *ClickHouse) Ensure(ctx context.Context, m *serving.Mart, tbl *table.Table, rebuild bool) (ddl.Outcome, error) {
+// Ensure implements hot.Target (ddl.Ensure; with rebuild, ddl.Drop first).
+func (t *ClickHouse) Ensure(ctx context.Context, m *serving.Mart, tbl *table.Table, rebuild bool) (hot.Outcome, error) {
 	t.mu.Lock()
 	e, ok := t.ensured[m.Name]
 	delete(t.ensured, m.Name)
 	t.mu.Unlock()
 	if rebuild {
 		if err := t.c.Retry(ctx, func(ctx context.Context) error { return ddl.Drop(ctx, t.c.Conn(), m) }); err != nil {
-			return ddl.Outcome{}, err
+			return hot.Outcome{}, err
 		}
 	} else if ok && e.schema.Equals(tbl.Schema()) {
 		return e.outcome, nil
@@ -98,7 +111,7 @@ func (t *ClickHouse) Ensure(ctx context.Context, m *serving.Mart, tbl *table.Tab
 	return t.ensure(ctx, m)
 }
 
-func (t *ClickHouse) ensure(ctx context.Context, m *serving.Mart) (out ddl.Outcome, err error) {
+func (t *ClickHouse) ensure(ctx context.Context, m *serving.Mart) (out hot.Outcome, err error) {
 	err = t.c.Retry(ctx, func(ctx context.Context) error {
 		out, err = ddl.Ensure(ctx, t.c.Conn(), m)
 		return err
@@ -106,10 +119,10 @@ func (t *ClickHouse) ensure(ctx context.Context, m *serving.Mart) (out ddl.Outco
 	return out, err
 }
 
-// Partitions implements Target: the push states (push.States) and the active parts of
+// Partitions implements hot.Target: the push states (hot.States) and the active parts of
 // <t> by partition.
-func (t *ClickHouse) Partitions(ctx context.Context, m *serving.Mart) (Served, error) {
-	var s Served
+func (t *ClickHouse) Partitions(ctx context.Context, m *serving.Mart) (hot.Served, error) {
+	var s hot.Served
 	err := t.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
 		if s.States, err = push.States(ctx, t.c, m); err != nil {
@@ -141,12 +154,12 @@ func (t *ClickHouse) live(ctx context.Context, m *serving.Mart) (map[string]uint
 	return out, rows.Err()
 }
 
-// Publish implements Target. The partitions are staged, swapped in and recorded in one
+// Publish implements hot.Target. The partitions are staged, swapped in and recorded in one
 // push (serving/push: one EXCHANGE TABLES on a single server, REPLACE PARTITION per
 // partition on a cluster), retried as a whole; partitions to drop are left out of an
 // exchange, or dropped after it and recorded deleted.
-func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Table, b Batch) (Published, error) {
-	var pub Published
+func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Table, b hot.Batch) (hot.Published, error) {
+	var pub hot.Published
 	if b.Rebuild && len(b.Push) == 0 {
 		// Nothing hot in Gold: the rebuilt table is empty.
 		if err := t.c.Retry(ctx, func(ctx context.Context) error { return t.rebuildEmpty(ctx, m) }); err != nil {
@@ -194,7 +207,7 @@ func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Ta
 
 // drop removes the batch's Drop partitions from <t> (unless an exchange already left
 // them out) and records them deleted.
-func (t *ClickHouse) drop(ctx context.Context, m *serving.Mart, b Batch, exchanged bool) error {
+func (t *ClickHouse) drop(ctx context.Context, m *serving.Mart, b hot.Batch, exchanged bool) error {
 	if !exchanged {
 		for i := 0; i < len(b.Drop); i += 100 {
 			var cmds []string
@@ -206,14 +219,14 @@ func (t *ClickHouse) drop(ctx context.Context, m *serving.Mart, b Batch, exchang
 			}
 		}
 	}
-	states := make([]push.State, len(b.Drop))
+	states := make([]hot.State, len(b.Drop))
 	for i, id := range b.Drop {
-		states[i] = push.State{Partition: id, Deleted: true, PushedAt: b.Now()}
+		states[i] = hot.State{Partition: id, Deleted: true, PushedAt: b.Now()}
 	}
 	return push.RecordStates(ctx, t.c, m, states)
 }
 
-// rebuildEmpty replaces <t> by an empty table of the DDL (a rebuild with nothing hot).
+// rebuildEmpty replaces <t> by an empty table of the DDL (a rebuild with nothing parts).
 func (t *ClickHouse) rebuildEmpty(ctx context.Context, m *serving.Mart) error {
 	if err := t.c.Conn().Exec(ctx, "DROP TABLE IF EXISTS "+ddl.Name(m, m.Table)+" SYNC"); err != nil {
 		return err
@@ -222,26 +235,26 @@ func (t *ClickHouse) rebuildEmpty(ctx context.Context, m *serving.Mart) error {
 	return err
 }
 
-// ReadBack implements Target: the columns of <t> against the DDL (ddl.TargetDrift), and
+// ReadBack implements hot.Target: the columns of <t> against the DDL (ddl.TargetDrift), and
 // the hot partitions of <t>_final aggregated by partition id and level in one query.
-func (t *ClickHouse) ReadBack(ctx context.Context, m *serving.Mart, hot []push.Partition) (ReadBack, error) {
-	var rb ReadBack
+func (t *ClickHouse) ReadBack(ctx context.Context, m *serving.Mart, parts []hot.Partition) (hot.ReadBack, error) {
+	var rb hot.ReadBack
 	err := t.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
-		if rb.Columns, err = ddl.TargetDrift(ctx, t.c.Conn(), m); err != nil || len(rb.Columns) > 0 || len(hot) == 0 {
+		if rb.Columns, err = ddl.TargetDrift(ctx, t.c.Conn(), m); err != nil || len(rb.Columns) > 0 || len(parts) == 0 {
 			return err
 		}
-		if rb.Stats, err = t.stats(ctx, m, hot); err != nil {
+		if rb.Stats, err = t.stats(ctx, m, parts); err != nil {
 			return err
 		}
-		return t.stateStats(ctx, m, hot, rb.Stats)
+		return t.stateStats(ctx, m, parts, rb.Stats)
 	})
 	return rb, err
 }
 
 // hotWhere is the condition selecting the grain range of the sorted hot partitions.
-func hotWhere(m *serving.Mart, hot []push.Partition) string {
-	from, to := fingerprint.HotRange(hot)
+func hotWhere(m *serving.Mart, parts []hot.Partition) string {
+	from, to := fingerprint.HotRange(parts)
 	g := serving.Q(m.Grain.As)
 	return fmt.Sprintf("%s >= fromUnixTimestamp64Micro(%d, 'UTC') AND %s < fromUnixTimestamp64Micro(%d, 'UTC')", g, from.UnixMicro(), g, to.UnixMicro())
 }
@@ -249,7 +262,7 @@ func hotWhere(m *serving.Mart, hot []push.Partition) string {
 // stateStats adds to out, by partition id and level, the fingerprints of the states of
 // the hot rows of <t> as stored (CheckedStates), row by row: a row a merge would fold
 // into another is a row Gold does not have.
-func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push.Partition, out map[string]map[string]*LevelStats) error {
+func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, parts []hot.Partition, out map[string]map[string]*hot.LevelStats) error {
 	checks := fingerprint.CheckedStates(m)
 	if len(checks) == 0 {
 		return nil
@@ -259,7 +272,7 @@ func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push
 		digest := fingerprint.StateDigestSQL(serving.Q(ddl.StateColumn(sc.Measure)), sc.Measure.Agg == mart.CountDistinct, fingerprint.GroupArrayMax)
 		sel = append(sel, "sum(sipHash64(concat("+fingerprint.RowKeySQL(m)+", "+digest+", ';')))")
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), ddl.Name(m, m.Table), hotWhere(m, hot))
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), ddl.Name(m, m.Table), hotWhere(m, parts))
 	rows, err := t.c.Conn().Query(ctx, q)
 	if err != nil {
 		return fmt.Errorf("check %s states: %w", m.Name, err)
@@ -276,10 +289,10 @@ func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push
 			return fmt.Errorf("check %s states: %w", m.Name, err)
 		}
 		if out[p] == nil {
-			out[p] = map[string]*LevelStats{}
+			out[p] = map[string]*hot.LevelStats{}
 		}
 		if out[p][l] == nil {
-			out[p][l] = newLevelStats()
+			out[p][l] = hot.NewLevelStats()
 		}
 		for i, sc := range checks {
 			out[p][l].States[sc.Measure.Name] = hs[i]
@@ -289,7 +302,7 @@ func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, hot []push
 }
 
 // stats aggregates the hot partitions of <t>_final by partition id and level.
-func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Partition) (map[string]map[string]*LevelStats, error) {
+func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, parts []hot.Partition) (map[string]map[string]*hot.LevelStats, error) {
 	sums := fingerprint.Summed(m)
 	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l", "count()", "sum(" + fingerprint.RowHashSQL(m) + ")"}
 	for _, ms := range sums {
@@ -311,13 +324,13 @@ func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Part
 	if t.local {
 		src = "(" + ddl.FinalSelect(m, m.Table) + ")"
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), src, hotWhere(m, hot))
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), src, hotWhere(m, parts))
 	rows, err := t.c.Conn().Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("check %s: %w", m.Name, err)
 	}
 	defer rows.Close()
-	out := map[string]map[string]*LevelStats{}
+	out := map[string]map[string]*hot.LevelStats{}
 	for rows.Next() {
 		var p, l string
 		var n, h uint64
@@ -333,7 +346,7 @@ func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Part
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		st := newLevelStats()
+		st := hot.NewLevelStats()
 		st.Rows, st.Hash = int64(n), h
 		for i, ms := range weighted {
 			st.Weighted[ms.Name] = ws[i]
@@ -346,7 +359,7 @@ func (t *ClickHouse) stats(ctx context.Context, m *serving.Mart, hot []push.Part
 			st.Sums[sums[i].Name] = d
 		}
 		if out[p] == nil {
-			out[p] = map[string]*LevelStats{}
+			out[p] = map[string]*hot.LevelStats{}
 		}
 		out[p][l] = st
 	}

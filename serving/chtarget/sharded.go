@@ -1,4 +1,4 @@
-package sync
+package chtarget
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
-	"goldbridge/serving/ddl"
-	"goldbridge/serving/push"
+	"goldbridge/serving/fingerprint"
+	"goldbridge/serving/hot"
 )
 
-// Sharded is the Target of a ClickHouse cluster of plain nodes grouped in shards, with no
+// Sharded is the hot.Target of a ClickHouse cluster of plain nodes grouped in shards, with no
 // Keeper (no replication, no ON CLUSTER): each hot partition lives on one shard, its home
 // (Home: a stable function of the partition id and the number of shards), and is pushed
 // to every node of that shard, each node a single server of its own (ClickHouse: the push
@@ -84,11 +84,11 @@ func (s *Sharded) each(fn func(shard int, t *ClickHouse) error) error {
 	return errors.Join(errs...)
 }
 
-// Ensure implements Target on every node; the served table is rebuilt when it differs
+// Ensure implements hot.Target on every node; the served table is rebuilt when it differs
 // on any node.
-func (s *Sharded) Ensure(ctx context.Context, m *serving.Mart, tbl *table.Table, rebuild bool) (ddl.Outcome, error) {
+func (s *Sharded) Ensure(ctx context.Context, m *serving.Mart, tbl *table.Table, rebuild bool) (hot.Outcome, error) {
 	var mu gosync.Mutex
-	var out ddl.Outcome
+	var out hot.Outcome
 	err := s.each(func(_ int, t *ClickHouse) error {
 		o, err := t.Ensure(ctx, m, tbl, rebuild)
 		mu.Lock()
@@ -103,15 +103,15 @@ func (s *Sharded) Ensure(ctx context.Context, m *serving.Mart, tbl *table.Table,
 // nodeServed is what one node serves.
 type nodeServed struct {
 	shard int
-	Served
+	hot.Served
 }
 
-// Partitions implements Target. A partition is listed as served (its state, its rows)
+// Partitions implements hot.Target. A partition is listed as served (its state, its rows)
 // only when every node of its home shard holds it with the same recorded state and rows
 // and no other shard holds it; a partition held only outside its home is listed as live
 // with no state, so that a Sync drops it when it left the window and pushes it (dropping
 // the strays) when it is hot.
-func (s *Sharded) Partitions(ctx context.Context, m *serving.Mart) (Served, error) {
+func (s *Sharded) Partitions(ctx context.Context, m *serving.Mart) (hot.Served, error) {
 	var mu gosync.Mutex
 	var all []nodeServed
 	err := s.each(func(shard int, t *ClickHouse) error {
@@ -122,7 +122,7 @@ func (s *Sharded) Partitions(ctx context.Context, m *serving.Mart) (Served, erro
 		return err
 	})
 	if err != nil {
-		return Served{}, err
+		return hot.Served{}, err
 	}
 	n := len(s.shards)
 	ids := map[string]bool{}
@@ -134,11 +134,11 @@ func (s *Sharded) Partitions(ctx context.Context, m *serving.Mart) (Served, erro
 			ids[id] = true
 		}
 	}
-	out := Served{States: map[string]push.State{}, Live: map[string]uint64{}}
+	out := hot.Served{States: map[string]hot.State{}, Live: map[string]uint64{}}
 	for id := range ids {
 		home := Home(id, n)
 		consistent, stray := true, false
-		var st *push.State
+		var st *hot.State
 		var rows *uint64
 		for _, ns := range all {
 			r, live := ns.Live[id]
@@ -161,23 +161,23 @@ func (s *Sharded) Partitions(ctx context.Context, m *serving.Mart) (Served, erro
 		case consistent && !stray:
 			out.States[id], out.Live[id] = *st, *rows
 		case rows != nil || stray:
-			out.Live[id] = 0 // on some node: dropped if not hot, pushed again (state unknown) if hot
+			out.Live[id] = 0 // on some node: dropped if not parts, pushed again (state unknown) if hot
 		}
 	}
 	return out, nil
 }
 
-func sameState(a, b push.State) bool {
+func sameState(a, b hot.State) bool {
 	return a.SnapshotID == b.SnapshotID && a.Checksum == b.Checksum && a.Rows == b.Rows
 }
 
-// Publish implements Target: each node pushes the batch's partitions homed on its shard
+// Publish implements hot.Target: each node pushes the batch's partitions homed on its shard
 // and drops Batch.Drop and the batch's partitions homed elsewhere (a stray copy), shards
 // and nodes in parallel. An error names every node that failed; the others published.
-func (s *Sharded) Publish(ctx context.Context, m *serving.Mart, tbl *table.Table, b Batch) (Published, error) {
+func (s *Sharded) Publish(ctx context.Context, m *serving.Mart, tbl *table.Table, b hot.Batch) (hot.Published, error) {
 	n := len(s.shards)
 	var mu gosync.Mutex
-	var pub Published
+	var pub hot.Published
 	pub.Push.ByID = map[string]int64{}
 	err := s.each(func(shard int, t *ClickHouse) error {
 		nb := b
@@ -204,25 +204,25 @@ func (s *Sharded) Publish(ctx context.Context, m *serving.Mart, tbl *table.Table
 	return pub, err
 }
 
-// ReadBack implements Target: every node is read by itself (its local <t>, not the
+// ReadBack implements hot.Target: every node is read by itself (its local <t>, not the
 // Distributed table); a partition is read from its home shard, and a node that differs
 // from the first node of its shard, or a copy outside the home shard, is reported in
 // ReadBack.Diverged.
-func (s *Sharded) ReadBack(ctx context.Context, m *serving.Mart, hot []push.Partition) (ReadBack, error) {
+func (s *Sharded) ReadBack(ctx context.Context, m *serving.Mart, parts []hot.Partition) (hot.ReadBack, error) {
 	n := len(s.shards)
-	reads := make([][]ReadBack, n)
+	reads := make([][]hot.ReadBack, n)
 	for i := range s.shards {
-		reads[i] = make([]ReadBack, len(s.shards[i]))
+		reads[i] = make([]hot.ReadBack, len(s.shards[i]))
 	}
 	err := s.each(func(shard int, t *ClickHouse) error {
-		rb, err := t.ReadBack(ctx, m, hot)
+		rb, err := t.ReadBack(ctx, m, parts)
 		reads[shard][slices.Index(s.shards[shard], t)] = rb
 		return err
 	})
 	if err != nil {
-		return ReadBack{}, err
+		return hot.ReadBack{}, err
 	}
-	out := ReadBack{Stats: map[string]map[string]*LevelStats{}, Diverged: map[string]string{}}
+	out := hot.ReadBack{Stats: map[string]map[string]*hot.LevelStats{}, Diverged: map[string]string{}}
 	for i, nodes := range reads {
 		for k, rb := range nodes {
 			out.Columns = append(out.Columns, rb.Columns...)
@@ -248,14 +248,14 @@ func (s *Sharded) ReadBack(ctx context.Context, m *serving.Mart, hot []push.Part
 	return out, nil
 }
 
-func sameLevels(a, b map[string]*LevelStats) bool {
+func sameLevels(a, b map[string]*hot.LevelStats) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for l, x := range a {
 		y := b[l]
 		if y == nil || x.Rows != y.Rows || x.Hash != y.Hash || len(x.Sums) != len(y.Sums) ||
-			!maps.Equal(x.States, y.States) || !maps.EqualFunc(x.Weighted, y.Weighted, near) {
+			!maps.Equal(x.States, y.States) || !maps.EqualFunc(x.Weighted, y.Weighted, fingerprint.Near) {
 			return false
 		}
 		for k, v := range x.Sums {
@@ -268,9 +268,9 @@ func sameLevels(a, b map[string]*LevelStats) bool {
 }
 
 // Storage implements StorageReporter: the sums over every node.
-func (s *Sharded) Storage(ctx context.Context, m *serving.Mart) (push.Storage, error) {
+func (s *Sharded) Storage(ctx context.Context, m *serving.Mart) (hot.Storage, error) {
 	var mu gosync.Mutex
-	var sum push.Storage
+	var sum hot.Storage
 	err := s.each(func(_ int, t *ClickHouse) error {
 		st, err := t.Storage(ctx, m)
 		mu.Lock()
