@@ -9,6 +9,7 @@ import (
 
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving"
 	gbsync "goldbridge/sync"
 )
 
@@ -25,7 +26,8 @@ func TestRecordsMatchOnlyWhatWasPushed(t *testing.T) {
 	days := daysFrom(day0, 3)
 	tbl := writeGold(t, lh, goldRows(genOrders(1, days, 50)), days)
 	now := day0.AddDate(0, 0, 5).Add(7 * time.Hour)
-	recs := gbsync.Records{Dir: filepath.Join(t.TempDir(), "pushed")}
+	served := []string{"CREATE TABLE t ..."}
+	recs := gbsync.Records{Dir: filepath.Join(t.TempDir(), "pushed"), Definition: func(*serving.Mart) []string { return served }}
 	const target = "embedded /ch 1 2 db marts"
 	m := testMart("marts", true)
 	if _, ok := recs.Unchanged(m, tbl, target, now); ok {
@@ -53,6 +55,12 @@ func TestRecordsMatchOnlyWhatWasPushed(t *testing.T) {
 		{"another hot window", func() bool { _, ok := recs.Unchanged(window, tbl, target, now); return !ok }},
 		{"another ClickHouse", func() bool { _, ok := recs.Unchanged(m, tbl, "a:9000 db marts cluster ", now); return !ok }},
 		{"the next day's cutoff", func() bool { _, ok := recs.Unchanged(m, tbl, target, now.Add(24*time.Hour)); return !ok }},
+		{"another served DDL", func() bool {
+			other := recs
+			other.Definition = func(*serving.Mart) []string { return []string{"CREATE TABLE t ... SETTINGS x = 1"} }
+			_, ok := other.Unchanged(m, tbl, target, now)
+			return !ok
+		}},
 	} {
 		if !c.miss() {
 			t.Errorf("%s: the record still matched", c.name)
