@@ -29,7 +29,7 @@ type Drift struct {
 // fingerprint of every served row (grain, level, dimensions, grouping flags and every
 // finished measure value: distinct counts, quantiles, averages, dates, timestamps,
 // decimals), computed the same way from Gold's rows and from the served view
-// (fingerprint.go). So a single changed cell, a swapped dimension value, a compensating
+// (serving/fingerprint). So a single changed cell, a swapped dimension value, a compensating
 // edit, a missing or an extra row is drift. Per level it also compares the sum of every
 // numeric measure, for a readable report (decimals and integers equal, doubles within a
 // relative 1e-9: a measure is compared as the type readers see, Measure.FinalType).

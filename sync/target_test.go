@@ -17,7 +17,7 @@ import (
 	gbsync "goldbridge/sync"
 )
 
-// TestClickHouseTargetContract checks each method of sync.Target against its stated
+// TestClickHouseTargetContract checks each method of hot.Target against its stated
 // contract, on the ClickHouse implementation, with the test's own generator as the
 // oracle: what Partitions lists after a Publish, what ReadBack reads, that a failed
 // Publish leaves the recorded state saying what is served, that a Drop is gone from

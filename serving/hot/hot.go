@@ -94,13 +94,13 @@ type ReadBack struct {
 // LevelStats are the aggregates Check compares per partition and grouping level.
 type LevelStats struct {
 	Rows int64
-	Hash uint64                     // sum of the rows' fingerprints (sync/fingerprint.go)
-	Sums map[string]decimal.Decimal // by summed measure (sync: summed)
+	Hash uint64                     // sum of the rows' fingerprints (serving/fingerprint)
+	Sums map[string]decimal.Decimal // by summed measure (fingerprint.Summed)
 	// Weighted: by approx measure (a double sum or average), the sum of its values
-	// weighted by their rows' weights (sync/fingerprint.go).
+	// weighted by their rows' weights (serving/fingerprint).
 	Weighted map[string]float64
-	// States: by measure with a checked state (sync: checkedStates), the sum of the rows'
-	// state fingerprints (sync/fingerprint.go), over the rows as <t> stores them.
+	// States: by measure with a checked state (fingerprint.CheckedStates), the sum of the rows'
+	// state fingerprints (serving/fingerprint), over the rows as <t> stores them.
 	States map[string]uint64
 }
 
