@@ -3,12 +3,12 @@
 // push states, publications (Batch), what Ensure found (Outcome, Change) and the
 // per-level statistics Check compares (LevelStats).
 //
-// Promise of every implementation (the contract suite in sync/contract_test.go checks it): after a
-// Publish returns nil, Partitions records every pushed partition with the Gold snapshot
-// and checksum it was pushed from and lists none of the dropped ones, and ReadBack
-// reads the served rows of exactly those partitions; after an error (or a crash) the
-// recorded states still say what is served, so the next Sync converges. Readers never
-// see a mix of two publications.
+// Promise of every implementation (sync/contract_test.go checks it): after a Publish
+// returns nil, Partitions records every pushed partition with the Gold snapshot and
+// checksum it was pushed from and lists none of the dropped ones, and ReadBack reads
+// the served rows of exactly those partitions; after an error (or a crash) the recorded
+// states still say what is served, so the next Sync converges. Readers never see a mix
+// of two publications.
 package hot
 
 import (
