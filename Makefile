@@ -69,7 +69,7 @@ FUZZ_TIME ?= 3000x
 FUZZ_TARGETS := lakehouse/silver:FuzzParseDecimal lakehouse/silver:FuzzParseTimestamp \
 	lakehouse/silver:FuzzParsePayload lakehouse/silver:FuzzRuleEval lakehouse/silver:FuzzDebeziumEvent \
 	lakehouse/bronze:FuzzReadCSV lakehouse/bronze:FuzzReadLines \
-	lakehouse/jsonscan:FuzzSkipValue
+	lakehouse/jsonscan:FuzzSkipValue serving/lakesql:FuzzRewriteLakeSQL
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZ_TIME) ./$${t%%:*}; \

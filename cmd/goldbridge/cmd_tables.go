@@ -25,6 +25,7 @@ import (
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving/chlocal"
+	"goldbridge/serving/lakesql"
 )
 
 // tableInfo is one line of goldbridge tables.
@@ -39,7 +40,7 @@ type tableInfo struct {
 	// Undeclared is how many undeclared payload fields the last Silver run recorded
 	// ("100+": with overflow), "" for a table without a Silver quality report.
 	Undeclared string
-	Local      lakeTable
+	Local      lakesql.Table
 	Location   string       // the table's location (a URL)
 	tbl        *table.Table // as loaded: the table whose metadata Local.Metadata is
 }
@@ -224,7 +225,7 @@ not read yet (query it with ClickHouse's icebergS3).`,
 			if err := queryPossible(cfg); err != nil {
 				return &exitError{exitUsage, err}
 			}
-			opt := asOfOptions{}
+			opt := lakesql.AsOf{}
 			if cmd.Flags().Changed("as-of") {
 				r, err := asof.Parse(asOf)
 				if err != nil {
@@ -242,7 +243,7 @@ not read yet (query it with ClickHouse's icebergS3).`,
 				return fmt.Errorf("query: %w", err)
 			}
 			defer stop()
-			return httpQuery(ctx, base, chlocal.DefaultUser, pw, sql, lakeQuerySettings(), a.stdout)
+			return httpQuery(ctx, base, chlocal.DefaultUser, pw, sql, lakesql.QuerySettings(), a.stdout)
 		},
 	}
 	cmd.Flags().StringVar(&asOf, "as-of", "", "read the lake tables as of an RFC 3339 time (the snapshot current then), or one table at a snapshot id")
@@ -252,7 +253,7 @@ not read yet (query it with ClickHouse's icebergS3).`,
 // lakeSQL rewrites a query's lake table names to ClickHouse's Iceberg reader of their
 // current metadata, resolving the snapshots opt and the query's FOR ... AS OF clauses
 // name against the same metadata.
-func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt asOfOptions) (string, error) {
+func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt lakesql.AsOf) (string, error) {
 	lh, err := openLakehouse(ctx, cfg)
 	if err != nil {
 		return "", err
@@ -262,7 +263,7 @@ func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt
 	if err != nil {
 		return "", fmt.Errorf("query: %w", err)
 	}
-	byName := map[string]lakeTable{}
+	byName := map[string]lakesql.Table{}
 	loaded := map[string]*table.Table{}
 	for _, t := range tables {
 		byName[t.Name], loaded[t.Name] = t.Local, t.tbl
@@ -279,7 +280,7 @@ func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt
 		a.log.Debug("query as of", "table", name, "as_of", r.String(), "snapshot", s.SnapshotID)
 		return s.SnapshotID, nil
 	}
-	sql, used, err := rewriteLakeSQL(query, byName, opt)
+	sql, used, err := lakesql.Rewrite(query, byName, opt)
 	if err != nil {
 		return "", &exitError{exitUsage, fmt.Errorf("query: %w", err)}
 	}

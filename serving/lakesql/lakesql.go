@@ -1,4 +1,10 @@
-package main
+// Package lakesql rewrites a query over the lake's tables, named as in the catalog
+// (silver.orders), into ClickHouse SQL that reads each through ClickHouse's Iceberg reader
+// at its current metadata file or, with FOR VERSION|TIMESTAMP AS OF or a global as-of,
+// at a past snapshot. It tokenizes only what it must (quotes, comments, identifiers), so
+// a name inside a string or a comment is left alone; input is bounded (MaxQueryLen) and
+// fuzzed (FuzzRewriteLakeSQL). goldbridge query is its user.
+package lakesql
 
 import (
 	"errors"
@@ -10,10 +16,10 @@ import (
 	"goldbridge/lakehouse/asof"
 )
 
-// maxQueryLen bounds the SQL text goldbridge query accepts.
-const maxQueryLen = 1 << 20
+// MaxQueryLen bounds the SQL text goldbridge query accepts.
+const MaxQueryLen = 1 << 20
 
-// lakeQuerySettings are the ClickHouse settings every goldbridge query runs with.
+// QuerySettings are the ClickHouse settings every goldbridge query runs with.
 //
 // optimize_trivial_count_query=0: ClickHouse 26.7.2 (libchdb 26.7.3-stable.1, the newest
 // build) answers a bare count() over an Iceberg table (count(*), count() WHERE 1 too)
@@ -25,46 +31,46 @@ const maxQueryLen = 1 << 20
 // SETTINGS iceberg_snapshot_id), whose deletes the current metadata does not show. On
 // a table without deletes it costs a read of the Parquet footers (0.33 s instead of
 // 0.01 s for 100k Bronze rows in 4 files).
-func lakeQuerySettings() url.Values {
+func QuerySettings() url.Values {
 	return url.Values{"optimize_trivial_count_query": {"0"}}
 }
 
-// lakeTable is where ClickHouse's Iceberg reader finds one lake table.
-type lakeTable struct {
+// Table is where ClickHouse's Iceberg reader finds one lake table.
+type Table struct {
 	Dir      string // the table's directory (its location as a local path)
 	Metadata string // the current metadata file, absolute
 }
 
-// tableFunction is the ClickHouse Iceberg table function reading t as of its current
+// TableFunction is the ClickHouse Iceberg table function reading t as of its current
 // metadata file (not the newest file in the directory: a failed commit may leave one).
-func (t lakeTable) tableFunction() string {
-	return "icebergLocal(" + sqlString(t.Dir) + ", SETTINGS iceberg_metadata_file_path = " + sqlString(t.Metadata) + ")"
+func (t Table) TableFunction() string {
+	return "icebergLocal(" + quote(t.Dir) + ", SETTINGS iceberg_metadata_file_path = " + quote(t.Metadata) + ")"
 }
 
-// sqlString quotes s as a ClickHouse string literal.
-func sqlString(s string) string {
+// quote quotes s as a ClickHouse string literal.
+func quote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
 
-// asOfOptions are the reads of past snapshots in a query: Global, goldbridge query's
+// AsOf are the reads of past snapshots in a query: Global, goldbridge query's
 // --as-of, for every lake table named without a clause of its own ("FOR VERSION AS OF
 // <snapshot id>", "FOR TIMESTAMP AS OF '<RFC 3339>'" after the name); Resolve turns a
 // table's reference into the snapshot id to read. The zero value reads current
 // snapshots only (a clause is then an error).
-type asOfOptions struct {
+type AsOf struct {
 	Global  *asof.Ref
 	Resolve func(name string, r asof.Ref) (int64, error)
 }
 
-// rewriteLakeSQL replaces every reference to a lake table by name ("silver.orders",
+// Rewrite replaces every reference to a lake table by name ("silver.orders",
 // "`silver`.`orders`") with the Iceberg table function of tables[name], and a reference
-// read as of a snapshot (see asOfOptions) with a subquery reading that snapshot;
+// read as of a snapshot (see AsOf) with a subquery reading that snapshot;
 // names inside string literals and comments are left alone, as are longer chains
 // (silver.orders.id). It returns the rewritten text and the tables it referenced, in
 // order of first use.
-func rewriteLakeSQL(sql string, tables map[string]lakeTable, opt asOfOptions) (string, []string, error) {
-	if len(sql) > maxQueryLen {
-		return "", nil, fmt.Errorf("query is %d bytes, more than the %d allowed", len(sql), maxQueryLen)
+func Rewrite(sql string, tables map[string]Table, opt AsOf) (string, []string, error) {
+	if len(sql) > MaxQueryLen {
+		return "", nil, fmt.Errorf("query is %d bytes, more than the %d allowed", len(sql), MaxQueryLen)
 	}
 	resolve := opt.Resolve
 	if resolve == nil {
@@ -75,7 +81,7 @@ func rewriteLakeSQL(sql string, tables map[string]lakeTable, opt asOfOptions) (s
 	if opt.Global != nil && !opt.Global.IsTime() {
 		// A first pass, resolving nothing, finds the tables the snapshot id applies to:
 		// an id is one table's.
-		dry := lakeRewriter{tables: tables, ref: opt.Global, resolve: func(string, asof.Ref) (int64, error) { return 0, nil }}
+		dry := rewriter{tables: tables, ref: opt.Global, resolve: func(string, asof.Ref) (int64, error) { return 0, nil }}
 		if err := dry.rewrite(sql); err != nil {
 			return "", nil, err
 		}
@@ -84,16 +90,16 @@ func rewriteLakeSQL(sql string, tables map[string]lakeTable, opt asOfOptions) (s
 				opt.Global.ID, strings.Join(dry.global, " and "))
 		}
 	}
-	r := lakeRewriter{tables: tables, ref: opt.Global, resolve: resolve}
+	r := rewriter{tables: tables, ref: opt.Global, resolve: resolve}
 	if err := r.rewrite(sql); err != nil {
 		return "", nil, err
 	}
 	return r.out.String(), r.used, nil
 }
 
-// lakeRewriter is one rewrite of a query (rewriteLakeSQL).
-type lakeRewriter struct {
-	tables   map[string]lakeTable
+// rewriter is one rewrite of a query (Rewrite).
+type rewriter struct {
+	tables   map[string]Table
 	ref      *asof.Ref // global: the --as-of of tables without a clause, or nil
 	resolve  func(name string, r asof.Ref) (int64, error)
 	out      strings.Builder
@@ -103,7 +109,7 @@ type lakeRewriter struct {
 	settings bool     // the query names ClickHouse's own time-travel settings
 }
 
-func (r *lakeRewriter) rewrite(sql string) error {
+func (r *rewriter) rewrite(sql string) error {
 	r.out.Grow(len(sql))
 	i := 0
 	for i < len(sql) {
@@ -164,7 +170,7 @@ const (
 
 // name rewrites the identifier chain at sql[i:] and returns the index after it (and
 // after its as-of clause).
-func (r *lakeRewriter) name(sql string, i int) (int, error) {
+func (r *rewriter) name(sql string, i int) (int, error) {
 	parts, j, err := identChain(sql, i)
 	if err != nil {
 		return 0, err
@@ -192,7 +198,7 @@ func (r *lakeRewriter) name(sql string, i int) (int, error) {
 		}
 	}
 	if !clause && r.ref == nil {
-		r.out.WriteString(t.tableFunction())
+		r.out.WriteString(t.TableFunction())
 		return j, nil
 	}
 	r.asOf = true
@@ -200,7 +206,7 @@ func (r *lakeRewriter) name(sql string, i int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	fmt.Fprintf(&r.out, "(SELECT * FROM %s SETTINGS %s = %d)", t.tableFunction(), settingSnapshotID, id)
+	fmt.Fprintf(&r.out, "(SELECT * FROM %s SETTINGS %s = %d)", t.TableFunction(), settingSnapshotID, id)
 	return end, nil
 }
 

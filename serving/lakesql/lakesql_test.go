@@ -1,4 +1,4 @@
-package main
+package lakesql
 
 import (
 	"fmt"
@@ -11,12 +11,12 @@ import (
 )
 
 func TestRewriteLakeSQL(t *testing.T) {
-	tables := map[string]lakeTable{
+	tables := map[string]Table{
 		"silver.orders":            {Dir: "/w/silver.db/orders", Metadata: "/w/silver.db/orders/metadata/00002-a.metadata.json"},
 		"silver.orders_quarantine": {Dir: "/w/it's", Metadata: `/w/it's/m\1.json`},
 	}
-	fn := tables["silver.orders"].tableFunction()
-	q := tables["silver.orders_quarantine"].tableFunction()
+	fn := tables["silver.orders"].TableFunction()
+	q := tables["silver.orders_quarantine"].TableFunction()
 	for _, tc := range []struct{ in, want string }{
 		{"SELECT count() FROM silver.orders", "SELECT count() FROM " + fn},
 		{"SELECT error_reason, count() FROM silver.orders_quarantine GROUP BY 1", "SELECT error_reason, count() FROM " + q + " GROUP BY 1"},
@@ -28,7 +28,7 @@ func TestRewriteLakeSQL(t *testing.T) {
 		{"SELECT 1.5 FROM silver.ordersx", "SELECT 1.5 FROM silver.ordersx"},
 		{"SELECT 'a\\'silver.orders'", "SELECT 'a\\'silver.orders'"},
 	} {
-		got, _, err := rewriteLakeSQL(tc.in, tables, asOfOptions{})
+		got, _, err := Rewrite(tc.in, tables, AsOf{})
 		if err != nil || got != tc.want {
 			t.Errorf("%q:\n got %q, %v\nwant %q", tc.in, got, err, tc.want)
 		}
@@ -36,12 +36,12 @@ func TestRewriteLakeSQL(t *testing.T) {
 	if want := `icebergLocal('/w/it\'s', SETTINGS iceberg_metadata_file_path = '/w/it\'s/m\\1.json')`; q != want {
 		t.Errorf("quoting: %s, want %s", q, want)
 	}
-	_, used, _ := rewriteLakeSQL("SELECT * FROM silver.orders a, silver.orders_quarantine b, silver.orders c", tables, asOfOptions{})
+	_, used, _ := Rewrite("SELECT * FROM silver.orders a, silver.orders_quarantine b, silver.orders c", tables, AsOf{})
 	if strings.Join(used, ",") != "silver.orders,silver.orders_quarantine" {
 		t.Errorf("used %v", used)
 	}
-	for _, bad := range []string{"SELECT 'open", "SELECT /* open", "SELECT `open", strings.Repeat("x", maxQueryLen+1)} {
-		if _, _, err := rewriteLakeSQL(bad, tables, asOfOptions{}); err == nil {
+	for _, bad := range []string{"SELECT 'open", "SELECT /* open", "SELECT `open", strings.Repeat("x", MaxQueryLen+1)} {
+		if _, _, err := Rewrite(bad, tables, AsOf{}); err == nil {
 			t.Errorf("%.20q: no error", bad)
 		}
 	}
@@ -53,10 +53,10 @@ func FuzzRewriteLakeSQL(f *testing.F) {
 	for _, s := range []string{"SELECT * FROM silver.orders", "SELECT 'x' -- c\n/* d */ `silver`.`orders`.a", "\"a\"\"b\".c", "1.e5silver.orders"} {
 		f.Add(s)
 	}
-	tables := map[string]lakeTable{"silver.orders": {Dir: "/d", Metadata: "/d/m.json"}}
-	fn := tables["silver.orders"].tableFunction()
+	tables := map[string]Table{"silver.orders": {Dir: "/d", Metadata: "/d/m.json"}}
+	fn := tables["silver.orders"].TableFunction()
 	f.Fuzz(func(t *testing.T, in string) {
-		out, used, err := rewriteLakeSQL(in, tables, asOfOptions{})
+		out, used, err := Rewrite(in, tables, AsOf{})
 		if err != nil {
 			return
 		}
@@ -74,7 +74,7 @@ func FuzzRewriteLakeSQL(f *testing.F) {
 // the setting per subquery, not among a table function's settings); what would be
 // ambiguous or contradictory is refused.
 func TestRewriteAsOf(t *testing.T) {
-	tables := map[string]lakeTable{
+	tables := map[string]Table{
 		"silver.orders": {Dir: "/w/o", Metadata: "/w/o/m.json"},
 		"bronze.orders": {Dir: "/w/b", Metadata: "/w/b/m.json"},
 	}
@@ -86,7 +86,7 @@ func TestRewriteAsOf(t *testing.T) {
 		}
 		return r.ID + 1, nil
 	}
-	o, b := tables["silver.orders"].tableFunction(), tables["bronze.orders"].tableFunction()
+	o, b := tables["silver.orders"].TableFunction(), tables["bronze.orders"].TableFunction()
 	at := asof.Ref{At: time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)}
 	id := asof.Ref{ID: 41}
 	sub := func(fn string, id int) string {
@@ -110,7 +110,7 @@ func TestRewriteAsOf(t *testing.T) {
 			asked: []string{"silver.orders snapshot 41", "bronze.orders snapshot 9"}},
 	} {
 		asked = nil
-		got, _, err := rewriteLakeSQL(tc.in, tables, asOfOptions{Global: tc.global, Resolve: resolve})
+		got, _, err := Rewrite(tc.in, tables, AsOf{Global: tc.global, Resolve: resolve})
 		if err != nil || got != tc.want || !slices.Equal(asked, tc.asked) {
 			t.Errorf("%q:\n got %q, %v (resolved %q)\nwant %q (%q)", tc.in, got, err, asked, tc.want, tc.asked)
 		}
@@ -134,15 +134,15 @@ func TestRewriteAsOf(t *testing.T) {
 		{in: "SELECT * FROM silver.orders SETTINGS iceberg_snapshot_id = 3", global: &at, opt: true, err: "the query sets iceberg_snapshot_id or iceberg_timestamp_ms itself"},
 		{in: "SELECT * FROM silver.orders FOR VERSION AS OF 5 SETTINGS ICEBERG_TIMESTAMP_MS = 3", opt: true, err: "the query sets iceberg_snapshot_id"},
 	} {
-		opt := asOfOptions{Global: tc.global}
+		opt := AsOf{Global: tc.global}
 		if tc.opt {
 			opt.Resolve = resolve
 		}
-		if _, _, err := rewriteLakeSQL(tc.in, tables, opt); err == nil || !strings.Contains(err.Error(), tc.err) {
+		if _, _, err := Rewrite(tc.in, tables, opt); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%q: %v, want %q", tc.in, err, tc.err)
 		}
 	}
-	if _, _, err := rewriteLakeSQL("SELECT 1 FROM silver.orders SETTINGS iceberg_snapshot_id = 3", tables, asOfOptions{}); err != nil {
+	if _, _, err := Rewrite("SELECT 1 FROM silver.orders SETTINGS iceberg_snapshot_id = 3", tables, AsOf{}); err != nil {
 		t.Errorf("the setting alone, as before: %v", err)
 	}
 }
