@@ -86,46 +86,33 @@ func describeTable(name string, tbl *table.Table) tableInfo {
 		ti.Deletes = strconv.FormatInt(eq+pos, 10)
 	}
 	// The newest commit that records a watermark (compactions and maintenance may not).
-	for s := snap; s != nil; {
-		if s.Summary != nil {
-			for _, w := range watermarkProps {
-				if v := s.Summary.Properties[w.prop]; v != "" {
-					ti.Watermark = w.layer + "@" + v
-				}
+	if s := catalog.NewestWith(tbl, silver.PropBronzeSnapshot, gold.PropSilverSnapshot); s != nil {
+		for _, w := range watermarkProps {
+			if v := s.Summary.Properties[w.prop]; v != "" {
+				ti.Watermark = w.layer + "@" + v
 			}
 		}
-		if ti.Watermark != "" || s.ParentSnapshotID == nil {
-			break
-		}
-		s = tbl.SnapshotByID(*s.ParentSnapshotID)
 	}
-	ti.Undeclared = undeclaredOf(tbl, snap)
+	ti.Undeclared = undeclaredOf(tbl)
 	return ti
 }
 
-// undeclaredOf reads the undeclared fields of the newest commit from snap back that
-// records a Silver quality report (compactions do not): their number, "+" with overflow.
-func undeclaredOf(tbl *table.Table, snap *table.Snapshot) string {
-	for s := snap; s != nil; {
-		if s.Summary != nil {
-			if v, ok := s.Summary.Properties[silver.PropQuality]; ok {
-				var q silver.Quality
-				if json.Unmarshal([]byte(v), &q) != nil {
-					return "?"
-				}
-				n := strconv.Itoa(len(q.Undeclared))
-				if q.UndeclaredOverflow > 0 {
-					n += "+"
-				}
-				return n
-			}
-		}
-		if s.ParentSnapshotID == nil {
-			break
-		}
-		s = tbl.SnapshotByID(*s.ParentSnapshotID)
+// undeclaredOf reads the undeclared fields of the newest commit that records a Silver
+// quality report (compactions do not): their number, "+" with overflow.
+func undeclaredOf(tbl *table.Table) string {
+	s := catalog.NewestWith(tbl, silver.PropQuality)
+	if s == nil {
+		return ""
 	}
-	return ""
+	var q silver.Quality
+	if json.Unmarshal([]byte(s.Summary.Properties[silver.PropQuality]), &q) != nil {
+		return "?"
+	}
+	n := strconv.Itoa(len(q.Undeclared))
+	if q.UndeclaredOverflow > 0 {
+		n += "+"
+	}
+	return n
 }
 
 func orZero(s string) string {

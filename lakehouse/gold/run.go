@@ -397,17 +397,8 @@ func StartSnapshots(tbl *table.Table, source string) map[string]int64 {
 // lastSummary is the summary of the newest Gold commit that records a Silver watermark
 // (a run's commit), or nil.
 func lastSummary(tbl *table.Table) iceberg.Properties {
-	md := tbl.Metadata()
-	for s := tbl.CurrentSnapshot(); s != nil; {
-		if s.Summary != nil {
-			if _, ok := s.Summary.Properties[PropSilverSnapshot]; ok {
-				return s.Summary.Properties
-			}
-		}
-		if s.ParentSnapshotID == nil {
-			break
-		}
-		s = md.SnapshotByID(*s.ParentSnapshotID)
+	if s := catalog.NewestWith(tbl, PropSilverSnapshot); s != nil {
+		return s.Summary.Properties
 	}
 	return nil
 }

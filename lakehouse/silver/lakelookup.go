@@ -191,25 +191,17 @@ func (e *engine) lookupVersions() map[string]string {
 // recordedLookups returns the lookup versions recorded by the newest Silver commit of
 // tbl (the one that records a Bronze watermark: maintenance commits record none).
 func recordedLookups(tbl *table.Table) map[string]string {
-	md := tbl.Metadata()
-	for s := tbl.CurrentSnapshot(); s != nil; {
-		if s.Summary != nil {
-			if _, ok := s.Summary.Properties[PropBronzeSnapshot]; ok {
-				out := map[string]string{}
-				for k, v := range s.Summary.Properties {
-					if id, ok := strings.CutPrefix(k, PropLookupPrefix); ok {
-						out[id] = v
-					}
-				}
-				return out
-			}
-		}
-		if s.ParentSnapshotID == nil {
-			break
-		}
-		s = md.SnapshotByID(*s.ParentSnapshotID)
+	s := catalog.NewestWith(tbl, PropBronzeSnapshot)
+	if s == nil {
+		return nil
 	}
-	return nil
+	out := map[string]string{}
+	for k, v := range s.Summary.Properties {
+		if id, ok := strings.CutPrefix(k, PropLookupPrefix); ok {
+			out[id] = v
+		}
+	}
+	return out
 }
 
 // lookupProps are the snapshot-summary properties recording the engine's lookups.

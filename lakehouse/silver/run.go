@@ -496,20 +496,12 @@ func (e *engine) writeTable(tbl *table.Table) (*table.Table, error) {
 // Watermark returns the Bronze snapshot id recorded by the newest commit of a Silver (or
 // quarantine) table that has one, or 0.
 func Watermark(tbl *table.Table) int64 {
-	md := tbl.Metadata()
-	for s := tbl.CurrentSnapshot(); s != nil; {
-		if s.Summary != nil {
-			if v, ok := s.Summary.Properties[PropBronzeSnapshot]; ok {
-				id, _ := strconv.ParseInt(v, 10, 64)
-				return id
-			}
-		}
-		if s.ParentSnapshotID == nil {
-			break
-		}
-		s = md.SnapshotByID(*s.ParentSnapshotID)
+	s := catalog.NewestWith(tbl, PropBronzeSnapshot)
+	if s == nil {
+		return 0
 	}
-	return 0
+	id, _ := strconv.ParseInt(s.Summary.Properties[PropBronzeSnapshot], 10, 64)
+	return id
 }
 
 // engine holds the compiled entity and the state of one run.
