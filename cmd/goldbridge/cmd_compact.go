@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -21,34 +22,25 @@ Silver's Bronze watermark, so silver continues where it was and gold recomputes 
 Run it periodically (e.g. daily). Running it again with nothing to do commits nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, done, err := a.openWriter(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			cfg := p.cfg
-			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
-				return err
-			}
-			name := args[0]
-			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, args, nil)
-			if err != nil {
-				return err
-			}
-			defer release()
-			lh := p.lh
-			res, err := silver.Compact(ctx, lh, cfg.Entities[name].Silver.Table)
-			if err != nil {
-				return err
-			}
-			if res.SnapshotID == 0 {
-				fmt.Fprintf(a.stdout, "compact %s: nothing to compact (%.2fs)\n", name, res.Elapsed.Seconds())
-				return nil
-			}
-			fmt.Fprintf(a.stdout, "compact %s: %d partitions, %d data files -> %d, %d delete files removed, %.1f MB -> %.1f MB, %.2fs, snapshot %d\n",
-				name, res.Partitions, res.DataFilesRemoved, res.DataFilesAdded, res.DeleteFilesRemoved,
-				float64(res.BytesBefore)/1e6, float64(res.BytesAfter)/1e6, res.Elapsed.Seconds(), res.SnapshotID)
-			return nil
+			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *pipeline, names []string) error {
+				return a.compact(ctx, p, names[0])
+			})
 		},
 	}
+}
+
+// compact compacts one entity's Silver table (silver.Compact) and prints the result.
+func (a *app) compact(ctx context.Context, p *pipeline, name string) error {
+	res, err := silver.Compact(ctx, p.lh, p.cfg.Entities[name].Silver.Table)
+	if err != nil {
+		return err
+	}
+	if res.SnapshotID == 0 {
+		fmt.Fprintf(a.stdout, "compact %s: nothing to compact (%.2fs)\n", name, res.Elapsed.Seconds())
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "compact %s: %d partitions, %d data files -> %d, %d delete files removed, %.1f MB -> %.1f MB, %.2fs, snapshot %d\n",
+		name, res.Partitions, res.DataFilesRemoved, res.DataFilesAdded, res.DeleteFilesRemoved,
+		float64(res.BytesBefore)/1e6, float64(res.BytesAfter)/1e6, res.Elapsed.Seconds(), res.SnapshotID)
+	return nil
 }

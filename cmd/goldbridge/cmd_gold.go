@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -23,23 +24,10 @@ mart) and exits with code 3; the next passing run closes it. --full recomputes e
 partition; --rebuild drops the Gold table and computes it again (what a changed mart
 definition does unless its on_change is fail).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, done, err := a.openWriter(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			cfg := p.cfg
-			marts, err := selectNames("mart", cfg.Marts, args)
-			if err != nil {
-				return err
-			}
-			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, nil, marts)
-			if err != nil {
-				return err
-			}
-			defer release()
-			p.full, p.rebuild = full, rebuild
-			return p.gold(ctx, marts)
+			return a.oneStage(cmd.Context(), "mart", args, func(ctx context.Context, p *pipeline, marts []string) error {
+				p.full, p.rebuild = full, rebuild
+				return p.gold(ctx, marts)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "recompute every partition")

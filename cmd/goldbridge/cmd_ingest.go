@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"time"
 
@@ -26,23 +27,10 @@ dangling symbolic link) is quarantined: listed in the summary and the
 goldbridge_quarantined_files metric, recorded in the Bronze table, and skipped until its
 content changes; --retry-quarantined reads it again now. The other files are ingested.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, done, err := a.openWriter(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			cfg := p.cfg
-			entities, err := selectNames("entity", cfg.Entities, args)
-			if err != nil {
-				return err
-			}
-			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, entities, nil)
-			if err != nil {
-				return err
-			}
-			defer release()
-			p.reingest, p.retryQuarantined = reingest, retryQuarantined
-			return p.ingest(ctx, entities)
+			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *pipeline, entities []string) error {
+				p.reingest, p.retryQuarantined = reingest, retryQuarantined
+				return p.ingest(ctx, entities)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&reingest, "reingest", false, "read again landing files that changed after they were ingested (their rows land twice in Bronze)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -21,22 +22,9 @@ mode). Running it again without new Bronze rows changes nothing. The quality rep
 schema, aggregates) is printed and stored in the Silver snapshot summary as
 goldbridge.quality.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, done, err := a.openWriter(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			cfg := p.cfg
-			entities, err := selectNames("entity", cfg.Entities, args)
-			if err != nil {
-				return err
-			}
-			ctx, release, err := a.claimAll(cmd.Context(), p.lh, cfg, entities, nil)
-			if err != nil {
-				return err
-			}
-			defer release()
-			return p.silver(ctx, entities)
+			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *pipeline, entities []string) error {
+				return p.silver(ctx, entities)
+			})
 		},
 	}
 }

@@ -87,6 +87,33 @@ func selectNames[V any](kind string, all map[string]V, requested []string) ([]st
 	return requested, nil
 }
 
+// oneStage is the path of every one-stage command that writes: open the state as the
+// writer, select the named entities or marts (all when none is named, an unknown name
+// is a usage error), lease them for the command's life (leases.go: strict, exit 7 when
+// another worker holds one), then run. kind is "entity" or "mart".
+func (a *app) oneStage(ctx context.Context, kind string, args []string, run func(ctx context.Context, p *pipeline, names []string) error) error {
+	p, done, err := a.openWriter(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var entities, marts []string
+	if kind == "mart" {
+		marts, err = selectNames(kind, p.cfg.Marts, args)
+	} else {
+		entities, err = selectNames(kind, p.cfg.Entities, args)
+	}
+	if err != nil {
+		return err
+	}
+	ctx, release, err := a.claimAll(ctx, p.lh, p.cfg, entities, marts)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return run(ctx, p, append(entities, marts...))
+}
+
 // entitySpec converts an entity's config into the silver package's spec.
 func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 	e := cfg.Entities[name]
