@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/user"
 	"slices"
@@ -141,6 +142,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 				return nil
 			}
 			printForgetRun(a.stdout, res, req)
+			printLookupCopies(a.stdout, cfg, args[0])
 			if err := a.syncStage(ctx, p, "sync", res.Marts, serveOptions{purge: true}); err != nil {
 				return fmt.Errorf("forget %s: the lakehouse is clean, but pushing the recomputed marts to ClickHouse failed (run sync or forget again): %w", args[0], err)
 			}
@@ -215,6 +217,23 @@ func forgetTarget(cfg *config.Config, entity string) (forget.Target, error) {
 		t.Marts = append(t.Marts, ms)
 	}
 	return t, nil
+}
+
+// printLookupCopies names the entities whose Silver rows carry columns of entity through a
+// lookup (lookup.entity): a forget of entity does not rebuild them; their next run does
+// (the lookup changed under their rows: docs/silver.md "Lookups"), and their older
+// snapshots go with maintenance's retention (docs/privacy.md).
+func printLookupCopies(w io.Writer, cfg *config.Config, entity string) {
+	var deps []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Entities)) {
+		if slices.Contains(cfg.LookupEntities(name), entity) {
+			deps = append(deps, name)
+		}
+	}
+	if len(deps) > 0 {
+		fmt.Fprintf(w, "  note: %s look up %s: their Silver copies of its columns are rebuilt by their next run (or `goldbridge replay ENTITY` now); their older snapshots expire with maintenance\n",
+			strings.Join(deps, ", "), entity)
+	}
 }
 
 // martNames are the names of a forget's marts.

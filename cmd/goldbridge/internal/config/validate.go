@@ -735,6 +735,8 @@ func (c *Config) validateRules(v *validator, entity, sp string, sv Silver, cols 
 					v.add(name, "names no lookup column")
 				} else if _, ok := remote[lc.From]; remote != nil && !ok {
 					v.add(name, "entity %s has no Silver column %q", lk.Entity, lc.From)
+				} else if remote != nil && c.piiColumn(lk.Entity, lc.From) {
+					v.add(name, "column %q of entity %s is encrypted personal data (entities.%s.pii): a lookup would copy it where `goldbridge forget %s --shred` cannot erase it", lc.From, lk.Entity, lk.Entity, lk.Entity)
 				}
 				if _, dup := cols[lc.As]; dup {
 					v.add(name, "column %q already exists (name it: columns: {new_name: %s})", lc.As, lc.From)
@@ -1244,4 +1246,25 @@ func (c *Config) LookupEntities(entity string) []string {
 		}
 	}
 	return out
+}
+
+// piiColumn reports whether a Silver column of entity holds one of its pii.fields
+// (crypto-shredded: decrypted only while Silver parses).
+func (c *Config) piiColumn(entity, column string) bool {
+	e := c.Entities[entity]
+	if e.PII == nil {
+		return false
+	}
+	for _, col := range e.Silver.Columns {
+		if col.Name != column {
+			continue
+		}
+		path := col.Path
+		if path == "" {
+			path = "$." + col.Name
+		}
+		top, _, _ := strings.Cut(strings.TrimPrefix(path, "$."), ".")
+		return slices.ContainsFunc(e.PII.Fields, func(f string) bool { return PIIKey(f) == top })
+	}
+	return false
 }
