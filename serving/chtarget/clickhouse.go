@@ -10,7 +10,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	gosync "sync"
+	"sync"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -47,7 +47,7 @@ type ClickHouse struct {
 	// <t>_final, which reads every shard.
 	local bool
 
-	mu      gosync.Mutex
+	mu      sync.Mutex
 	ensured map[string]ensured // by mart: Prepare's outcome, for the next Ensure
 }
 

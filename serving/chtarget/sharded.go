@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	gosync "sync"
+	"sync"
 
 	"github.com/apache/iceberg-go/table"
 	"github.com/cespare/xxhash/v2"
@@ -66,8 +66,8 @@ func Home(id string, n int) int { return int(xxhash.Sum64String(id) % uint64(n))
 // each runs fn for every node, shards in parallel, and joins the errors, each named by
 // its node.
 func (s *Sharded) each(fn func(shard int, t *ClickHouse) error) error {
-	var wg gosync.WaitGroup
-	var mu gosync.Mutex
+	var wg sync.WaitGroup
+	var mu sync.Mutex
 	var errs []error
 	for i, nodes := range s.shards {
 		for _, t := range nodes {
@@ -87,7 +87,7 @@ func (s *Sharded) each(fn func(shard int, t *ClickHouse) error) error {
 // Ensure implements hot.Target on every node; the served table is rebuilt when it differs
 // on any node.
 func (s *Sharded) Ensure(ctx context.Context, m *serving.Mart, tbl *table.Table, rebuild bool) (hot.Outcome, error) {
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	var out hot.Outcome
 	err := s.each(func(_ int, t *ClickHouse) error {
 		o, err := t.Ensure(ctx, m, tbl, rebuild)
@@ -112,7 +112,7 @@ type nodeServed struct {
 // with no state, so that a Sync drops it when it left the window and pushes it (dropping
 // the strays) when it is hot.
 func (s *Sharded) Partitions(ctx context.Context, m *serving.Mart) (hot.Served, error) {
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	var all []nodeServed
 	err := s.each(func(shard int, t *ClickHouse) error {
 		sv, err := t.Partitions(ctx, m)
@@ -176,7 +176,7 @@ func sameState(a, b hot.State) bool {
 // and nodes in parallel. An error names every node that failed; the others published.
 func (s *Sharded) Publish(ctx context.Context, m *serving.Mart, tbl *table.Table, b hot.Batch) (hot.Published, error) {
 	n := len(s.shards)
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	var pub hot.Published
 	pub.Push.ByID = map[string]int64{}
 	err := s.each(func(shard int, t *ClickHouse) error {
@@ -269,7 +269,7 @@ func sameLevels(a, b map[string]*hot.LevelStats) bool {
 
 // Storage implements StorageReporter: the sums over every node.
 func (s *Sharded) Storage(ctx context.Context, m *serving.Mart) (hot.Storage, error) {
-	var mu gosync.Mutex
+	var mu sync.Mutex
 	var sum hot.Storage
 	err := s.each(func(_ int, t *ClickHouse) error {
 		st, err := t.Storage(ctx, m)
