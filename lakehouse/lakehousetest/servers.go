@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	iceio "github.com/apache/iceberg-go/io"
+
 	"goldbridge/lakehouse/catalog"
 )
 
@@ -50,7 +52,37 @@ func (s *SeaweedFS) Start(t testing.TB) {
 	if out, err := script("seaweedfs.sh", s.env, "start", s.dir); err != nil {
 		t.Fatalf("start seaweedfs: %v\n%s\n%s", err, out, tailFile(filepath.Join(s.dir, "stdout")))
 	}
+	s.waitBucket(t)
 	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
+}
+
+// waitBucket returns once an object can be written to Bucket: weed answers S3 before it
+// has created its buckets, and an anonymous request cannot tell a missing bucket from a
+// refused one.
+func (s *SeaweedFS) waitBucket(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	props := map[string]string{iceio.S3EndpointURL: s.Endpoint, iceio.S3Region: "us-east-1",
+		iceio.S3AccessKeyID: s.AccessKey, iceio.S3SecretAccessKey: s.SecretKey, iceio.S3ForceVirtualAddressing: "false"}
+	probe := "s3://" + s.Bucket + "/.goldbridge-test-ready"
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var fs iceio.IO
+		if fs, err = iceio.LoadFS(ctx, props, probe); err != nil {
+			continue
+		}
+		w, ok := fs.(iceio.WriteFileIO)
+		if !ok {
+			t.Fatalf("the S3 file IO %T cannot write", fs)
+		}
+		if err = w.WriteFile(probe, nil); err == nil {
+			if err := fs.Remove(probe); err != nil {
+				t.Fatalf("seaweedfs bucket %s: %v", s.Bucket, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("seaweedfs bucket %s not writable after 30 s: %v", s.Bucket, err)
 }
 
 // Stop stops the server (data stays in its directory); Start brings it back on the same

@@ -615,6 +615,13 @@ func walkDirectory(fsys iceio.IO, root string, fn func(path string, info stdfs.F
 	if listable, ok := fsys.(iceio.ListableIO); ok {
 		return listable.WalkDir(root, func(path string, d stdfs.DirEntry, err error) error {
 			if err != nil {
+				// A directory listed but gone when read holds no file: an object store
+				// that keeps emptied directories (SeaweedFS) lists them, as does one
+				// whose last file was deleted meanwhile. Purge skips them the same way.
+				if errors.Is(err, stdfs.ErrNotExist) {
+					return nil
+				}
+
 				return err
 			}
 
