@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/cmd/goldbridge/internal/hotconn"
 	"goldbridge/serving/chlocal"
 )
 
@@ -41,7 +39,7 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 			if !cfg.ClickHouse.IsEmbedded() {
 				return &exitError{exitUsage, fmt.Errorf("clickhouse serve: the config has clickhouse.embedded: false")}
 			}
-			opt, err := embeddedOptions(cfg)
+			opt, err := hotconn.EmbeddedOptions(cfg)
 			if err != nil {
 				return err
 			}
@@ -65,12 +63,12 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 			// that stops it: confined in the foreground, it could not stop itself.
 			opt.Stderr = a.stderr
 			ctx := cmd.Context()
-			_, stop, err := a.startServer(ctx, opt)
+			_, stop, err := a.ch().StartServer(ctx, opt)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil // stopped while starting: Start killed the child
 				}
-				return fmt.Errorf("clickhouse serve: %w", portsAdvice(cfg, err))
+				return fmt.Errorf("clickhouse serve: %w", hotconn.PortsAdvice(cfg, err))
 			}
 			a.log.Info("clickhouse serve", "path", opt.Path, "tcp_port", opt.TCPPort, "http_port", opt.HTTPPort, "read_dirs", strings.Join(opt.ReadDirs, ","))
 			<-ctx.Done()
@@ -95,12 +93,12 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 				return err
 			}
 			ctx := cmd.Context()
-			base, stop, err := a.clickhouseHTTP(ctx, cfg)
+			base, stop, err := a.ch().HTTP(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			pw, err := clickhousePassword(cfg)
+			pw, err := hotconn.Password(cfg)
 			if err != nil {
 				return err
 			}
@@ -109,30 +107,6 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 	}
 	cmd.AddCommand(serve, query)
 	return cmd
-}
-
-// clickhouseHTTP returns the HTTP base URL of the configured ClickHouse; the embedded
-// server is found running or started (useEmbedded), and the returned function stops a
-// server it started.
-func (a *app) clickhouseHTTP(ctx context.Context, cfg *config.Config) (string, func(), error) {
-	ch := cfg.ClickHouse
-	if !ch.IsEmbedded() {
-		scheme := "http"
-		if ch.TLS.Enabled {
-			scheme = "https"
-		}
-		// The HTTP port of an external server is not configured separately yet: assume 8123.
-		host := ch.Addresses[0]
-		if i := strings.LastIndexByte(host, ':'); i >= 0 {
-			host = host[:i]
-		}
-		return fmt.Sprintf("%s://%s:8123", scheme, host), func() {}, nil
-	}
-	_, stop, err := a.useEmbedded(ctx, cfg)
-	if err != nil {
-		return "", nil, err
-	}
-	return "http://" + net.JoinHostPort(chlocal.DefaultListenHost, strconv.Itoa(ch.Local.HTTPPort)), stop, nil
 }
 
 // httpQuery runs one statement over the HTTP interface as user, with the given settings

@@ -22,7 +22,7 @@ Silver's Bronze watermark, so silver continues where it was and gold recomputes 
 Run it periodically (e.g. daily). Running it again with nothing to do commits nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *pipeline, names []string) error {
+			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *job, names []string) error {
 				return a.compact(ctx, p, names[0])
 			})
 		},
@@ -30,8 +30,8 @@ Run it periodically (e.g. daily). Running it again with nothing to do commits no
 }
 
 // compact compacts one entity's Silver table (silver.Compact) and prints the result.
-func (a *app) compact(ctx context.Context, p *pipeline, name string) error {
-	res, err := silver.Compact(ctx, p.lh, p.cfg.Entities[name].Silver.Table)
+func (a *app) compact(ctx context.Context, p *job, name string) error {
+	res, err := silver.Compact(ctx, p.Lake, p.cfg.Entities[name].Silver.Table)
 	if err != nil {
 		return err
 	}

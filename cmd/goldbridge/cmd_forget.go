@@ -14,10 +14,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/cmd/goldbridge/internal/plan"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/forget"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/pii"
+	"goldbridge/sync/pipeline"
 )
 
 func (a *app) forgetCmd() *cobra.Command {
@@ -73,7 +75,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 			if _, err := selectNames("entity", cfg.Entities, args); err != nil {
 				return err
 			}
-			target, err := forgetTarget(cfg, args[0])
+			target, err := plan.ForgetTarget(cfg, args[0])
 			if err != nil {
 				return err
 			}
@@ -82,12 +84,12 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 			ctx := cmd.Context()
 			if confirm { // a dry run changes nothing: it takes no lease
 				var release func()
-				if ctx, release, err = a.claimAll(ctx, p.lh, cfg, args, martNames(target.Marts)); err != nil {
+				if ctx, release, err = a.claimAll(ctx, p.Lake, cfg, args, martNames(target.Marts)); err != nil {
 					return err
 				}
 				defer release()
 			}
-			if _, target.Decrypt, err = piiOptions(ctx, p.lh, cfg, args[0]); err != nil {
+			if _, target.Decrypt, err = plan.PII(ctx, p.Lake, cfg, args[0]); err != nil {
 				return err
 			}
 			if shred != "" {
@@ -97,7 +99,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 				}
 				req = bronze.ForgetRequest{Field: config.PIIKey(pc.Subject), Value: shred}
 				if !confirm {
-					res, err := forget.Plan(ctx, p.lh, target, req)
+					res, err := forget.Plan(ctx, p.Lake, target, req)
 					if err != nil {
 						return err
 					}
@@ -107,11 +109,11 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 					}
 					return nil
 				}
-				store, err := pii.NewSQLStore(ctx, p.lh.DB())
+				store, err := pii.NewSQLStore(ctx, p.Lake.DB())
 				if err != nil {
 					return err
 				}
-				res, err := forget.Shred(ctx, p.lh, target, req, func(ctx context.Context) (bool, error) { return pii.Shred(ctx, store, shred) })
+				res, err := forget.Shred(ctx, p.Lake, target, req, func(ctx context.Context) (bool, error) { return pii.Shred(ctx, store, shred) })
 				if err != nil {
 					return err
 				}
@@ -120,10 +122,10 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 					return nil
 				}
 				printForgetRun(a.stdout, res, req)
-				return a.syncStage(ctx, p, "sync", res.Marts, serveOptions{purge: true})
+				return p.Serve(ctx, "sync", res.Marts, pipeline.ServeOptions{Purge: true})
 			}
 			if !confirm {
-				res, err := forget.Plan(ctx, p.lh, target, req)
+				res, err := forget.Plan(ctx, p.Lake, target, req)
 				if err != nil {
 					return err
 				}
@@ -133,7 +135,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 				}
 				return nil
 			}
-			res, err := forget.Run(ctx, p.lh, target, req)
+			res, err := forget.Run(ctx, p.Lake, target, req)
 			if err != nil {
 				return err
 			}
@@ -143,7 +145,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 			}
 			printForgetRun(a.stdout, res, req)
 			printLookupCopies(a.stdout, cfg, args[0])
-			if err := a.syncStage(ctx, p, "sync", res.Marts, serveOptions{purge: true}); err != nil {
+			if err := p.Serve(ctx, "sync", res.Marts, pipeline.ServeOptions{Purge: true}); err != nil {
 				return fmt.Errorf("forget %s: the lakehouse is clean, but pushing the recomputed marts to ClickHouse failed (run sync or forget again): %w", args[0], err)
 			}
 			return nil
@@ -163,7 +165,7 @@ func (a *app) printForgetLog(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	lh, err := openLakehouse(cmd.Context(), cfg)
+	lh, err := plan.OpenLakehouse(cmd.Context(), cfg)
 	if err != nil {
 		return err
 	}
@@ -193,30 +195,6 @@ func operator() (who, host string) {
 		host = "unknown"
 	}
 	return who, host
-}
-
-// forgetTarget is the entity and the marts it feeds (as source or join).
-func forgetTarget(cfg *config.Config, entity string) (forget.Target, error) {
-	spec, err := entitySpec(cfg, entity)
-	if err != nil {
-		return forget.Target{}, err
-	}
-	t := forget.Target{Entity: entity, Bronze: cfg.Entities[entity].Bronze.Table, Silver: spec}
-	var names []string
-	for name, m := range cfg.Marts {
-		if m.Source == entity || slices.ContainsFunc(m.Joins, func(j config.Join) bool { return j.Entity == entity }) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		ms, err := martSpec(cfg, name)
-		if err != nil {
-			return forget.Target{}, err
-		}
-		t.Marts = append(t.Marts, ms)
-	}
-	return t, nil
 }
 
 // printLookupCopies names the entities whose Silver rows carry columns of entity through a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"goldbridge/cmd/goldbridge/internal/plan"
 	"goldbridge/lakehouse/gold"
 )
 
@@ -24,9 +25,9 @@ mart) and exits with code 3; the next passing run closes it. --full recomputes e
 partition; --rebuild drops the Gold table and computes it again (what a changed mart
 definition does unless its on_change is fail).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.oneStage(cmd.Context(), "mart", args, func(ctx context.Context, p *pipeline, marts []string) error {
-				p.full, p.rebuild = full, rebuild
-				return p.gold(ctx, marts)
+			return a.oneStage(cmd.Context(), "mart", args, func(ctx context.Context, p *job, marts []string) error {
+				p.Full, p.Rebuild = full, rebuild
+				return p.Gold(ctx, marts)
 			})
 		},
 	}
@@ -50,7 +51,7 @@ func (a *app) freshnessCmd() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
+			lh, err := plan.OpenLakehouse(ctx, cfg)
 			if err != nil {
 				return err
 			}

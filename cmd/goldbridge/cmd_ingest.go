@@ -8,8 +8,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-
-	"goldbridge/lakehouse/bronze"
 )
 
 func (a *app) ingestCmd() *cobra.Command {
@@ -27,9 +25,9 @@ dangling symbolic link) is quarantined: listed in the summary and the
 goldbridge_quarantined_files metric, recorded in the Bronze table, and skipped until its
 content changes; --retry-quarantined reads it again now. The other files are ingested.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *pipeline, entities []string) error {
-				p.reingest, p.retryQuarantined = reingest, retryQuarantined
-				return p.ingest(ctx, entities)
+			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *job, entities []string) error {
+				p.Reingest, p.RetryQuarantined = reingest, retryQuarantined
+				return p.Ingest(ctx, entities)
 			})
 		},
 	}
@@ -55,16 +53,4 @@ func (a *app) progress(entity string, totalBytes int64) (func(bytes, rows int64)
 			a.log.Info("ingesting", "entity", entity, "bytes", b, "of", totalBytes, "rows", rows)
 		}
 	}, func() {}
-}
-
-// dirSize is the total size of a source's landing files, for the progress bar only.
-func dirSize(s bronze.FileSource) int64 {
-	var n int64
-	entries, _ := os.ReadDir(s.Dir)
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
-			n += info.Size()
-		}
-	}
-	return n
 }

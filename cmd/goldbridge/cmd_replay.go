@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"goldbridge/lakehouse/silver"
 )
 
 func (a *app) replayCmd() *cobra.Command {
@@ -24,34 +20,9 @@ Use it when silver fails because the Bronze snapshots it still needed were expir
 after changing the entity's rules. Replaying again is safe.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *pipeline, names []string) error {
-				return a.replay(ctx, p, names[0])
+			return a.oneStage(cmd.Context(), "entity", args, func(ctx context.Context, p *job, names []string) error {
+				return p.Replay(ctx, names[0])
 			})
 		},
 	}
-}
-
-// replay rebuilds one entity's Silver from Bronze (silver.Replay) and prints the result.
-func (a *app) replay(ctx context.Context, p *pipeline, name string) error {
-	cfg := p.cfg
-	spec, err := entitySpec(cfg, name)
-	if err != nil {
-		return err
-	}
-	_, decrypt, err := piiOptions(ctx, p.lh, cfg, name)
-	if err != nil {
-		return err
-	}
-	res, err := silver.Replay(ctx, p.lh, spec, cfg.Entities[name].Bronze.Table, silver.Options{
-		Log: a.log.With("stage", "replay", "entity", name), Decrypt: decrypt, PassRows: cfg.Entities[name].Silver.PassRows,
-	})
-	p.observeQuality(name, res)
-	if errors.Is(err, silver.ErrCriticalCheck) {
-		a.printSilverResult("replay", spec, res) // which check failed, on what
-	}
-	if err != nil {
-		return fmt.Errorf("replay %s: %w", name, err)
-	}
-	a.printSilverResult("replay", spec, res)
-	return nil
 }

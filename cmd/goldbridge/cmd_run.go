@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/push"
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
-	"goldbridge/lakehouse/gold"
 )
 
 func (a *app) runCmd() *cobra.Command {
@@ -68,98 +65,17 @@ func (a *app) runOnce(ctx context.Context, cfg *config.Config, stages, entities,
 	if err != nil {
 		return err
 	}
-	p, err := a.newPipeline(ctx, cfg)
+	j, err := a.newJob(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer p.close()
-	ctx, entities, marts, release, err := p.claimWork(ctx, entities, marts)
+	defer j.close()
+	ctx, entities, marts, release, err := a.claimWork(ctx, j.Lake, cfg, entities, marts)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if contains(stages, "ingest") || contains(stages, "silver") || contains(stages, "gold") {
-		p.sweepOrphans(ctx)
-	}
-	if contains(stages, "sync") || contains(stages, "check") {
-		var served, ensure []string
-		for _, name := range marts {
-			if cfg.Marts[name].Serving.IsEnabled() {
-				served = append(served, name)
-			}
-		}
-		if contains(stages, "sync") {
-			ensure = served
-		}
-		switch {
-		case len(served) == 0:
-		case contains(stages, "check") || !recordedAll(ctx, p.lh, cfg, served):
-			p.openClickHouseAhead(ctx, ensure) // connected while the lakehouse stages run
-		default:
-			// ClickHouse already holds every mart's Gold: it is reached only if the
-			// run lands something new (after ingest) or Gold changes anyway (sync).
-			p.aheadOnLanding = ensure
-		}
-	}
-	start := time.Now()
-	var circuit error
-	var failed []error // a stage's failures do not stop the next stages (source isolation)
-	// run and serve maintain by themselves after a lakehouse or sync stage (maintainDue).
-	auto := !contains(stages, "maintain") && (contains(stages, "ingest") || contains(stages, "silver") ||
-		contains(stages, "gold") || contains(stages, "sync"))
-	for _, st := range []string{"ingest", "silver", "gold", "sync", "check", "maintain"} {
-		if !contains(stages, st) && !(st == "maintain" && auto && p.maintainDue()) {
-			continue
-		}
-		var err error
-		switch st {
-		case "ingest":
-			err = p.ingest(ctx, entities)
-			if p.landed && p.aheadOnLanding != nil {
-				p.openClickHouseAhead(ctx, p.aheadOnLanding)
-			}
-		case "silver":
-			err = p.silver(ctx, entities)
-		case "gold":
-			err = p.gold(ctx, marts)
-		case "sync", "check":
-			err = a.syncStage(ctx, p, st, marts, serveOptions{})
-		case "maintain":
-			// Last: it touches only the lake, and keeps every snapshot the stages above
-			// recorded as a watermark.
-			err = p.maintain(ctx, entities, marts, nil)
-		}
-		if errors.Is(err, gold.ErrCircuitOpen) {
-			circuit = err // keep going: the other marts are still synced
-			continue
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			failed = append(failed, err)
-		}
-	}
-	a.log.Info("run finished", "stages", fmt.Sprint(stages), "seconds", fmt.Sprintf("%.2f", time.Since(start).Seconds()))
-	switch {
-	case len(failed) == 1:
-		return failed[0]
-	case len(failed) > 1:
-		return errors.Join(failed...)
-	}
-	if circuit != nil {
-		return &exitError{exitCircuitOpen, circuit}
-	}
-	return nil
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
+	return j.Run(ctx, stages, entities, marts)
 }
 
 // writeMetrics leaves a one-shot run's metrics where the config says.

@@ -12,17 +12,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
-	"goldbridge/cmd/goldbridge/internal/metrics"
+	"goldbridge/cmd/goldbridge/internal/plan"
 	"goldbridge/cmd/goldbridge/internal/scheduler"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
-	"goldbridge/lakehouse/silver"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
+	"goldbridge/sync/pipeline"
 )
 
 func (a *app) serveCmd() *cobra.Command {
@@ -63,7 +62,7 @@ type server struct {
 	a     *app
 	cfg   *config.Config
 	lh    *catalog.Lakehouse
-	m     *metrics.Metrics
+	m     *pipeline.Metrics
 	sched *scheduler.Scheduler
 	start time.Time
 
@@ -92,11 +91,11 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) (err error) {
 	}
 	defer unlock()
 	if a.metrics == nil {
-		a.metrics = metrics.New()
+		a.metrics = pipeline.NewMetrics()
 	}
 	s := &server{a: a, cfg: cfg, m: a.metrics, start: time.Now(), lastRun: map[string]martRun{}}
 
-	s.lh, err = openLakehouse(ctx, cfg)
+	s.lh, err = plan.OpenLakehouse(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -127,8 +126,14 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) (err error) {
 	go func() { httpErr <- httpSrv.Serve(ln) }()
 	a.log.Info("serving", "listen", ln.Addr().String(), "schedules", len(cfg.Schedules), "state_dir", a.stateDir)
 
-	s.initSeries()
-	s.refreshState(ctx)
+	var stages []string
+	for _, sc := range cfg.Schedules {
+		stages = append(stages, sc.Stages...)
+	}
+	if err := s.m.InitSeries(plan.New(cfg), stages); err != nil {
+		return err
+	}
+	s.m.RefreshState(ctx, s.lh, plan.New(cfg))
 
 	s.sched = scheduler.New(scheduler.Options{
 		Log:     a.log,
@@ -179,7 +184,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) (err error) {
 }
 
 // openClickHouse starts the embedded ClickHouse once for the life of serve, unless this
-// state dir's server already runs (useEmbedded; one-shot stages then find it running),
+// state dir's server already runs (hotconn.Opener.UseEmbedded; one-shot stages then find it running),
 // and sets the readiness ping. The returned function stops the embedded server it started
 // within its context.
 func (s *server) openClickHouse(ctx context.Context) (func(context.Context), error) {
@@ -187,7 +192,7 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 	stopSrv := func() {}
 	if s.cfg.ClickHouse.IsEmbedded() {
 		var err error
-		if srv, stopSrv, err = s.a.useEmbedded(ctx, s.cfg); err != nil {
+		if srv, stopSrv, err = s.a.ch().UseEmbedded(ctx, s.cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -204,7 +209,7 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 			// Reachability only: the mart database appears with the first sync.
 			cfg := *s.cfg
 			cfg.ClickHouse.Database = "default"
-			c, err := s.a.dialClickHouse(ctx, &cfg)
+			c, err := s.a.ch().Dial(ctx, &cfg)
 			if err != nil {
 				return err
 			}
@@ -253,7 +258,7 @@ func (s *server) job(name string, sc config.Schedule) func(context.Context) erro
 		err := s.a.runOnce(ctx, s.cfg, sc.Stages, sc.Entities, sc.Marts)
 		// Refresh even after a cancelled run: the state metrics must show what is committed.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		circuits := s.refreshState(rctx)
+		circuits := s.m.RefreshState(rctx, s.lh, plan.New(s.cfg))
 		cancel()
 		if coversMarts {
 			s.mu.Lock()
@@ -272,64 +277,6 @@ func (s *server) job(name string, sc config.Schedule) func(context.Context) erro
 		}
 		return err
 	}
-}
-
-// initSeries creates the counters that alerts take increase() of, at zero, so that the
-// first failure is an increase and the series exist before anything happened.
-func (s *server) initSeries() {
-	for _, sc := range s.cfg.Schedules {
-		for _, st := range sc.Stages {
-			for _, outcome := range []string{"success", "failure", "circuit_open"} {
-				s.m.Runs.WithLabelValues(st, outcome).Add(0)
-			}
-		}
-	}
-	for name, m := range s.cfg.Marts {
-		for _, ck := range m.Checks {
-			s.m.DQFailures.WithLabelValues(name, ck.Name, ck.Severity).Add(0)
-		}
-	}
-	for name, e := range s.cfg.Entities {
-		sev := e.Silver.Quality.Severity
-		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckRows, sev.Rows).Add(0)
-		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckSchema, sev.Schema).Add(0)
-		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckBalance, sev.Balance).Add(0)
-		s.m.SilverCheckFailures.WithLabelValues(name, silver.CheckUndeclared, sev.Undeclared).Add(0)
-	}
-}
-
-// refreshState sets the state gauges (circuit, last calculation, newest Gold grain) from
-// the Gold tables, so they are right after a restart too; it returns the open circuits.
-func (s *server) refreshState(ctx context.Context) map[string]bool {
-	open := map[string]bool{}
-	for name, m := range s.cfg.Marts {
-		f, err := gold.ReadFreshness(ctx, s.lh, m.Table)
-		if err != nil {
-			continue // not calculated yet
-		}
-		c := 0.0
-		if f.Circuit == "open" {
-			c, open[name] = 1, true
-		}
-		s.m.CircuitOpen.WithLabelValues(name).Set(c)
-		if f.LastCalculated.IsZero() {
-			continue
-		}
-		s.m.CalculatedAt.WithLabelValues(name).Set(float64(f.LastCalculated.Unix()))
-		if t, ok := parseGrain(f.NewestGrain); ok {
-			s.m.DataNewest.WithLabelValues(name, "gold").Set(float64(t.Unix()))
-		}
-	}
-	return open
-}
-
-func parseGrain(v string) (time.Time, bool) {
-	for _, layout := range []string{time.DateOnly, time.RFC3339} {
-		if t, err := time.Parse(layout, v); err == nil {
-			return t, true
-		}
-	}
-	return time.Time{}, false
 }
 
 func (s *server) handler() http.Handler {
@@ -388,17 +335,8 @@ type statusDoc struct {
 }
 
 type martStatus struct {
-	Name           string     `json:"name"`
-	LastRun        *martRun   `json:"last_run"`
-	LastCalculated *time.Time `json:"last_calculated"`
-	AgeSeconds     *float64   `json:"age_seconds"`
-	NewestGrain    string     `json:"newest_grain"`
-	Circuit        string     `json:"circuit"`
-	CircuitReason  string     `json:"circuit_reason,omitempty"`
-	LastSync       *time.Time `json:"last_sync"`
-	SyncLagSeconds *float64   `json:"sync_lag_seconds"`
-	DriftParts     *float64   `json:"drift_partitions"`
-	Error          string     `json:"error,omitempty"`
+	pipeline.MartStatus
+	LastRun *martRun `json:"last_run"`
 }
 
 func (s *server) status(w http.ResponseWriter, r *http.Request) {
@@ -409,7 +347,6 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 		doc.Running = s.sched.Running()
 		doc.Schedules = s.sched.Status()
 	}
-	mfs, _ := s.m.Registry.Gather()
 	s.mu.Lock()
 	doc.Stopping = s.stopping
 	runs := make(map[string]martRun, len(s.lastRun))
@@ -417,62 +354,14 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 		runs[k] = v
 	}
 	s.mu.Unlock()
-	for _, name := range sortedMapKeys(s.cfg.Marts) {
-		ms := martStatus{Name: name}
-		if r, ok := runs[name]; ok {
+	for _, st := range s.m.Status(ctx, s.lh, plan.New(s.cfg)) {
+		ms := martStatus{MartStatus: st}
+		if r, ok := runs[st.Name]; ok {
 			ms.LastRun = &r
-		}
-		if f, err := gold.ReadFreshness(ctx, s.lh, s.cfg.Marts[name].Table); err != nil {
-			ms.Error = err.Error()
-		} else {
-			ms.Circuit, ms.CircuitReason, ms.NewestGrain = f.Circuit, f.CircuitReason, f.NewestGrain
-			if !f.LastCalculated.IsZero() {
-				t, age := f.LastCalculated, time.Since(f.LastCalculated).Seconds()
-				ms.LastCalculated, ms.AgeSeconds = &t, &age
-			}
-		}
-		if v, ok := metricValue(mfs, "goldbridge_last_success_timestamp_seconds", map[string]string{"stage": "sync", "mart": name}); ok {
-			t := time.Unix(int64(v), 0).UTC()
-			ms.LastSync = &t
-		}
-		if v, ok := metricValue(mfs, "goldbridge_sync_lag_seconds", map[string]string{"mart": name}); ok {
-			ms.SyncLagSeconds = &v
-		}
-		if v, ok := metricValue(mfs, "goldbridge_reconciliation_drift_partitions", map[string]string{"mart": name}); ok {
-			ms.DriftParts = &v
 		}
 		doc.Marts = append(doc.Marts, ms)
 	}
 	writeJSON(w, http.StatusOK, doc)
-}
-
-// metricValue returns the value of the gauge (or counter) series of family name whose
-// labels include want.
-func metricValue(mfs []*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue(), true
-			case m.Counter != nil:
-				return m.GetCounter().GetValue(), true
-			}
-		}
-	}
-	return 0, false
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -20,107 +19,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/cmd/goldbridge/internal/plan"
 	"goldbridge/lakehouse/asof"
 	"goldbridge/lakehouse/catalog"
-	"goldbridge/lakehouse/gold"
-	"goldbridge/lakehouse/silver"
 	"goldbridge/serving/chlocal"
 	"goldbridge/serving/lakesql"
+	"goldbridge/sync/pipeline"
 )
-
-// tableInfo is one line of goldbridge tables.
-type tableInfo struct {
-	Name      string
-	Snapshot  int64 // 0: no snapshot yet
-	Committed time.Time
-	Records   string // rows in data files (Iceberg summary total-records)
-	Deletes   string // delete records (equality + position)
-	Files     string // data files
-	Watermark string // the upstream snapshot the table is processed up to, or ""
-	// Undeclared is how many undeclared payload fields the last Silver run recorded
-	// ("100+": with overflow), "" for a table without a Silver quality report.
-	Undeclared string
-	Local      lakesql.Table
-	Location   string       // the table's location (a URL)
-	tbl        *table.Table // as loaded: the table whose metadata Local.Metadata is
-}
-
-// watermarkProps name, per layer, the summary property holding the upstream snapshot.
-var watermarkProps = []struct{ prop, layer string }{
-	{silver.PropBronzeSnapshot, "bronze"},
-	{gold.PropSilverSnapshot, "silver"},
-}
-
-// lakeTables loads every table of the catalog.
-func lakeTables(ctx context.Context, lh *catalog.Lakehouse) ([]tableInfo, error) {
-	names, err := lh.Tables(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tableInfo, 0, len(names))
-	for _, n := range names {
-		tbl, err := lh.LoadTable(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, describeTable(n, tbl))
-	}
-	return out, nil
-}
-
-func describeTable(name string, tbl *table.Table) tableInfo {
-	ti := tableInfo{Name: name, Records: "0", Deletes: "0", Files: "0", Location: tbl.Location(), tbl: tbl}
-	ti.Local.Dir, _ = localPath(tbl.Location())
-	ti.Local.Metadata, _ = localPath(tbl.MetadataLocation())
-	snap := tbl.CurrentSnapshot()
-	if snap == nil {
-		return ti
-	}
-	ti.Snapshot = snap.SnapshotID
-	ti.Committed = time.UnixMilli(snap.TimestampMs).UTC()
-	if snap.Summary != nil {
-		p := snap.Summary.Properties
-		ti.Records, ti.Files = orZero(p["total-records"]), orZero(p["total-data-files"])
-		eq, _ := strconv.ParseInt(p["total-equality-deletes"], 10, 64)
-		pos, _ := strconv.ParseInt(p["total-position-deletes"], 10, 64)
-		ti.Deletes = strconv.FormatInt(eq+pos, 10)
-	}
-	// The newest commit that records a watermark (compactions and maintenance may not).
-	if s := catalog.NewestWith(tbl, silver.PropBronzeSnapshot, gold.PropSilverSnapshot); s != nil {
-		for _, w := range watermarkProps {
-			if v := s.Summary.Properties[w.prop]; v != "" {
-				ti.Watermark = w.layer + "@" + v
-			}
-		}
-	}
-	ti.Undeclared = undeclaredOf(tbl)
-	return ti
-}
-
-// undeclaredOf reads the undeclared fields of the newest commit that records a Silver
-// quality report (compactions do not): their number, "+" with overflow.
-func undeclaredOf(tbl *table.Table) string {
-	s := catalog.NewestWith(tbl, silver.PropQuality)
-	if s == nil {
-		return ""
-	}
-	var q silver.Quality
-	if json.Unmarshal([]byte(s.Summary.Properties[silver.PropQuality]), &q) != nil {
-		return "?"
-	}
-	n := strconv.Itoa(len(q.Undeclared))
-	if q.UndeclaredOverflow > 0 {
-		n += "+"
-	}
-	return n
-}
-
-func orZero(s string) string {
-	if s == "" {
-		return "0"
-	}
-	return s
-}
 
 // localPath is the local path of a file:// location; ok is false for other schemes.
 func localPath(loc string) (string, bool) {
@@ -147,12 +52,12 @@ Reads the catalog only: no ClickHouse is needed.`,
 				return err
 			}
 			ctx := cmd.Context()
-			lh, err := openLakehouse(ctx, cfg)
+			lh, err := plan.OpenLakehouse(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer lh.Close()
-			tables, err := lakeTables(ctx, lh)
+			tables, err := pipeline.DescribeTables(ctx, lh)
 			if err != nil {
 				return fmt.Errorf("tables: %w", err)
 			}
@@ -241,11 +146,11 @@ not read yet (query it with ClickHouse's icebergS3).`,
 // current metadata, resolving the snapshots opt and the query's FOR ... AS OF clauses
 // name against the same metadata.
 func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt lakesql.AsOf) (string, error) {
-	lh, err := openLakehouse(ctx, cfg)
+	lh, err := plan.OpenLakehouse(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
-	tables, err := lakeTables(ctx, lh)
+	tables, err := pipeline.DescribeTables(ctx, lh)
 	lh.Close()
 	if err != nil {
 		return "", fmt.Errorf("query: %w", err)
@@ -253,7 +158,10 @@ func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt
 	byName := map[string]lakesql.Table{}
 	loaded := map[string]*table.Table{}
 	for _, t := range tables {
-		byName[t.Name], loaded[t.Name] = t.Local, t.tbl
+		var lt lakesql.Table
+		lt.Dir, _ = localPath(t.Table.Location())
+		lt.Metadata, _ = localPath(t.Table.MetadataLocation())
+		byName[t.Name], loaded[t.Name] = lt, t.Table
 	}
 	now := time.Now()
 	opt.Resolve = func(name string, r asof.Ref) (int64, error) {
@@ -272,8 +180,8 @@ func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt
 		return "", &exitError{exitUsage, fmt.Errorf("query: %w", err)}
 	}
 	for _, t := range tables {
-		if slices.Contains(used, t.Name) && t.Local.Dir == "" {
-			return "", &exitError{exitUsage, fmt.Errorf("query reads local (file://) tables only; %s lives at %s: query it with ClickHouse's icebergS3", t.Name, t.Location)}
+		if slices.Contains(used, t.Name) && byName[t.Name].Dir == "" {
+			return "", &exitError{exitUsage, fmt.Errorf("query reads local (file://) tables only; %s lives at %s: query it with ClickHouse's icebergS3", t.Name, t.Table.Location())}
 		}
 	}
 	a.log.Debug("query", "lake_tables", strings.Join(used, ","))
@@ -282,11 +190,7 @@ func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt
 
 // retentionNote says how far back maintenance keeps a table's snapshots.
 func retentionNote(cfg *config.Config, name string) string {
-	layer := ""
-	if _, _, layers, err := lakeOf(cfg); err == nil {
-		layer = layerOf(layers[name])
-	}
-	p := cfg.MaintenanceOf(name, layer)
+	p := cfg.MaintenanceOf(name, plan.TableLayer(cfg, name))
 	return fmt.Sprintf("maintenance expires the snapshots of %s older than maintenance.retain_age (%s for it) beyond its %d newest (retain_min): docs/operations.md, \"Maintenance\"; raise retain_age to reach further back",
 		name, p.RetainAge, *p.RetainMin)
 }
@@ -330,7 +234,7 @@ func (a *app) lakeServer(ctx context.Context, cfg *config.Config) (string, strin
 	}
 	pw := hex.EncodeToString(raw)
 	lake := catalog.LocalDir(cfg.Lakehouse.Warehouse)
-	srv, stopSrv, err := a.startServer(ctx, chlocal.Options{
+	srv, stopSrv, err := a.ch().StartServer(ctx, chlocal.Options{
 		Path: filepath.Join(dir, "data"), TCPPort: ports[0], HTTPPort: ports[1], Password: pw,
 		Dir: lake, ReadDirs: []string{lake}, MaxServerMemory: cfg.ClickHouse.Local.MaxServerMemory,
 	})

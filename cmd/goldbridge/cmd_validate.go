@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/cmd/goldbridge/internal/hotconn"
 	"goldbridge/serving/chlocal"
 )
 
@@ -49,7 +50,7 @@ func embeddedPortsText(cfg *config.Config) string {
 	if l.TCPPort != 0 && l.HTTPPort != 0 {
 		return fmt.Sprintf("tcp %d, http %d", l.TCPPort, l.HTTPPort)
 	}
-	file := portsFile(cfg)
+	file := hotconn.PortsFile(cfg)
 	p, err := chlocal.ReadPorts(file)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,9 +9,6 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
-
-	"goldbridge/cmd/goldbridge/internal/config"
-	"goldbridge/lakehouse/catalog"
 )
 
 // addEntity adds a source and an entity fed by it to the environment's config.
@@ -135,31 +131,4 @@ func (e *forgetEnv) editConfig(edit func(map[string]any)) {
 		e.t.Fatal(err)
 	}
 	writeFile(e.t, e.cfg, string(out))
-}
-
-// TestNoGoldTableNamesTheCause: the sync error for a mart without a Gold table says "run
-// gold first" only when this run did not run gold for it (issue 37).
-func TestNoGoldTableNamesTheCause(t *testing.T) {
-	cfg := &config.Config{Marts: map[string]config.Mart{"kpi": {Source: "orders", Joins: []config.Join{{Entity: "users"}}}}}
-	missing := fmt.Errorf("load table gold.kpi: %w", catalog.ErrNoSuchTable)
-	var o runOutcomes
-	if err := o.noGoldTable(cfg, "sync", "kpi", missing); !strings.Contains(err.Error(), "(run gold first)") || !errors.Is(err, catalog.ErrNoSuchTable) {
-		t.Errorf("gold not run: %v", err)
-	}
-	o.goldRan("kpi", nil)
-	if err := o.noGoldTable(cfg, "sync", "kpi", missing); !strings.Contains(err.Error(), "no Silver rows to build it from (its Silver table has no rows yet)") {
-		t.Errorf("gold ran, nothing upstream failed: %v", err)
-	}
-	o.entityFailed("users", "silver")
-	o.entityFailed("users", "ingest") // the first failure is the cause
-	if err := o.noGoldTable(cfg, "check", "kpi", missing); !strings.Contains(err.Error(), "check kpi: no Gold table: gold ran in this run but had no Silver rows to build it from (silver failed for users in this run)") {
-		t.Errorf("silver failed upstream: %v", err)
-	}
-	o.goldRan("kpi", errors.New("boom"))
-	if err := o.noGoldTable(cfg, "sync", "kpi", missing); !strings.Contains(err.Error(), "gold did not finish for the mart in this run") {
-		t.Errorf("gold failed: %v", err)
-	}
-	if err := o.withUpstream(cfg, "kpi", errors.New("silver table silver.users: no table (run silver first)")); !strings.HasSuffix(err.Error(), "(silver failed for users in this run)") {
-		t.Errorf("gold error: %v", err)
-	}
 }

@@ -46,7 +46,7 @@ func TestSharedCatalogOneStageLeases(t *testing.T) {
 	if code, logs := e.worker("b", "gold", "daily_revenue_kpi"); code != exitOK {
 		t.Fatalf("gold on b: exit %d\n%s", code, tail(logs, 3000))
 	}
-	idB, err := os.ReadFile(filepath.Join(e.dir, "b", workerIDFile))
+	idB, err := os.ReadFile(filepath.Join(e.dir, "b", "worker-id"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestSharedCatalogOneStageLeases(t *testing.T) {
 				case <-time.After(50 * time.Millisecond):
 				}
 			}
-			time.Sleep(3 * leaseWaitPoll) // it keeps waiting
+			time.Sleep(1500 * time.Millisecond) // it keeps waiting
 			select {
 			case code := <-done:
 				t.Fatalf("%s --wait ended while the lease was held: exit %d\n%s", tc.name, code, tail(errs.String(), 3000))

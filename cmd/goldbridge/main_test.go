@@ -3,14 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	gbsync "goldbridge/sync"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -114,21 +110,6 @@ func TestVersion(t *testing.T) {
 	code, out, _ := runCLI(t, "version")
 	if code != exitOK || !strings.Contains(out, "goldbridge dev") || !strings.Contains(out, "libchdb 26.7") {
 		t.Fatalf("exit %d: %s", code, out)
-	}
-}
-
-// TestExplainCold is issue 19's "Why" 6 (the message): a sync that served nothing of a
-// backfill names the keys to change; other errors pass unchanged.
-func TestExplainCold(t *testing.T) {
-	err := explainCold("taxi_daily", fmt.Errorf("wrapped: %w", &gbsync.ColdError{Mart: "taxi_daily", Partitions: 92}))
-	var ce *gbsync.ColdError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "marts.taxi_daily.serving.hot_window_anchor: data") ||
-		!strings.Contains(err.Error(), "none of Gold's 92 partitions") {
-		t.Fatalf("got %v", err)
-	}
-	other := errors.New("boom")
-	if explainCold("taxi_daily", other) != other || explainCold("taxi_daily", nil) != nil {
-		t.Fatal("other errors changed")
 	}
 }
 

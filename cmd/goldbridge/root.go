@@ -17,9 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
-	"goldbridge/cmd/goldbridge/internal/metrics"
+	"goldbridge/cmd/goldbridge/internal/plan"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/lakehouse/silver"
+	"goldbridge/sync/pipeline"
 )
 
 // Exit codes of goldbridge; docs/operations.md documents them for cron and Kubernetes.
@@ -62,7 +63,7 @@ type app struct {
 
 	stdout, stderr io.Writer
 	log            *slog.Logger
-	metrics        *metrics.Metrics
+	metrics        *pipeline.Metrics
 }
 
 // run executes one command line and returns the process exit code. A panic is an
@@ -96,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if errors.Is(err, pipeline.ErrDrift) {
+		return exitDrift
 	}
 	if errors.Is(err, silver.ErrQuarantineGate) || errors.Is(err, silver.ErrCriticalCheck) {
 		return exitSilverGate
@@ -224,7 +228,7 @@ func (a *app) loadConfig() (*config.Config, error) {
 
 // readConfig reads and validates the pipeline file; it writes nothing.
 func (a *app) readConfig() (*config.Config, error) {
-	cfg, err := config.Load(a.configPath, a.stateDir, checkRules)
+	cfg, err := config.Load(a.configPath, a.stateDir, plan.CheckRules)
 	if err != nil {
 		var ps config.Problems
 		if errors.As(err, &ps) {

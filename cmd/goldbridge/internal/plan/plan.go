@@ -1,4 +1,9 @@
-package main
+// Package plan reads a validated config as the lakehouse, serving and sync packages
+// take it: the Silver spec of an entity, the Gold spec and the serving model of a mart,
+// the sources, the pii codec, the catalog to open, and the whole as the stage runner's
+// pipeline.Plan. It only translates: what the config says is checked by config's
+// Validate (which calls CheckRules), and an error here names the config path.
+package plan
 
 import (
 	"context"
@@ -17,14 +22,18 @@ import (
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/bronze"
 	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/forget"
 	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/maintain"
 	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/pii"
 	"goldbridge/lakehouse/silver"
+	"goldbridge/serving"
+	"goldbridge/sync/pipeline"
 )
 
-// openLakehouse opens the Iceberg catalog described by the config.
-func openLakehouse(ctx context.Context, cfg *config.Config) (*catalog.Lakehouse, error) {
+// OpenLakehouse opens the Iceberg catalog described by the config.
+func OpenLakehouse(ctx context.Context, cfg *config.Config) (*catalog.Lakehouse, error) {
 	lh := cfg.Lakehouse
 	props := map[string]string{}
 	for k, v := range lh.Catalog.Properties {
@@ -44,8 +53,8 @@ func openLakehouse(ctx context.Context, cfg *config.Config) (*catalog.Lakehouse,
 	})
 }
 
-// fileSources returns the file sources of an entity as the bronze package takes them.
-func fileSources(cfg *config.Config, entity string) []bronze.FileSource {
+// FileSources returns the file sources of an entity as the bronze package takes them.
+func FileSources(cfg *config.Config, entity string) []bronze.FileSource {
 	var out []bronze.FileSource
 	for _, name := range cfg.Entities[entity].Sources {
 		s := cfg.Sources[name]
@@ -69,53 +78,8 @@ func fileSources(cfg *config.Config, entity string) []bronze.FileSource {
 	return out
 }
 
-// selectNames returns the requested names (all, sorted, when none are given), or an
-// error naming the unknown ones.
-func selectNames[V any](kind string, all map[string]V, requested []string) ([]string, error) {
-	if len(requested) == 0 {
-		return slices.Sorted(maps.Keys(all)), nil
-	}
-	var unknown []string
-	for _, n := range requested {
-		if _, ok := all[n]; !ok {
-			unknown = append(unknown, n)
-		}
-	}
-	if len(unknown) > 0 {
-		return nil, &exitError{exitUsage, fmt.Errorf("unknown %s %s (the config has: %s)", kind, strings.Join(unknown, ", "), sortedNames(all))}
-	}
-	return requested, nil
-}
-
-// oneStage is the path of every one-stage command that writes: open the state as the
-// writer, select the named entities or marts (all when none is named, an unknown name
-// is a usage error), lease them for the command's life (leases.go: strict, exit 7 when
-// another worker holds one), then run. kind is "entity" or "mart".
-func (a *app) oneStage(ctx context.Context, kind string, args []string, run func(ctx context.Context, p *pipeline, names []string) error) error {
-	p, done, err := a.openWriter(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	var entities, marts []string
-	if kind == "mart" {
-		marts, err = selectNames(kind, p.cfg.Marts, args)
-	} else {
-		entities, err = selectNames(kind, p.cfg.Entities, args)
-	}
-	if err != nil {
-		return err
-	}
-	ctx, release, err := a.claimAll(ctx, p.lh, p.cfg, entities, marts)
-	if err != nil {
-		return err
-	}
-	defer release()
-	return run(ctx, p, append(entities, marts...))
-}
-
-// entitySpec converts an entity's config into the silver package's spec.
-func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
+// EntitySpec converts an entity's config into the silver package's spec.
+func EntitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 	e := cfg.Entities[name]
 	sv := e.Silver
 	spec := silver.EntitySpec{
@@ -157,13 +121,13 @@ func entitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 	return spec, nil
 }
 
-// checkRules compiles every entity's Silver rules against its typed columns as the
+// CheckRules compiles every entity's Silver rules against its typed columns as the
 // Silver stage does (silver.CheckRules), so that a rule a run would refuse (an unknown
 // name or function, a result of the wrong type) is a validate problem with its path.
-func checkRules(cfg *config.Config) config.Problems {
+func CheckRules(cfg *config.Config) config.Problems {
 	var ps config.Problems
 	for _, name := range slices.Sorted(maps.Keys(cfg.Entities)) {
-		es, err := entitySpec(cfg, name)
+		es, err := EntitySpec(cfg, name)
 		if err != nil {
 			continue // a column type Validate reports
 		}
@@ -184,8 +148,8 @@ func checkRules(cfg *config.Config) config.Problems {
 	return ps
 }
 
-// kafkaSources returns the Kafka sources of an entity with their client options.
-func kafkaSources(cfg *config.Config, entity string) ([]bronze.KafkaSource, error) {
+// KafkaSources returns the Kafka sources of an entity with their client options.
+func KafkaSources(cfg *config.Config, entity string) ([]bronze.KafkaSource, error) {
 	var out []bronze.KafkaSource
 	for _, name := range cfg.Entities[entity].Sources {
 		s := cfg.Sources[name]
@@ -202,7 +166,7 @@ func kafkaSources(cfg *config.Config, entity string) ([]bronze.KafkaSource, erro
 			opts = append(opts, kgo.SASL(scram.Auth{User: s.SASL.User, Pass: s.SASL.Password.Reveal()}.AsSha512Mechanism()))
 		}
 		if s.TLS.Enabled {
-			tc, err := tlsConfig(s.TLS)
+			tc, err := TLSConfig(s.TLS)
 			if err != nil {
 				return nil, fmt.Errorf("sources.%s.tls: %w", name, err)
 			}
@@ -216,8 +180,8 @@ func kafkaSources(cfg *config.Config, entity string) ([]bronze.KafkaSource, erro
 	return out, nil
 }
 
-// tlsConfig builds a client TLS config from files.
-func tlsConfig(t config.TLS) (*tls.Config, error) {
+// TLSConfig builds a client TLS config from files.
+func TLSConfig(t config.TLS) (*tls.Config, error) {
 	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // opt-in for testing
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
@@ -240,11 +204,11 @@ func tlsConfig(t config.TLS) (*tls.Config, error) {
 	return tc, nil
 }
 
-// martSpec converts a mart's config into the gold package's spec.
-func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
+// MartSpec converts a mart's config into the gold package's spec.
+func MartSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	m := cfg.Marts[name]
 	ent := cfg.Entities[m.Source]
-	es, err := entitySpec(cfg, m.Source)
+	es, err := EntitySpec(cfg, m.Source)
 	if err != nil {
 		return gold.MartSpec{}, err
 	}
@@ -300,7 +264,7 @@ func martSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 // declared columns, rule-added columns, (upsert) is_deleted and (identity: delivery) the
 // key _delivery_id, which Gold reads as the key and config offers no mart.
 func silverColumns(cfg *config.Config, entity string) (map[string]silver.Type, error) {
-	es, err := entitySpec(cfg, entity)
+	es, err := EntitySpec(cfg, entity)
 	if err != nil {
 		return nil, err
 	}
@@ -353,13 +317,149 @@ func piiCodec(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config, en
 	return c, nil
 }
 
-// piiOptions returns the Bronze transform and the Silver decrypter of an entity (both
+// PII returns the Bronze transform and the Silver decrypter of an entity (both
 // nil without a pii section).
-func piiOptions(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config, entity string) (encrypt, decrypt func([]byte) ([]byte, error), err error) {
+func PII(ctx context.Context, lh *catalog.Lakehouse, cfg *config.Config, entity string) (encrypt, decrypt func([]byte) ([]byte, error), err error) {
 	c, err := piiCodec(ctx, lh, cfg, entity)
 	if err != nil || c == nil {
 		return nil, nil, err
 	}
 	return func(b []byte) ([]byte, error) { return c.Encrypt(ctx, b) },
 		func(b []byte) ([]byte, error) { return c.Decrypt(ctx, b) }, nil
+}
+
+// Served builds the serving model of a mart from its Gold spec (MartSpec) and its
+// serving keys (serving.NewMart): complete, so nothing fills it in later.
+func Served(cfg *config.Config, name string) (*serving.Mart, error) {
+	spec, err := MartSpec(cfg, name)
+	if err != nil {
+		return nil, fmt.Errorf("mart %s: %w", name, err)
+	}
+	mc := cfg.Marts[name]
+	return serving.NewMart(spec, serving.Target{
+		Database: cfg.ClickHouse.Database, Table: mc.Serving.Table, Cluster: cfg.ClickHouse.Cluster, Sharded: len(cfg.ClickHouse.Shards) > 0,
+		PartitionBy: mc.Serving.PartitionBy, HotWindow: mc.Serving.HotWindow.D(), HotAnchor: mc.Serving.HotWindowAnchor,
+		TTL: mc.Serving.TTL.D(), Distinct: mc.Serving.Distinct,
+	})
+}
+
+// Plan is the config as the stage runner asks for it (pipeline.Plan).
+type Plan struct{ cfg *config.Config }
+
+// New is the pipeline.Plan of cfg.
+func New(cfg *config.Config) Plan { return Plan{cfg} }
+
+func (p Plan) Entities() []string { return slices.Sorted(maps.Keys(p.cfg.Entities)) }
+func (p Plan) Marts() []string    { return slices.Sorted(maps.Keys(p.cfg.Marts)) }
+
+func (p Plan) Entity(name string) (pipeline.Entity, error) {
+	spec, err := EntitySpec(p.cfg, name)
+	if err != nil {
+		return pipeline.Entity{}, err
+	}
+	e := p.cfg.Entities[name]
+	return pipeline.Entity{
+		Bronze: e.Bronze.Table, BatchRows: e.Bronze.BatchRows, Files: FileSources(p.cfg, name),
+		Silver: spec, PassRows: e.Silver.PassRows, Lookups: p.cfg.LookupEntities(name),
+	}, nil
+}
+
+func (p Plan) Kafka(name string) ([]bronze.KafkaSource, error) { return KafkaSources(p.cfg, name) }
+
+func (p Plan) PII(ctx context.Context, lh *catalog.Lakehouse, name string) (encrypt, decrypt func([]byte) ([]byte, error), err error) {
+	return PII(ctx, lh, p.cfg, name)
+}
+
+func (p Plan) Mart(name string) (pipeline.Mart, error) {
+	spec, err := MartSpec(p.cfg, name)
+	if err != nil {
+		return pipeline.Mart{}, err
+	}
+	m := p.cfg.Marts[name]
+	reads := []string{m.Source}
+	for _, j := range m.Joins {
+		reads = append(reads, j.Entity)
+	}
+	return pipeline.Mart{Gold: spec, Reads: reads, Serving: m.Serving.IsEnabled(),
+		Parallelism: m.Serving.Parallelism, BatchRows: m.Serving.BatchRows}, nil
+}
+
+func (p Plan) Served(name string) (*serving.Mart, error) { return Served(p.cfg, name) }
+
+func (p Plan) Maintenance() pipeline.Maintenance {
+	mc := p.cfg.Maintenance
+	return pipeline.Maintenance{
+		Enabled: mc.IsEnabled(), Every: mc.Every.D(),
+		Policy: func(ident, layer string) maintain.Policy {
+			if layer == maintain.LayerQuarantine || layer == maintain.LayerKeys { // configured as Silver's
+				layer = maintain.LayerSilver
+			}
+			c := p.cfg.MaintenanceOf(ident, layer)
+			return maintain.Policy{
+				RetainAge: c.RetainAge.D(), RetainMin: *c.RetainMin, MaxFiles: *c.MaxFiles, MaxDeleteFiles: *c.MaxDeleteFiles,
+				MaxManifests: *c.MaxManifests, MetadataVersions: *c.MetadataVersions,
+			}
+		},
+	}
+}
+
+// ForgetTarget is what a forget of entity reaches: the entity and the marts it feeds
+// (as source or join).
+func ForgetTarget(cfg *config.Config, entity string) (forget.Target, error) {
+	spec, err := EntitySpec(cfg, entity)
+	if err != nil {
+		return forget.Target{}, err
+	}
+	t := forget.Target{Entity: entity, Bronze: cfg.Entities[entity].Bronze.Table, Silver: spec}
+	var names []string
+	for name, m := range cfg.Marts {
+		if m.Source == entity || slices.ContainsFunc(m.Joins, func(j config.Join) bool { return j.Entity == entity }) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		ms, err := MartSpec(cfg, name)
+		if err != nil {
+			return forget.Target{}, err
+		}
+		t.Marts = append(t.Marts, ms)
+	}
+	return t, nil
+}
+
+// HotName names the ClickHouse a push went to: a record of one target never stands for
+// another.
+func HotName(cfg *config.Config) string {
+	ch := cfg.ClickHouse
+	if ch.IsEmbedded() {
+		return fmt.Sprintf("embedded %s %d %d db %s", ch.Local.Path, ch.Local.TCPPort, ch.Local.HTTPPort, ch.Database)
+	}
+	if len(ch.Shards) > 0 {
+		var shards []string
+		for _, nodes := range ch.Shards {
+			shards = append(shards, strings.Join(nodes, ","))
+		}
+		return fmt.Sprintf("shards %s db %s cluster %s", strings.Join(shards, ";"), ch.Database, ch.Cluster)
+	}
+	return fmt.Sprintf("%s db %s cluster %s", strings.Join(ch.Addresses, ","), ch.Database, ch.Cluster)
+}
+
+// TableLayer is the maintenance.tables key of one of the pipeline's tables (a
+// quarantine or keys table is Silver's), or "".
+func TableLayer(cfg *config.Config, ident string) string {
+	for _, e := range cfg.Entities {
+		switch ident {
+		case e.Bronze.Table:
+			return maintain.LayerBronze
+		case e.Silver.Table, e.Silver.QuarantineTable, e.Silver.KeysTable:
+			return maintain.LayerSilver
+		}
+	}
+	for _, m := range cfg.Marts {
+		if ident == m.Table {
+			return maintain.LayerGold
+		}
+	}
+	return ""
 }

@@ -1,8 +1,8 @@
-// Package metrics defines goldbridge's Prometheus metrics (names goldbridge_*, labels
-// only stage, entity, mart, outcome, tier, check, severity, table, layer, and field: an
-// undeclared payload field, at most silver.MaxUndeclaredFields per entity) on a private
-// registry.
-package metrics
+// Metrics: goldbridge's Prometheus metrics (names goldbridge_*, labels only stage, entity,
+// mart, outcome, tier, check, severity, table, layer, and field: an undeclared payload
+// field, at most silver.MaxUndeclaredFields per entity) on a private registry.
+
+package pipeline
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,8 +57,8 @@ type Metrics struct {
 	CHDataBytes    *prometheus.GaugeVec
 }
 
-// New registers every goldbridge metric plus the Go and process collectors.
-func New() *Metrics {
+// NewMetrics registers every goldbridge metric plus the Go and process collectors.
+func NewMetrics() *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
