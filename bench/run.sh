@@ -15,6 +15,8 @@
 #                      (bench/scale.sh, its own knobs documented there)
 #   BENCH_SOAK=N       instead: a cron life of N one-file runs against the same files landed
 #                      at once (bench/soak.sh, its own knobs documented there)
+#   BENCH_PARQUET=N    instead: examples/taxi.yaml over two Parquet landings of N trips
+#                      against DuckDB doing the same (bench/parquet.sh)
 #   BENCH_SETTLE=s     pause after flushing dirty pages before each timed step
 #                      (default 2; 0 with BENCH_QUICK, whose timings are not judged)
 #   BENCH_BI_SECS=s    load time of each side of the BI latency step (default 20; 2 with
@@ -57,12 +59,14 @@ BIN=${1:-${BENCH_BIN:-bin/goldbridge}}
 CONFIG="$root/bench/orders.yaml"
 SEED=42
 END=2026-06-30
-DUCKDB_VERSION=1.5.6-r.1
 if [[ "${BENCH_SCALE:-}" == 1 ]]; then
 	exec "$root/bench/scale.sh" "$BIN"
 fi
 if [[ -n "${BENCH_SOAK:-}" ]]; then
 	exec "$root/bench/soak.sh" "$BIN"
+fi
+if [[ -n "${BENCH_PARQUET:-}" ]]; then
+	exec "$root/bench/parquet.sh" "$BIN"
 fi
 
 if [[ -n "${BENCH_EVENTS:-}" ]]; then
@@ -89,7 +93,6 @@ FILES=$(((N + 249999) / 250000)) # the generator's default: one file per 250k ev
 W=${BENCH_DIR:-$root/bench/data}
 [[ "$W" == /* ]] || W="$root/$W"
 RESULTS=${BENCH_RESULTS:-$root/bench/results}
-CACHE=${GOLDBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/goldbridge}
 
 die() {
 	echo "bench: $*" >&2
@@ -105,16 +108,8 @@ for c in node npm curl jq awk; do
 done
 "$root/scripts/clickhouse.sh" >/dev/null || die "libchdb is missing (make clickhouse)"
 
-duck="$CACHE/bench/duckdb-$DUCKDB_VERSION"
-if [[ ! -d "$duck/node_modules/@duckdb/node-api" ]]; then
-	log "installing @duckdb/node-api@$DUCKDB_VERSION into $duck (once)"
-	mkdir -p "$duck"
-	[[ -f "$duck/package.json" ]] || echo '{"private": true}' >"$duck/package.json"
-	(cd "$duck" && npm install --silent --no-audit --no-fund --cache "$duck/.npm" "@duckdb/node-api@$DUCKDB_VERSION" >/dev/null) ||
-		die "npm install @duckdb/node-api@$DUCKDB_VERSION failed"
-	rm -rf "$duck/.npm"
-fi
-export NODE_PATH="$duck/node_modules"
+NODE_PATH=$("$root/bench/duckdb.sh") || die "DuckDB's npm package could not be installed"
+export NODE_PATH
 command -v go >/dev/null || die "go is required (bench/bilat, the BI load generator)"
 
 # Disk: ~0.4 KB per event measured at 1M (landing 0.21, each state dir 0.07, ClickHouse
