@@ -77,10 +77,13 @@ mapfile -t files < <(ls "$W/files"/orders-*.jsonl | sort)
 [[ ${#files[@]} -eq $((N + 3)) ]] || { echo "bench soak: generated ${#files[@]} files, want $((N + 3))" >&2; exit 1; }
 
 ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
-# land SIDE FILE: hard-link one file into a side's landing, dated a minute back (past settle).
+# land SIDE FILE: copy one file into a side's landing, dated a minute back (past settle).
+# A copy, not a hard link: touching a link dates the other side's file too, and a landing
+# file whose mtime changed is checksummed at every later run (bronze.fileChanged), which
+# the soaked side then paid for all its files in every measured run.
 land() {
 	mkdir -p "$W/$1/landing/orders"
-	ln "$2" "$W/$1/landing/orders/"
+	cp "$2" "$W/$1/landing/orders/"
 	touch -d '-1 min' "$W/$1/landing/orders/$(basename "$2")"
 }
 # timed SIDE NAME ARGS...: one goldbridge command; sets MS and RSS (MB).

@@ -107,6 +107,10 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		return res, fmt.Errorf("bronze %s: %w", ident, err)
 	}
 
+	// Files whose mtime changed but not their content (a touch, a copy without times):
+	// the checksum says so, and their new mtime rides on this batch's commit, if any, so
+	// that the next runs do not read every such file again (PropRedated).
+	var redated []FileRecord
 	quarantine, err := QuarantinedFiles(run.Table())
 	if err != nil {
 		return res, fmt.Errorf("bronze %s: %w", ident, err)
@@ -167,6 +171,10 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 				plan = append(plan, planned{src: src, file: f, from: prev.Size})
 			case !changed:
 				res.Skipped++
+				if prev.ModTime != f.modTime {
+					prev.ModTime = f.modTime
+					redated = append(redated, prev)
+				}
 			case !opt.Reingest && src.canResume(f, prev):
 				opt.Log.Info("landing file grew since it was ingested; reading its new lines", "file", f.path, "from", prev.Size, "size", f.size)
 				plan = append(plan, planned{src: src, file: f, from: prev.Size})
@@ -273,6 +281,13 @@ func ingestFiles(ctx context.Context, lh *catalog.Lakehouse, ident string, sourc
 		PropSource: strings.Join(names, ","),
 		PropFiles:  string(filesJSON),
 		PropBlank:  strconv.FormatInt(res.Blank, 10),
+	}
+	if len(redated) > 0 {
+		b, err := json.Marshal(redated)
+		if err != nil {
+			return res, err
+		}
+		props[PropRedated] = string(b)
 	}
 	if quarantineChanged {
 		if run.tableProps, err = quarantineProperty(quarantine); err != nil {
@@ -521,6 +536,7 @@ func fileChanged(f landingFile, prev FileRecord) (bool, error) {
 }
 
 // IngestedFiles returns every landing file recorded in the table's snapshot summaries
+// (PropFiles, and PropRedated: a newer mtime of a file whose content did not change)
 // and in its PropFileLog table property (what the summaries of expired snapshots held:
 // FoldBookkeeping), by path (the newest record wins).
 func IngestedFiles(tbl *table.Table) (map[string]FileRecord, error) {
@@ -539,7 +555,7 @@ func IngestedFiles(tbl *table.Table) (map[string]FileRecord, error) {
 		if s.Summary == nil {
 			continue
 		}
-		for _, key := range []string{PropFileLog, PropFiles} {
+		for _, key := range []string{PropFileLog, PropFiles, PropRedated} {
 			raw, ok := s.Summary.Properties[key]
 			if !ok {
 				continue

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -455,5 +456,60 @@ func TestFreshParquetDoesNotSettle(t *testing.T) {
 				t.Fatalf("%+v (%v), want %d rows at once", res, err, tc.rows)
 			}
 		})
+	}
+}
+
+// TestTouchedFileTakesItsNewMtime: a landing file touched after it was ingested is found
+// unchanged by its checksum, and its new mtime rides on the next commit (PropRedated), so
+// that the runs after it skip the file by its mtime instead of reading it again; a run
+// that commits nothing records nothing. The expiry's fold keeps the new mtime.
+func TestTouchedFileTakesItsNewMtime(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.jsonl")
+	writeFile(t, a, []byte("{\"v\":1}\n"))
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	os.Chtimes(a, old, old)
+	if _, err := IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	mtime := func() int64 {
+		t.Helper()
+		tbl, err := lh.LoadTable(ctx, ident)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := IngestedFiles(tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files[a].ModTime
+	}
+	touched := old.Add(30 * time.Minute)
+	os.Chtimes(a, touched, touched)
+	res, err := IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{})
+	if err != nil || res.Skipped != 1 || res.SnapshotID != 0 || mtime() != old.UnixNano() {
+		t.Fatalf("touched, nothing new: %+v %v, recorded mtime %d (want the old one: nothing committed)", res, err, mtime())
+	}
+	writeFile(t, filepath.Join(dir, "b.jsonl"), []byte("{\"v\":2}\n"))
+	os.Chtimes(filepath.Join(dir, "b.jsonl"), old, old)
+	res, err = IngestFiles(ctx, lh, ident, []FileSource{source(dir)}, Options{})
+	if err != nil || res.Skipped != 1 || res.Rows != 1 || len(res.Files) != 1 {
+		t.Fatalf("with a new file: %+v %v", res, err)
+	}
+	if got := mtime(); got != touched.UnixNano() {
+		t.Fatalf("recorded mtime %d, want the touched file's %d", got, touched.UnixNano())
+	}
+	tbl, err := lh.LoadTable(ctx, ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props, err := FoldBookkeeping(tbl)
+	if err != nil || !strings.Contains(props[PropFileLog], strconv.FormatInt(touched.UnixNano(), 10)) {
+		t.Fatalf("the fold lost the new mtime: %v %s", err, props[PropFileLog])
+	}
+	if payloads := len(scanAll(t, lh)); payloads != 2 {
+		t.Fatalf("%d rows, want 2: the touched file was read again", payloads)
 	}
 }

@@ -43,6 +43,10 @@ const (
 	PropSource  = "goldbridge.source"
 	PropFiles   = "goldbridge.files"   // JSON list of FileRecord ingested by this commit
 	PropFileLog = "goldbridge.filelog" // JSON list of every FileRecord so far (written when history is expired)
+	// PropRedated lists, as FileRecord with their new mtime, the landing files ingested
+	// before whose mtime changed but whose content did not (checksum equal): carried by
+	// the next commit, so that later runs take the mtime again instead of reading them.
+	PropRedated = "goldbridge.redated"
 	PropOffsets = "goldbridge.offsets" // JSON map topic/partition -> next offset (Kafka)
 	PropRows    = "goldbridge.rows"
 	PropBlank   = "goldbridge.blank-lines"
