@@ -112,20 +112,8 @@ func TargetColumns(m *serving.Mart) []Column {
 // storedColumns are the key and the mergeable columns of every measure.
 func storedColumns(m *serving.Mart) []Column {
 	cols := keyColumns(m)
-	simple := func(fn, t string) string { return "SimpleAggregateFunction(" + fn + ", " + t + ")" }
 	for _, ms := range m.Measures {
-		switch ms.Agg {
-		case mart.Count:
-			cols = append(cols, Column{ms.Name, simple("sum", ms.Type)})
-		case mart.Sum, mart.Min, mart.Max:
-			cols = append(cols, Column{ms.Name, simple(ms.Agg.Simple(), valueType(ms))})
-		case mart.Avg:
-			cols = append(cols, Column{avgSumName(ms), simple("sum", ms.Type)}, Column{avgCountName(ms), simple("sum", "Int64")})
-		case mart.CountDistinct:
-			cols = append(cols, Column{StateColumn(ms), "AggregateFunction(" + m.Distinct + ", String)"})
-		case mart.Quantiles:
-			cols = append(cols, Column{StateColumn(ms), "AggregateFunction(groupArray, Float64)"})
-		}
+		cols = append(cols, shapeOf(ms).stored(m, ms)...)
 	}
 	return cols
 }
@@ -169,18 +157,7 @@ func WireColumns(m *serving.Mart) []Column {
 	}
 	cols := keyColumns(m)
 	for _, ms := range m.Measures {
-		switch ms.Agg {
-		case mart.Count:
-			cols = append(cols, Column{ms.Name, ms.Type})
-		case mart.Sum, mart.Min, mart.Max:
-			cols = append(cols, Column{ms.Name, valueType(ms)})
-		case mart.Avg:
-			cols = append(cols, Column{avgSumName(ms), ms.Type}, Column{avgCountName(ms), "Int64"})
-		case mart.CountDistinct:
-			cols = append(cols, Column{mart.KeysCol(ms.Name), "Array(String)"})
-		case mart.Quantiles:
-			cols = append(cols, Column{mart.ValuesCol(ms.Name), "Array(Float64)"})
-		}
+		cols = append(cols, shapeOf(ms).wire(ms)...)
 	}
 	return cols
 }
@@ -336,33 +313,14 @@ func servedExpr(ms serving.Measure) string {
 // FinalExpr is the aggregate expression that finishes measure ms over the rows of <t>
 // (queries merging several partitions or grain values).
 func FinalExpr(m *serving.Mart, ms serving.Measure) string {
-	q := serving.Q
-	switch ms.Agg {
-	case mart.Sum, mart.Count:
-		return "sum(" + q(ms.Name) + ")"
-	case mart.Min, mart.Max:
-		return ms.Agg.Simple() + "(" + q(ms.Name) + ")"
-	case mart.CountDistinct:
-		return "toInt64(" + m.Distinct + "Merge(" + q(StateColumn(ms)) + "))"
-	case mart.Quantiles:
-		return quantilesExpr(ms, "groupArrayMerge("+q(StateColumn(ms))+")")
-	case mart.Avg:
-		return avgExpr(ms, "sum("+q(avgSumName(ms))+")", "sum("+q(avgCountName(ms))+")")
-	}
-	return "NULL"
+	return shapeOf(ms).merge(m, ms)
 }
 
 // finishExpr finishes a Finished measure from the stored columns of one row (a push
 // that builds the states server-side fills the finished columns with it).
 func finishExpr(ms serving.Measure) string {
-	q := serving.Q
-	switch ms.Agg {
-	case mart.CountDistinct:
-		return "toInt64(finalizeAggregation(" + q(StateColumn(ms)) + "))"
-	case mart.Quantiles:
-		return quantilesExpr(ms, "finalizeAggregation("+q(StateColumn(ms))+")")
-	case mart.Avg:
-		return avgExpr(ms, q(avgSumName(ms)), q(avgCountName(ms)))
+	if f := shapeOf(ms).finish; f != nil {
+		return f(ms)
 	}
 	return "NULL"
 }
@@ -478,20 +436,7 @@ func statesInsert(m *serving.Mart, c mart.Level, group []mart.Level, into, from,
 	}
 	sel = append(sel, level+" AS "+q(mart.ColGroupingLevel))
 	for _, ms := range m.Measures {
-		switch ms.Agg {
-		case mart.Sum, mart.Count:
-			sel = append(sel, "sum("+q(ms.Name)+") AS "+q(ms.Name))
-		case mart.Min, mart.Max:
-			sel = append(sel, ms.Agg.Simple()+"("+q(ms.Name)+") AS "+q(ms.Name))
-		case mart.Avg:
-			sel = append(sel, "sum("+q(avgSumName(ms))+") AS "+q(avgSumName(ms)), "sum("+q(avgCountName(ms))+") AS "+q(avgCountName(ms)))
-		case mart.CountDistinct:
-			sel = append(sel, fmt.Sprintf("CAST(%sArrayState(%s), 'AggregateFunction(%s, String)') AS %s",
-				m.Distinct, q(mart.KeysCol(ms.Name)), m.Distinct, q(StateColumn(ms))))
-		case mart.Quantiles:
-			sel = append(sel, fmt.Sprintf("CAST(groupArrayArrayState(%s), 'AggregateFunction(groupArray, Float64)') AS %s",
-				q(mart.ValuesCol(ms.Name)), q(StateColumn(ms))))
-		}
+		sel = append(sel, shapeOf(ms).build(m, ms)...)
 	}
 	var sets []string
 	for _, lv := range group {
