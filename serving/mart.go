@@ -44,16 +44,16 @@ type Measure struct {
 // Float64 over an integer or a float (an average is a double there, whatever the
 // hidden __sum column's type); Array(Float64) for quantiles.
 func (ms Measure) FinalType() string {
-	switch ms.Agg {
-	case mart.Count, mart.CountDistinct:
+	switch ms.Agg.Result() {
+	case mart.ResultCount:
 		return "Int64"
-	case mart.Avg:
+	case mart.ResultAverage:
 		var p, s int
 		if _, err := fmt.Sscanf(ms.Type, "Decimal(%d, %d)", &p, &s); err == nil {
 			return fmt.Sprintf("Decimal(38, %d)", s+6) // as ddl.FinalExpr and Gold's avg
 		}
 		return "Float64"
-	case mart.Quantiles:
+	case mart.ResultList:
 		return "Array(Float64)"
 	}
 	return ms.Type

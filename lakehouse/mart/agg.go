@@ -31,6 +31,17 @@ const (
 	InputNumeric              // an int, float or decimal column
 )
 
+// Result is what an aggregate's finished value is, for every layer that types, serves or
+// compares it: a new aggregate with one of these results needs no change there.
+type Result int
+
+const (
+	ResultValue   Result = iota // a value of the measure's own column type, NULL over no input (sum, min, max)
+	ResultCount                 // an Int64, never NULL: 0 over no input (count, count_distinct)
+	ResultAverage               // a quotient: Decimal(38, S+6) over a decimal input, else a double; NULL over no input
+	ResultList                  // a list of doubles, NULL (served as empty) over no input (quantiles)
+)
+
 // List is the hidden mergeable list a measure keeps on its carrier rows.
 type List int
 
@@ -63,19 +74,21 @@ type AggDesc struct {
 	// check treat the value as: count_if as count, sum_if as sum, with its Gold
 	// columns; empty for the aggregate itself.
 	As Agg
+	// Result is what the finished value is (its type and NULL rule).
+	Result Result
 }
 
 var aggs = []AggDesc{
-	{Agg: Sum, Input: InputNumeric, Additive: true, Simple: "sum", Checked: true},
-	{Agg: Count, Input: InputNone, Additive: true, Simple: "sum", Checked: true},
-	{Agg: CountDistinct, Input: InputAny, List: ListKeys, Checked: true},
-	{Agg: Avg, Input: InputNumeric, Checked: true},
-	{Agg: Min, Input: InputAny, Simple: "min", Checked: true},
-	{Agg: Max, Input: InputAny, Simple: "max", Checked: true},
-	{Agg: Quantiles, Input: InputNumeric, List: ListValues},
-	{Agg: CountIf, Input: InputNone, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Count},
-	{Agg: SumIf, Input: InputNumeric, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Sum},
-	{Agg: AvgIf, Input: InputNumeric, Checked: true, Cond: true, As: Avg},
+	{Agg: Sum, Input: InputNumeric, Additive: true, Simple: "sum", Checked: true, Result: ResultValue},
+	{Agg: Count, Input: InputNone, Additive: true, Simple: "sum", Checked: true, Result: ResultCount},
+	{Agg: CountDistinct, Input: InputAny, List: ListKeys, Checked: true, Result: ResultCount},
+	{Agg: Avg, Input: InputNumeric, Checked: true, Result: ResultAverage},
+	{Agg: Min, Input: InputAny, Simple: "min", Checked: true, Result: ResultValue},
+	{Agg: Max, Input: InputAny, Simple: "max", Checked: true, Result: ResultValue},
+	{Agg: Quantiles, Input: InputNumeric, List: ListValues, Result: ResultList},
+	{Agg: CountIf, Input: InputNone, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Count, Result: ResultCount},
+	{Agg: SumIf, Input: InputNumeric, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Sum, Result: ResultValue},
+	{Agg: AvgIf, Input: InputNumeric, Checked: true, Cond: true, As: Avg, Result: ResultAverage},
 }
 
 // Aggs lists the aggregates in documentation order.
@@ -127,6 +140,9 @@ func (a Agg) ListCol(measure string) string {
 	}
 	return ""
 }
+
+// Result is what the aggregate's finished value is (AggDesc.Result).
+func (a Agg) Result() Result { d, _ := a.Desc(); return d.Result }
 
 // Simple is the ClickHouse function that merges the finished values ("" for none).
 func (a Agg) Simple() string { d, _ := a.Desc(); return d.Simple }

@@ -64,6 +64,12 @@ func TestAggDescriptors(t *testing.T) {
 		if d.Additive && d.Simple != "sum" {
 			t.Errorf("%s: additive but merged with %q", a, d.Simple)
 		}
+		// A list is a list of doubles unless it holds the distinct keys of a count; an
+		// average is no merged simple value.
+		if d.List == ListValues && d.Result != ResultList || d.List == ListKeys && d.Result != ResultCount ||
+			d.Result == ResultAverage && d.Simple != "" || d.Result == ResultList && d.List != ListValues {
+			t.Errorf("%s: result %d with list %d, simple %q", a, d.Result, d.List, d.Simple)
+		}
 	}
 	for _, c := range []struct {
 		a, as Agg
@@ -73,7 +79,7 @@ func TestAggDescriptors(t *testing.T) {
 		as, _ := c.as.Desc()
 		// Served as its plain aggregate: merged, checked and laid out as it is.
 		if !c.a.Cond() || c.a.Served() != c.as || d.Input != c.input || d.Simple != as.Simple ||
-			d.Additive != as.Additive || d.Checked != as.Checked || d.List != ListNone {
+			d.Additive != as.Additive || d.Checked != as.Checked || d.List != ListNone || d.Result != as.Result {
 			t.Errorf("%s: descriptor %+v, served as %s", c.a, d, c.a.Served())
 		}
 	}

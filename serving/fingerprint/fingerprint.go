@@ -79,12 +79,12 @@ func canonFields(m *serving.Mart) []canonField {
 			out = append(out, f)
 			continue
 		}
-		switch ms.Agg {
-		case mart.Count, mart.CountDistinct:
+		switch ms.Agg.Result() {
+		case mart.ResultCount:
 			f.sql, f.nullAs0 = canonSQL(q(ms.Name), ms.FinalType(), false), true
-		case mart.Sum, mart.Min, mart.Max, mart.Avg:
+		case mart.ResultValue, mart.ResultAverage:
 			f.sql = canonSQL(q(ms.Name), ms.FinalType(), true)
-		case mart.Quantiles:
+		case mart.ResultList:
 			// Gold's NULL (no value in the group) is served as an empty array.
 			f.sql = "if(empty(" + q(ms.Name) + "), 'N', arrayStringConcat(arrayMap(x -> toString(reinterpretAsUInt64(x)), " + q(ms.Name) + "), ','))"
 		}
