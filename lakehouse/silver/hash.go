@@ -37,7 +37,9 @@ func ruleHash(args ...any) (any, error) {
 	if len(args) > maxHashArgs {
 		return nil, fmt.Errorf("hash: more than %d arguments", maxHashArgs)
 	}
-	var buf []byte
+	// One buffer for the frames: a row's key text (~150 bytes for 7 arguments) fits.
+	var arr [256]byte
+	buf := arr[:0]
 	for i, a := range args {
 		if i > 0 {
 			buf = append(buf, ',')
@@ -54,32 +56,75 @@ func ruleHash(args ...any) (any, error) {
 // hashTimeLayout is RFC 3339 in UTC with nine fraction digits, always.
 const hashTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
+// appendHashArg appends a's frame to b. The text of a number, a bool or a time is made
+// in a buffer on the stack, not as a string: hash() runs per row (E0 of the taxi
+// example: 9% of Silver's CPU, half of it in time.Format and the strings).
 func appendHashArg(b []byte, a any) ([]byte, error) {
-	var text string
+	var tmp [48]byte
+	var text []byte
 	switch x := a.(type) {
 	case nil:
 		return append(b, '-'), nil
 	case string:
-		text = x
+		b = strconv.AppendInt(b, int64(len(x)), 10)
+		b = append(b, ':')
+		return append(b, x...), nil
 	case int:
-		text = strconv.Itoa(x)
+		text = strconv.AppendInt(tmp[:0], int64(x), 10)
 	case int64:
-		text = strconv.FormatInt(x, 10)
+		text = strconv.AppendInt(tmp[:0], x, 10)
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return nil, fmt.Errorf("hash: cannot hash %v", x)
 		}
-		text = strconv.FormatFloat(x, 'g', -1, 64)
+		text = strconv.AppendFloat(tmp[:0], x, 'g', -1, 64)
 	case bool:
-		text = strconv.FormatBool(x)
+		text = strconv.AppendBool(tmp[:0], x)
 	case time.Time:
-		text = x.UTC().Format(hashTimeLayout)
+		text = appendHashTime(tmp[:0], x)
 	default:
 		return nil, fmt.Errorf("hash: cannot hash a %T", a)
 	}
 	b = strconv.AppendInt(b, int64(len(text)), 10)
 	b = append(b, ':')
 	return append(b, text...), nil
+}
+
+// appendHashTime appends t as hashTimeLayout formats it, by hand for years 0-9999 (a
+// typed Silver timestamp always is: inTimeRange), else with time.Format; the two agree
+// (TestHashTimeMatchesFormat).
+func appendHashTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, hashTimeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond(), 9)
+	return append(b, 'Z')
+}
+
+// appendDigits appends v (>= 0) in exactly n decimal digits, zero-padded.
+func appendDigits(b []byte, v, n int) []byte {
+	end := len(b) + n
+	b = append(b, "000000000"[:n]...)
+	for i := end - 1; i >= end-n; i-- {
+		b[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return b
 }
 
 // callsHash reports whether node calls hash(), which reads NULL arguments itself.

@@ -3,7 +3,9 @@ package silver
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // oracleHash is the documented form of hash(), written out by hand.
@@ -56,5 +58,27 @@ func TestRuleHash(t *testing.T) {
 	}
 	if _, err := ruleHash([]any{1}); err == nil {
 		t.Error("hash of a list: no error")
+	}
+}
+
+// TestHashTimeMatchesFormat: the hand-written time text of hash() is time.Format's with
+// hashTimeLayout, byte for byte, over random instants of years 1-9999 in any zone (and
+// the years outside, which go through time.Format itself).
+func TestHashTimeMatchesFormat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	zones := []*time.Location{time.UTC, time.FixedZone("", 5*3600+30*60), time.FixedZone("", -8*3600)}
+	check := func(ts time.Time) {
+		t.Helper()
+		if got, want := string(appendHashTime(nil, ts)), ts.UTC().Format(hashTimeLayout); got != want {
+			t.Fatalf("%v: %q, time.Format %q", ts, got, want)
+		}
+	}
+	for range 200_000 {
+		sec := rng.Int64N(253402300799+62135596800) - 62135596800
+		check(time.Unix(sec, rng.Int64N(1e9)).In(zones[rng.IntN(len(zones))]))
+	}
+	for _, ts := range []time.Time{{}, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(-5, 6, 7, 8, 9, 10, 11, time.UTC), time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		check(ts)
 	}
 }

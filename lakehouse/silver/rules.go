@@ -295,6 +295,9 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 	if kind == ruleFilter {
 		opts = append(opts, expr.AsBool())
 	}
+	if cd := newConstDates(example); cd != nil {
+		opts = append(opts, expr.Patch(cd))
+	}
 	prog, err := expr.Compile(sp.Expr, opts...)
 	if err != nil {
 		return cr, caseHint(err, sp.Expr, example)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/expr-lang/expr/ast"
 )
 
 // ruleCols are the typed columns the rule tests run against (a cut of the orders example).
@@ -542,4 +544,44 @@ func BenchmarkApplyRules(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/row")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/n, "allocs/row")
 	b.ReportMetric(float64(quarantined)/n, "quarantined/row")
+}
+
+// TestConstDatesFolded: date() over string literals is folded into its time when the
+// rule is compiled (no call left in the program), with the value a row would get: the
+// F3 filter of TestRuleFilter gives the same answers folded and not (a date() over a
+// column is not folded); a date() that fails stays a call and fails at run time.
+func TestConstDatesFolded(t *testing.T) {
+	calls := func(n ast.Node) (dates int) {
+		ast.Find(n, func(n ast.Node) bool {
+			switch c := n.(type) {
+			case *ast.CallNode:
+				if id, ok := c.Callee.(*ast.IdentifierNode); ok && id.Value == "date" {
+					dates++
+				}
+			case *ast.BuiltinNode:
+				if c.Name == "date" {
+					dates++
+				}
+			}
+			return false
+		})
+		return dates
+	}
+	expr := "created_at >= date('2024-01-01') && created_at < date('2025-01-01 00:00:00', '2006-01-02 15:04:05')"
+	rs, _ := mustCompile(t, []RuleSpec{{ID: "F3", Kind: "filter", Expr: expr, Reason: "out_of_range"}}, nil)
+	if n := calls(rs.rules[0].prog.Node()); n != 0 {
+		t.Errorf("%d date() calls left after folding", n)
+	}
+	for ts, want := range map[string]string{
+		"2024-01-01T00:00:00Z": "", "2023-12-31T23:59:59.999999Z": "F3:out_of_range",
+		"2024-12-31T23:59:59Z": "", "2025-01-01T00:00:00Z": "F3:out_of_range",
+	} {
+		if got := rs.apply(ruleRow(t, 0, "o1", "1", "DE", "new", "1", ts)); got != want {
+			t.Errorf("created_at %s: %q, want %q", ts, got, want)
+		}
+	}
+	rs, _ = mustCompile(t, []RuleSpec{{ID: "F4", Kind: "filter", Expr: "date(country) > date('2024-01-01') || date('not a date') != nil", Reason: "r"}}, nil)
+	if n := calls(rs.rules[0].prog.Node()); n != 2 {
+		t.Errorf("%d date() calls left, want 2: over a column, and the one that fails", n)
+	}
 }
