@@ -526,83 +526,15 @@ func (p *partial) build(rows []*group, runID string, now time.Time) arrow.Record
 		}
 		next().(*array.StringBuilder).Append(lv.Name)
 		for i, ms := range m.Measures {
-			a := g.accs[i]
-			switch ms.Agg.Served() { // count_if as count, sum_if as sum
-			case mart.Sum:
-				if ms.Agg.Cond() {
-					// No row matched (or every matched input was NULL): the sums are 0,
-					// and so is a conditional sum (not NULL as a sum), as ClickHouse's sumIf.
-					a.n = max(a.n, 1)
-				}
-				appendSum(next(), a, ms.InputType)
-			case mart.Count:
-				next().(*array.Int64Builder).Append(a.n)
-			case mart.CountDistinct:
-				next().(*array.Int64Builder).Append(a.distinct)
-			case mart.Avg:
-				bl := next()
-				switch {
-				case a.n == 0:
-					bl.AppendNull()
-				case ms.InputType.Kind == silver.Decimal:
-					bl.(*array.Decimal128Builder).Append(avgDecimal(a.dsum, a.n))
-				case ms.InputType.Kind == silver.Float64:
-					bl.(*array.Float64Builder).Append(a.fsum / float64(a.n))
-				default:
-					bl.(*array.Float64Builder).Append(float64(a.isum) / float64(a.n))
-				}
-			case mart.Min, mart.Max:
-				v := a.min
-				if ms.Agg.Served() == mart.Max {
-					v = a.max
-				}
-				if !a.hasMM {
-					v = silver.Value{Null: true}
-				}
-				appendValue(next(), v, ms.InputType)
-			case mart.Quantiles:
-				lb := next().(*array.ListBuilder)
-				if len(a.vals) == 0 {
-					lb.AppendNull()
-					continue
-				}
-				slices.Sort(a.vals) // the __values list below is written sorted too
-				lb.Append(true)
-				vb := lb.ValueBuilder().(*array.Float64Builder)
-				for _, q := range ms.Quantiles {
-					vb.Append(nearestRank(a.vals, q))
-				}
-			}
+			a := g.accs[i] // a copy: writing the value may adjust it (a conditional sum)
+			shapeOf(ms).write(next(), &a, ms)
 		}
 		// The carrier levels' rows hold the lists that serving merges coarser levels from.
 		carries := lv.Carries(g.set)
 		for i, ms := range m.Measures {
-			a := g.accs[i]
-			switch ms.Agg.Served() {
-			case mart.CountDistinct:
-				lb := next().(*array.ListBuilder)
-				if !carries {
-					lb.AppendNull()
-					continue
-				}
-				lb.Append(true)
-				vb := lb.ValueBuilder().(*array.StringBuilder)
-				// One by one: AppendValues reserves exactly, so repeated calls copy the
-				// whole data buffer every time.
-				for _, k := range p.distinctTexts(i, g.grain, a.ids) {
-					vb.Append(k)
-				}
-			case mart.Avg:
-				appendSum(next(), a, ms.InputType)
-				next().(*array.Int64Builder).Append(a.n)
-			case mart.Quantiles:
-				lb := next().(*array.ListBuilder)
-				if !carries {
-					lb.AppendNull()
-					continue
-				}
-				lb.Append(true)
-				lb.ValueBuilder().(*array.Float64Builder).AppendValues(a.vals, nil)
+			if w := shapeOf(ms).writeHidden; w != nil {
+				a := g.accs[i]
+				w(next, &a, ms, carries, func() []string { return p.distinctTexts(i, g.grain, a.ids) })
 			}
 		}
 		next().(*array.TimestampBuilder).Append(ts)

@@ -106,6 +106,9 @@ func (g *baseGroup) add(ms []MeasureSpec, vals []silver.Value, distinct []*keySe
 		}
 		a := &g.accs[i]
 		a.n++
+		// The per-row fold: the one place of the package outside shapes.go that switches
+		// on the aggregate, kept a switch because it runs per row and measure (an
+		// indirect call there, and a distinct count's key sets, cost more than they save).
 		switch m.Agg.Served() {
 		case mart.Sum, mart.Avg:
 			switch m.InputType.Kind {
@@ -284,23 +287,8 @@ func (p *partial) outGroup(si int, set []int, bg *baseGroup) *group {
 // not merged here (rows counts them over the union of the ids).
 func (a *acc) merge(b *acc, ms MeasureSpec) {
 	a.n += b.n
-	switch ms.Agg.Served() {
-	case mart.Sum, mart.Avg:
-		a.dsum = a.dsum.Add(b.dsum)
-		a.isum += b.isum
-		a.fsum += b.fsum
-	case mart.Min, mart.Max:
-		if b.hasMM {
-			if !a.hasMM || less(b.min, a.min, ms.InputType) {
-				a.min = b.min
-			}
-			if !a.hasMM || less(a.max, b.max, ms.InputType) {
-				a.max = b.max
-			}
-			a.hasMM = true
-		}
-	case mart.Quantiles:
-		a.vals = append(a.vals, b.vals...)
+	if m := shapeOf(ms).merge; m != nil {
+		m(a, b, ms)
 	}
 }
 

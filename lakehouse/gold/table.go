@@ -71,12 +71,14 @@ func (m MartSpec) grainType() silver.Type {
 
 var longT = silver.Type{Kind: silver.Int64}
 
+// col is a scalar column of type t (req: never NULL).
+func col(name string, t silver.Type, req bool) outCol {
+	it, at := scalarTypes(t)
+	return outCol{name: name, ice: it, arrow: at, required: req}
+}
+
 // columns lists the Gold table's columns in order (docs/gold.md).
 func (m MartSpec) columns() []outCol {
-	col := func(name string, t silver.Type, req bool) outCol {
-		it, at := scalarTypes(t)
-		return outCol{name: name, ice: it, arrow: at, required: req}
-	}
 	cols := []outCol{col(m.GrainAs, m.grainType(), true)}
 	for _, d := range m.Dims {
 		cols = append(cols, col(d.Name, d.Type, false))
@@ -86,29 +88,11 @@ func (m MartSpec) columns() []outCol {
 	}
 	cols = append(cols, col(mart.ColGroupingLevel, silver.Type{Kind: silver.String}, true))
 	for _, ms := range m.Measures {
-		switch ms.Agg.Served() { // count_if as count, sum_if as sum
-		case mart.Sum:
-			cols = append(cols, col(ms.Name, sumType(ms.InputType), false))
-		case mart.Count, mart.CountDistinct:
-			cols = append(cols, col(ms.Name, longT, true))
-		case mart.Avg:
-			cols = append(cols, col(ms.Name, avgType(ms.InputType), false))
-		case mart.Min, mart.Max:
-			cols = append(cols, col(ms.Name, ms.InputType, false))
-		case mart.Quantiles:
-			cols = append(cols, doubleList(ms.Name))
-		}
+		cols = append(cols, shapeOf(ms).value(ms))
 	}
 	for _, ms := range m.Measures {
-		switch ms.Agg.Served() {
-		case mart.CountDistinct:
-			cols = append(cols, outCol{name: mart.KeysCol(ms.Name),
-				ice:   &iceberg.ListType{Element: iceberg.PrimitiveTypes.String, ElementRequired: true},
-				arrow: arrow.ListOfNonNullable(arrow.BinaryTypes.String)})
-		case mart.Avg:
-			cols = append(cols, col(mart.SumCol(ms.Name), sumType(ms.InputType), false), col(mart.CountCol(ms.Name), longT, true))
-		case mart.Quantiles:
-			cols = append(cols, doubleList(mart.ValuesCol(ms.Name)))
+		if h := shapeOf(ms).hidden; h != nil {
+			cols = append(cols, h(ms)...)
 		}
 	}
 	cols = append(cols, col(mart.ColCalculatedAt, silver.Type{Kind: silver.Timestamp}, true), col(mart.ColRunID, silver.Type{Kind: silver.String}, true))
