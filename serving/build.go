@@ -95,13 +95,15 @@ func (m *Mart) setTypes(sch *iceberg.Schema) error {
 	}
 	for i := range m.Measures {
 		ms := &m.Measures[i]
-		switch ms.Agg {
-		case mart.Count:
-			ms.Type = "Int64"
-		case mart.Sum, mart.Min, mart.Max:
-			ms.Type, err = typeOf(ms.Name)
-		case mart.Avg:
+		// The type of the value the served table keeps in simple columns, from Gold's.
+		switch {
+		case ms.Agg.Result() == mart.ResultAverage: // its sum; the count is Int64
 			ms.Type, err = typeOf(mart.SumCol(ms.Name))
+		case ms.Agg.List() != mart.ListNone: // a state, finished from its list
+		case ms.Agg.Result() == mart.ResultCount:
+			ms.Type = "Int64"
+		default:
+			ms.Type, err = typeOf(ms.Name)
 		}
 		if err != nil {
 			return err

@@ -204,13 +204,15 @@ func (m *Mart) Validate() error {
 		if err := add(ms.Name); err != nil {
 			return err
 		}
-		switch ms.Agg {
-		case mart.Sum, mart.Count, mart.Min, mart.Max, mart.Avg:
+		d, known := ms.Agg.Desc()
+		switch {
+		case !known || d.Cond: // served as the aggregate it is computed as (mart.Agg.Served)
+			return fmt.Errorf("mart %s: measure %s: unknown agg %q", m.Name, ms.Name, ms.Agg)
+		case d.List == mart.ListNone: // a scalar value (or avg's sum and count) in simple columns
 			if !typeRE.MatchString(ms.Type) || ms.Type == "String" || ms.Type == "Bool" {
 				return fmt.Errorf("mart %s: measure %s: unsupported type %q", m.Name, ms.Name, ms.Type)
 			}
-		case mart.CountDistinct:
-		case mart.Quantiles:
+		case d.List == mart.ListValues:
 			if len(ms.Quantiles) == 0 {
 				return fmt.Errorf("mart %s: measure %s: no quantile levels", m.Name, ms.Name)
 			}
@@ -219,8 +221,6 @@ func (m *Mart) Validate() error {
 					return fmt.Errorf("mart %s: measure %s: %w", m.Name, ms.Name, err)
 				}
 			}
-		default:
-			return fmt.Errorf("mart %s: measure %s: unknown agg %q", m.Name, ms.Name, ms.Agg)
 		}
 	}
 	if _, err := m.Levels(); err != nil {
