@@ -2,7 +2,6 @@ package gold
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -11,10 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-
 	"goldbridge/lakehouse/bronze"
-	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
 	"goldbridge/lakehouse/silver"
 )
@@ -49,63 +45,6 @@ func flightsMart() MartSpec {
 		},
 		Checks: []CheckSpec{{Name: "unique", Type: "unique_grain", Severity: "critical"}},
 	}
-}
-
-// flightCounts is the oracle: the flights and their distance per "day carrier" of the
-// lines of the files, every line a flight.
-func flightCounts(t *testing.T, files ...[]string) map[string]string {
-	t.Helper()
-	type agg struct{ n, dist int64 }
-	by := map[string]*agg{}
-	for _, lines := range files {
-		for _, l := range lines {
-			var f struct {
-				Carrier  string
-				Dep      time.Time
-				Distance int64
-			}
-			if err := json.Unmarshal([]byte(l), &f); err != nil {
-				t.Fatal(err)
-			}
-			k := f.Dep.UTC().Format(time.DateOnly) + " " + f.Carrier
-			if by[k] == nil {
-				by[k] = &agg{}
-			}
-			by[k].n++
-			by[k].dist += f.Distance
-		}
-	}
-	out := map[string]string{}
-	for k, a := range by {
-		out[k] = fmt.Sprintf("%d flights, %d miles", a.n, a.dist)
-	}
-	return out
-}
-
-// goldFlights reads the mart's Gold table into the oracle's form.
-func goldFlights(t *testing.T, lh *catalog.Lakehouse) map[string]string {
-	t.Helper()
-	tbl, err := lh.LoadTable(context.Background(), "gold.flights_daily")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, recs, err := tbl.Scan().ToArrowRecords(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		col := func(n string) int { return rec.Schema().FieldIndices(n)[0] }
-		for i := range int(rec.NumRows()) {
-			k := rec.Column(col("dep_date")).ValueStr(i) + " " + rec.Column(col("carrier")).(*array.String).Value(i)
-			out[k] = fmt.Sprintf("%s flights, %s miles", rec.Column(col("flights")).ValueStr(i), rec.Column(col("distance")).ValueStr(i))
-		}
-		rec.Release()
-	}
-	return out
 }
 
 // TestGoldCountsKeylessFacts builds a Gold mart over flights without a natural key, with
@@ -147,19 +86,19 @@ func TestGoldCountsKeylessFacts(t *testing.T) {
 		if replay && !res.Full {
 			t.Errorf("%s: Gold was not rebuilt after the replay: %+v", what, res)
 		}
-		if got := goldFlights(t, lh); !maps.Equal(got, want) {
+		if got := lakehousetest.GoldFlights(t, lh); !maps.Equal(got, want) {
 			t.Fatalf("%s: gold\n%v\nwant\n%v", what, got, want)
 		}
 	}
 
 	write("a.jsonl", a)
 	write("b.jsonl", b)
-	step("first", false, false, flightCounts(t, a, b))
+	step("first", false, false, lakehousetest.FlightCounts(t, a, b))
 	b2 := append(b, flight("UA", 3, 7, 1200)) // the UA flight a second time
 	write("b.jsonl", b2)
-	step("reingest", true, false, flightCounts(t, a, b2))
-	step("replay", false, true, flightCounts(t, a, b2))
-	if got := flightCounts(t, a, b2)["2024-01-01 AA"]; got != "3 flights, 2100 miles" {
+	step("reingest", true, false, lakehousetest.FlightCounts(t, a, b2))
+	step("replay", false, true, lakehousetest.FlightCounts(t, a, b2))
+	if got := lakehousetest.FlightCounts(t, a, b2)["2024-01-01 AA"]; got != "3 flights, 2100 miles" {
 		t.Fatalf("oracle: %s", got)
 	}
 }

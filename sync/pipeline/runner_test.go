@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
 	dto "github.com/prometheus/client_model/go"
 
@@ -156,7 +154,7 @@ func TestRunnerIsolatesSourcesAndServes(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "broken") || strings.Contains(err.Error(), "ingest flights") {
 		t.Fatalf("run: %v, want the failure of broken's source only\n%s", err, out.String())
 	}
-	if got, want := goldFlights(t, lh), flightCounts(t, a); !maps.Equal(got, want) {
+	if got, want := lakehousetest.GoldFlights(t, lh), lakehousetest.FlightCounts(t, a); !maps.Equal(got, want) {
 		t.Fatalf("gold\n%v\nwant\n%v", got, want)
 	}
 	var m dto.Metric
@@ -193,7 +191,7 @@ func TestRunnerIsolatesSourcesAndServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	if got, want := goldFlights(t, lh), flightCounts(t, a, b); !maps.Equal(got, want) {
+	if got, want := lakehousetest.GoldFlights(t, lh), lakehousetest.FlightCounts(t, a, b); !maps.Equal(got, want) {
 		t.Fatalf("gold after b\n%v\nwant\n%v", got, want)
 	}
 	if got := fake.Memory.Served("flights_daily"); len(got) != 4 || opens != 2 {
@@ -206,61 +204,4 @@ func writeLines(t *testing.T, path string, lines []string) {
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// flightCounts is the oracle: the flights and their distance per "day carrier" of the
-// lines, every line a flight.
-func flightCounts(t *testing.T, files ...[]string) map[string]string {
-	t.Helper()
-	type agg struct{ n, dist int64 }
-	by := map[string]*agg{}
-	for _, lines := range files {
-		for _, l := range lines {
-			var f struct {
-				Carrier  string
-				Dep      time.Time
-				Distance int64
-			}
-			if err := json.Unmarshal([]byte(l), &f); err != nil {
-				t.Fatal(err)
-			}
-			k := f.Dep.UTC().Format(time.DateOnly) + " " + f.Carrier
-			if by[k] == nil {
-				by[k] = &agg{}
-			}
-			by[k].n++
-			by[k].dist += f.Distance
-		}
-	}
-	out := map[string]string{}
-	for k, a := range by {
-		out[k] = fmt.Sprintf("%d flights, %d miles", a.n, a.dist)
-	}
-	return out
-}
-
-// goldFlights reads the mart's Gold table into the oracle's form.
-func goldFlights(t *testing.T, lh *catalog.Lakehouse) map[string]string {
-	t.Helper()
-	tbl, err := lh.LoadTable(context.Background(), "gold.flights_daily")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, recs, err := tbl.Scan().ToArrowRecords(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for rec, err := range recs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		col := func(n string) int { return rec.Schema().FieldIndices(n)[0] }
-		for i := range int(rec.NumRows()) {
-			k := rec.Column(col("dep_date")).ValueStr(i) + " " + rec.Column(col("carrier")).(*array.String).Value(i)
-			out[k] = fmt.Sprintf("%s flights, %s miles", rec.Column(col("flights")).ValueStr(i), rec.Column(col("distance")).ValueStr(i))
-		}
-		rec.Release()
-	}
-	return out
 }
