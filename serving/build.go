@@ -70,6 +70,9 @@ func (m *Mart) CheckSchema(sch *iceberg.Schema) error {
 		if ms.Type != m.Measures[i].Type {
 			return fmt.Errorf("mart %s: measure %s is %s in the gold table, %s as served", m.Name, ms.Name, ms.Type, m.Measures[i].Type)
 		}
+		if ms.ByType != m.Measures[i].ByType {
+			return fmt.Errorf("mart %s: measure %s's by is %s in the gold table, %s as served", m.Name, ms.Name, ms.ByType, m.Measures[i].ByType)
+		}
 	}
 	return nil
 }
@@ -102,6 +105,10 @@ func (m *Mart) setTypes(sch *iceberg.Schema) error {
 		case ms.Agg.List() != mart.ListNone: // a state, finished from its list
 		case ms.Agg.Result() == mart.ResultCount:
 			ms.Type = "Int64"
+		case ms.Agg.By(): // and its by's
+			if ms.Type, err = typeOf(ms.Name); err == nil {
+				ms.ByType, err = typeOf(mart.ByCol(ms.Name))
+			}
 		default:
 			ms.Type, err = typeOf(ms.Name)
 		}

@@ -29,12 +29,14 @@ type Dim struct {
 }
 
 // Measure is one aggregate. Type is the ClickHouse type of the finished value for sum,
-// count, min and max, and of the hidden __sum column for avg (Decimal(38, S), Int64 or
-// Float64); count_distinct and quantiles ignore it.
+// count, min, max, max_by and min_by, and of the hidden __sum column for avg
+// (Decimal(38, S), Int64 or Float64); count_distinct and quantiles ignore it. ByType
+// is the type of max_by's and min_by's by (mart.ByCol).
 type Measure struct {
 	Name      string
 	Agg       mart.Agg
 	Type      string
+	ByType    string
 	Quantiles []float64
 }
 
@@ -208,6 +210,12 @@ func (m *Mart) Validate() error {
 		switch {
 		case !known || d.Cond: // served as the aggregate it is computed as (mart.Agg.Served)
 			return fmt.Errorf("mart %s: measure %s: unknown agg %q", m.Name, ms.Name, ms.Agg)
+		case d.By: // a state of any value and by (argMax, argMin)
+			for _, t := range []string{ms.Type, ms.ByType} {
+				if !typeRE.MatchString(t) {
+					return fmt.Errorf("mart %s: measure %s: unsupported type %q", m.Name, ms.Name, t)
+				}
+			}
 		case d.List == mart.ListNone: // a scalar value (or avg's sum and count) in simple columns
 			if !typeRE.MatchString(ms.Type) || ms.Type == "String" || ms.Type == "Bool" {
 				return fmt.Errorf("mart %s: measure %s: unsupported type %q", m.Name, ms.Name, ms.Type)
@@ -292,13 +300,16 @@ func TimeRange() string {
 }
 
 // ValueColumns are the served columns other than the grain that carry a Gold value as
-// it is, so a date or timestamp there must fit [MinTime, MaxTime): the dimensions and
-// the min and max measures.
+// it is, so a date or timestamp there must fit [MinTime, MaxTime): the dimensions, the
+// min and max measures, and max_by's and min_by's values and bys.
 func (m *Mart) ValueColumns() []string {
 	out := m.DimNames()
 	for _, ms := range m.Measures {
-		if ms.Agg == mart.Min || ms.Agg == mart.Max {
+		switch {
+		case ms.Agg == mart.Min || ms.Agg == mart.Max:
 			out = append(out, ms.Name)
+		case ms.Agg.By():
+			out = append(out, ms.Name, mart.ByCol(ms.Name))
 		}
 	}
 	return out

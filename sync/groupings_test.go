@@ -134,7 +134,8 @@ func oracleTable(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db strin
 	t.Helper()
 	ctx := context.Background()
 	if err := c.Conn().Exec(ctx, fmt.Sprintf(`CREATE TABLE %s.s (created_at DateTime64(6,'UTC'), country Nullable(String),
-		category Nullable(String), amount Nullable(Decimal(18,2)), user_id String, status Nullable(String)) ENGINE=Memory`, serving.Q(db))); err != nil {
+		category Nullable(String), amount Nullable(Decimal(18,2)), user_id String, status Nullable(String),
+		updated_at DateTime64(6,'UTC')) ENGINE=Memory`, serving.Q(db))); err != nil {
 		t.Fatal(err)
 	}
 	batch, err := c.Conn().PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.s", serving.Q(db)))
@@ -167,7 +168,8 @@ func oracleTable(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db strin
 				return &s
 			}
 			ts := time.UnixMicro(int64(col("created_at").(*array.Timestamp).Value(i))).UTC()
-			if err := batch.Append(ts, str("country"), str("category"), str("amount"), *str("user_id"), str("status")); err != nil {
+			up := time.UnixMicro(int64(col("updated_at").(*array.Timestamp).Value(i))).UTC()
+			if err := batch.Append(ts, str("country"), str("category"), str("amount"), *str("user_id"), str("status"), up); err != nil {
 				t.Fatal(err)
 			}
 			n++
@@ -250,6 +252,7 @@ type oracleQuery struct {
 	where           string
 	countIf, sumIf  string
 	in              inputs // the measures' inputs (withInputs)
+	by              bool   // the mart has byMeasures
 }
 
 // oracleQueryRows computes the mart of o over <db>.s with ClickHouse GROUPING SETS, in
@@ -280,13 +283,23 @@ func oracleQueryRows(t *testing.T, c *chconn.Client, db string, o oracleQuery) [
 		}
 	}
 	rev, avg, mx, p, sif := o.in.of("revenue"), o.in.of("avg_amount"), o.in.of("max_amount"), o.in.of("p_amount"), o.in.of("big_paid_revenue")
+	aif, last := o.in.of("big_paid_avg"), o.in.of("latest_amount")
+	by := "" // byMeasures: avg_if's sum and divisor, max_by, min_by (NULL over no row with both inputs)
+	if o.by {
+		both := func(v, by string) string { return v + " IS NOT NULL AND " + by + " IS NOT NULL" }
+		by = fmt.Sprintf(`, toString(ifNull(sumIf(%s, %s), 0)), countIf(%s IS NOT NULL AND (%s)),
+		if(countIf(%s) = 0, 'NULL', toString(argMaxIf(%s, (updated_at, %s), %s))),
+		if(countIf(%s) = 0, 'NULL', toString(argMinIf(category, (amount, category), %s)))`,
+			aif.sql, sumIf, aif.sql, sumIf, both(last.sql, "updated_at"), last.sql, last.sql, both(last.sql, "updated_at"),
+			both("category", "amount"), both("category", "amount"))
+	}
 	q := fmt.Sprintf(`SELECT formatDateTime(%s AS g, '%%F %%T'), [%s], [%s],
 		toString(sum(%s)), count(), %s(user_id), toString(sum(%s)), count(%s), toString(max(%s)),
 		arrayMap(p -> arraySort(groupArray(toFloat64(%s)))[greatest(1, toUInt64(ceil(p * count(%s))))], [0.5, 0.9]),
-		countIf(%s), toString(ifNull(sumIf(%s, %s), 0))
+		countIf(%s), toString(ifNull(sumIf(%s, %s), 0))%s
 		FROM %s WHERE %s GROUP BY GROUPING SETS (%s) SETTINGS group_by_use_nulls = 1, join_use_nulls = 1`,
 		grain, strings.Join(oddEven(sel, 0), ", "), strings.Join(oddEven(sel, 1), ", "), rev.sql, distinct, avg.sql, avg.sql, mx.sql,
-		p.sql, p.sql, countIf, sif.sql, sumIf, from, where, strings.Join(sets, ", "))
+		p.sql, p.sql, countIf, sif.sql, sumIf, by, from, where, strings.Join(sets, ", "))
 	rows, err := c.Conn().Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +312,13 @@ func oracleQueryRows(t *testing.T, c *chconn.Client, db string, o oracleQuery) [
 		var flags []uint64
 		var n, uniq, nAmount, big uint64
 		var qs []float64
-		if err := rows.Scan(&d, &vals, &flags, &sum, &n, &uniq, &avgSum, &nAmount, &maxA, &qs, &big, &bigRev); err != nil {
+		var aifSum, lastA, cheapest string
+		var aifN uint64
+		dest := []any{&d, &vals, &flags, &sum, &n, &uniq, &avgSum, &nAmount, &maxA, &qs, &big, &bigRev}
+		if o.by {
+			dest = append(dest, &aifSum, &aifN, &lastA, &cheapest)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			t.Fatal(err)
 		}
 		var kept []string
@@ -315,9 +334,13 @@ func oracleQueryRows(t *testing.T, c *chconn.Client, db string, o oracleQuery) [
 		case 0:
 			level = "total"
 		}
-		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", d, vals, flags, level,
+		row := fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", d, vals, flags, level,
 			valueText(rev.typ, 2, true, sum), n, uniq, oracleAvg(avg.typ, avgSum, nAmount), valueText(mx.typ, 2, false, maxA), qs,
-			big, valueText(sif.typ, 2, true, bigRev)))
+			big, valueText(sif.typ, 2, true, bigRev))
+		if o.by {
+			row += byText(oracleAvg(aif.typ, aifSum, aifN), valueText(last.typ, 2, false, lastA), cheapest)
+		}
+		out = append(out, row)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -441,10 +464,15 @@ func servedRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 		vals = append(vals, "ifNull(toString("+serving.Q(d.Name)+"), '∅')")
 		flags = append(flags, "toUInt64("+serving.Q("grouping_"+d.Name)+")")
 	}
+	hasBy := slices.ContainsFunc(m.Measures, func(ms serving.Measure) bool { return ms.Name == "latest_amount" })
+	by := ""
+	if hasBy {
+		by = ", ifNull(toString(big_paid_avg), 'NULL'), ifNull(toString(latest_amount), 'NULL'), ifNull(cheapest_category, 'NULL')"
+	}
 	q := fmt.Sprintf(`SELECT formatDateTime(%s, '%%F %%T'), [%s], [%s],
 		toString(grouping_level), ifNull(toString(revenue), 'NULL'), orders, customers, ifNull(toString(avg_amount), 'NULL'), ifNull(toString(max_amount), 'NULL'), p_amount,
-		big_paid, toString(big_paid_revenue)
-		FROM %s.%s`, serving.Q(m.Grain.As), strings.Join(vals, ", "), strings.Join(flags, ", "), serving.Q(m.Database), serving.Q(m.Table+"_final"))
+		big_paid, toString(big_paid_revenue)%s
+		FROM %s.%s`, serving.Q(m.Grain.As), strings.Join(vals, ", "), strings.Join(flags, ", "), by, serving.Q(m.Database), serving.Q(m.Table+"_final"))
 	rows, err := c.Conn().Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
@@ -457,12 +485,21 @@ func servedRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 		var fs []uint64
 		var orders, cust, big int64
 		var qs []float64
-		if err := rows.Scan(&d, &vs, &fs, &lv, &rev, &orders, &cust, &avg, &maxA, &qs, &big, &bigRev); err != nil {
+		var aif, lastA, cheapest string
+		dest := []any{&d, &vs, &fs, &lv, &rev, &orders, &cust, &avg, &maxA, &qs, &big, &bigRev}
+		if hasBy {
+			dest = append(dest, &aif, &lastA, &cheapest)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", d, vs, fs, lv,
+		row := fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", d, vs, fs, lv,
 			valueText(typ("revenue"), 2, true, rev), orders, cust, avgText(typ("avg_amount"), avg), valueText(typ("max_amount"), 2, false, maxA), qs,
-			big, valueText(typ("big_paid_revenue"), 2, true, bigRev)))
+			big, valueText(typ("big_paid_revenue"), 2, true, bigRev))
+		if hasBy {
+			row += byText(avgText(typ("big_paid_avg"), aif), valueText(typ("latest_amount"), 2, false, lastA), cheapest)
+		}
+		out = append(out, row)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -484,6 +521,7 @@ func goldMartRows(t *testing.T, tbl *table.Table, spec gold.MartSpec) []string {
 		}
 		return a.ValueStr(i)
 	}
+	hasBy := slices.ContainsFunc(spec.Measures, func(ms gold.MeasureSpec) bool { return ms.Name == "latest_amount" })
 	var out []string
 	forRows(t, tbl, func(col func(string) arrow.Array, i int) {
 		var g time.Time
@@ -518,10 +556,15 @@ func goldMartRows(t *testing.T, tbl *table.Table, spec gold.MartSpec) []string {
 			}
 		}
 		n := func(name string) int64 { return col(name).(*array.Int64).Value(i) }
-		out = append(out, fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", g.Format("2006-01-02 15:04:05"), vals, flags,
+		row := fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", g.Format("2006-01-02 15:04:05"), vals, flags,
 			col(mart.ColGroupingLevel).ValueStr(i), valueText(typ("revenue"), 2, true, str(col("revenue"), i)), n("orders"), n("customers"),
 			avgText(typ("avg_amount"), str(col("avg_amount"), i)), valueText(typ("max_amount"), 2, false, str(col("max_amount"), i)), qs,
-			n("big_paid"), valueText(typ("big_paid_revenue"), 2, true, str(col("big_paid_revenue"), i))))
+			n("big_paid"), valueText(typ("big_paid_revenue"), 2, true, str(col("big_paid_revenue"), i)))
+		if hasBy {
+			row += byText(avgText(typ("big_paid_avg"), str(col("big_paid_avg"), i)), valueText(typ("latest_amount"), 2, false, str(col("latest_amount"), i)),
+				str(col("cheapest_category"), i))
+		}
+		out = append(out, row)
 	})
 	slices.Sort(out)
 	return out
@@ -618,6 +661,26 @@ func randomMarts() int {
 
 // bigPaidSQL is the SQL of groupingMart's count_if and sum_if condition.
 const bigPaidSQL = "status = 'paid' AND amount >= 100"
+
+// byMeasures are the measures TestServedRandomMarts adds to one mart in two (a mart with
+// them has its states built by the server: push.ClientStates): big_paid_avg, the avg_if
+// of the amount under the sum_if condition cond; latest_amount, the max_by of the amount
+// by update time (the last update's); cheapest_category, the min_by of the category by
+// amount (amounts tie: the smallest category of the smallest amount). The amounts'
+// inputs are withInputs'.
+func byMeasures(cond string) []gold.MeasureSpec {
+	dec := silverType("decimal(18,2)")
+	return []gold.MeasureSpec{
+		{Name: "big_paid_avg", Agg: mart.AvgIf, Column: "amount", InputType: dec, If: cond},
+		{Name: "latest_amount", Agg: mart.MaxBy, Column: "amount", InputType: dec, By: "updated_at", ByType: silverType("timestamp")},
+		{Name: "cheapest_category", Agg: mart.MinBy, Column: "category", InputType: silverType("string"), By: "amount", ByType: dec},
+	}
+}
+
+// byText is the rows' form of byMeasures' values.
+func byText(avgIf, latest, cheapest string) string {
+	return "|" + avgIf + "|" + latest + "|" + cheapest
+}
 
 // cond is a boolean expression over the mart's rows, in goldbridge's expression language
 // and in ClickHouse SQL.
@@ -869,11 +932,18 @@ func TestServedRandomMarts(t *testing.T) {
 	loadDemoCustomers(t, lh, c, db)
 	r := rand.New(rand.NewPCG(15, 0))
 	rin := rand.New(rand.NewPCG(16, 0)) // the inputs: the marts stay those drawn before inputs were
+	rby := rand.New(rand.NewPCG(17, 0)) // byMeasures: likewise
 	for i := range randomMarts() {
 		spec, o := randomMart(r, fmt.Sprintf("r%03d", i))
 		o.in = inputs{}
 		for _, ms := range []string{"revenue", "avg_amount", "max_amount", "p_amount", "big_paid_revenue"} {
 			o.in[ms] = allInputs[rin.IntN(len(allInputs))]
+		}
+		if o.by = rby.IntN(2) == 0; o.by {
+			spec.Measures = append(spec.Measures, byMeasures(spec.Measures[7].If)...)
+			for _, ms := range []string{"big_paid_avg", "latest_amount"} {
+				o.in[ms] = allInputs[rby.IntN(len(allInputs))]
+			}
 		}
 		spec = withInputs(spec, o.in)
 		path := r.IntN(3)

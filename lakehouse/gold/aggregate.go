@@ -15,8 +15,8 @@ type acc struct {
 	dsum  decimal128.Num
 	isum  int64
 	fsum  float64
-	min   silver.Value
-	max   silver.Value
+	min   silver.Value // max_by, min_by: the by of the value kept (acc.pick)
+	max   silver.Value // max_by, min_by: the value kept
 	hasMM bool
 	// count_distinct: the distinct values' ids (rank order after partial.finish; on the
 	// base groups only) and their number.

@@ -270,6 +270,7 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	}
 	for _, ms := range m.Measures {
 		need(ms.Column)
+		need(ms.By)
 	}
 	for _, c := range append([]*rowFilter{rf}, p.conds...) {
 		if c != nil {
@@ -312,10 +313,10 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	for i, d := range m.Dims {
 		dimSlot[i] = slotOf(d.Name)
 	}
-	valSlot := make([]int, len(m.Measures))
+	valSlot, bySlot := make([]int, len(m.Measures)), make([]int, len(m.Measures))
 	counts := make([]bool, len(m.Measures)) // the aggregate takes no input: it counts a mark per row
 	for i, ms := range m.Measures {
-		valSlot[i] = slotOf(ms.Column)
+		valSlot[i], bySlot[i] = slotOf(ms.Column), slotOf(ms.By)
 		d, _ := ms.Agg.Desc()
 		counts[i] = d.Input == mart.InputNone
 	}
@@ -361,7 +362,7 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	}
 	row := make([]silver.Value, nslots)
 	dims := make([]silver.Value, len(m.Dims))
-	vals := make([]silver.Value, len(m.Measures))
+	vals, bys := make([]silver.Value, len(m.Measures)), make([]silver.Value, len(m.Measures))
 	null, mark := silver.Value{Null: true}, silver.Value{I: 1}
 	at := func(i int) silver.Value {
 		if i < 0 {
@@ -398,7 +399,7 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 			dims[i] = at(dimSlot[i])
 		}
 		for i := range m.Measures {
-			vals[i] = at(valSlot[i])
+			vals[i], bys[i] = at(valSlot[i]), at(bySlot[i])
 			if counts[i] {
 				vals[i] = mark
 			}
@@ -415,7 +416,7 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 				}
 			}
 		}
-		p.add(grain, dims, vals)
+		p.add(grain, dims, vals, bys)
 		rows++
 	}
 	// expand enriches the row with join ji and the ones after it (SQL semantics: one

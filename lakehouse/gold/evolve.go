@@ -41,6 +41,8 @@ func (m MartSpec) Definition() string {
 		Input     string    `json:",omitempty"`
 		Quantiles []float64 `json:",omitempty"`
 		If        string    `json:",omitempty"`
+		By        string    `json:",omitempty"`
+		ByInput   string    `json:",omitempty"`
 	}
 	type join struct {
 		Entity, Table, Type string
@@ -67,7 +69,11 @@ func (m MartSpec) Definition() string {
 		if ms.Column != "" {
 			in = ms.InputType.String()
 		}
-		v.Measures = append(v.Measures, measure{ms.Name, ms.Agg, ms.Column, in, ms.Quantiles, ms.If})
+		by := ""
+		if ms.By != "" {
+			by = ms.ByType.String()
+		}
+		v.Measures = append(v.Measures, measure{ms.Name, ms.Agg, ms.Column, in, ms.Quantiles, ms.If, ms.By, by})
 	}
 	for _, j := range m.Joins {
 		v.Joins = append(v.Joins, join{j.Entity, j.Table, j.Type, j.On, j.Columns})

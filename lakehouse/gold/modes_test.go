@@ -538,3 +538,72 @@ func TestGoldAfterCompact(t *testing.T) {
 		t.Fatalf("after compaction and a change: incremental != full")
 	}
 }
+
+// TestMaxByMinBy checks max_by and min_by at every ROLLUP level against a separate
+// implementation over the live Silver rows: max_by(user_id, amount) (amounts tie often:
+// the largest user id of the largest amount) and min_by(amount, created_at) (hours tie:
+// the smallest amount of the earliest hour), with each value's by in its hidden column.
+func TestMaxByMinBy(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	randomOrders(t, landing, "1.jsonl", rand.New(rand.NewPCG(3, 4)), 0, 600, time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
+	loadAndSilver(t, lh, landing)
+	m := kpiMart("gold.by")
+	m.Measures = append(m.Measures,
+		MeasureSpec{Name: "top_user", Agg: mart.MaxBy, Column: "user_id", InputType: typ("string"), By: "amount", ByType: typ("decimal(18,2)")},
+		MeasureSpec{Name: "first_amount", Agg: mart.MinBy, Column: "amount", InputType: typ("decimal(18,2)"), By: "created_at", ByType: typ("timestamp")})
+	if _, err := Run(ctx, lh, m, Options{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Oracle: the winning order per group, by a plain comparison of the pairs.
+	type key struct{ day, country, category, level string }
+	top, first := map[key]silverOrder{}, map[key]silverOrder{}
+	for _, o := range readOrders(t, lh) {
+		if o.deleted || o.created.IsZero() || !o.hasAmount {
+			continue
+		}
+		d := o.created.Format(time.DateOnly)
+		for _, k := range []key{{d, o.country, o.category, "detail"}, {d, o.country, "(null)", "by_country"}, {d, "(null)", "(null)", "total"}} {
+			if w, ok := top[k]; !ok || o.amount > w.amount || o.amount == w.amount && o.user > w.user {
+				top[k] = o
+			}
+			if w, ok := first[k]; !ok || o.created.Before(w.created) || o.created.Equal(w.created) && o.amount < w.amount {
+				first[k] = o
+			}
+		}
+	}
+	gt, _ := lh.LoadTable(ctx, m.Table)
+	_, recs, err := gt.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := func(n string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(n)[0]) }
+		for i := range int(rec.NumRows()) {
+			k := key{c("report_date").ValueStr(i), c("country").ValueStr(i), c("category").ValueStr(i), c(mart.ColGroupingLevel).(*array.String).Value(i)}
+			wt, ok := top[k]
+			if !ok {
+				t.Fatalf("gold group %v not in the oracle", k)
+			}
+			seen++
+			wf := first[k]
+			got := []string{c("top_user").ValueStr(i), c(mart.ByCol("top_user")).(*array.Decimal128).Value(i).ToString(2),
+				c("first_amount").(*array.Decimal128).Value(i).ToString(2),
+				time.UnixMicro(int64(c(mart.ByCol("first_amount")).(*array.Timestamp).Value(i))).UTC().Format(time.RFC3339)}
+			want := []string{wt.user, wt.amountText, wf.amountText, wf.created.Format(time.RFC3339)}
+			if !slices.Equal(got, want) {
+				t.Errorf("%v: gold %v, oracle %v", k, got, want)
+			}
+		}
+		rec.Release()
+	}
+	if seen != len(top) {
+		t.Fatalf("gold has %d groups, oracle %d", seen, len(top))
+	}
+}

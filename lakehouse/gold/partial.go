@@ -74,9 +74,9 @@ func newPartial(m MartSpec) (*partial, error) {
 	return p, nil
 }
 
-// add folds one Silver row (grain value, dimension values, measure inputs) into its base
-// group.
-func (p *partial) add(grain int64, dims, vals []silver.Value) {
+// add folds one Silver row (grain value, dimension values, measure inputs and the by
+// inputs of max_by and min_by) into its base group.
+func (p *partial) add(grain int64, dims, vals, bys []silver.Value) {
 	b := binary.LittleEndian.AppendUint64(p.keyBuf[:0], uint64(grain))
 	for _, d := range p.baseDims {
 		b = binary.LittleEndian.AppendUint32(b, uint32(p.dims[d].code(dims[d])))
@@ -92,19 +92,27 @@ func (p *partial) add(grain int64, dims, vals []silver.Value) {
 		p.base = append(p.base, g)
 		p.index[string(b)] = gi
 	}
-	p.base[gi].add(p.m.Measures, vals, p.distinct)
+	p.base[gi].add(p.m.Measures, vals, bys, p.distinct)
 }
 
 // add folds one row's measure inputs into the group: each measure is computed as the
 // aggregate it is served as (mart.Agg.Served) over its non-NULL inputs (a count's input
-// is a mark on every row; a condition's false rows are NULL: scanSilver).
-func (g *baseGroup) add(ms []MeasureSpec, vals []silver.Value, distinct []*keySets) {
+// is a mark on every row; a condition's false rows are NULL: scanSilver; max_by and
+// min_by skip a row whose by is NULL too).
+func (g *baseGroup) add(ms []MeasureSpec, vals, bys []silver.Value, distinct []*keySets) {
 	for i, m := range ms {
 		v := vals[i]
 		if v.Null {
 			continue
 		}
 		a := &g.accs[i]
+		if m.By != "" {
+			if !bys[i].Null {
+				a.n++
+				a.pick(bys[i], v, m)
+			}
+			continue
+		}
 		a.n++
 		// The per-row fold: the one place of the package outside shapes.go that switches
 		// on the aggregate, kept a switch because it runs per row and measure (an
@@ -143,6 +151,29 @@ func (a *acc) minMax(v silver.Value, t silver.Type) {
 		a.max.S = strings.Clone(v.S)
 	}
 	a.hasMM = true
+}
+
+// pick keeps the pair (by, v) if it beats the one kept (max_by: the larger by, then the
+// larger value; min_by: the smaller): a.min holds the by, a.max the value (strings
+// are copied: they may point into a scan buffer).
+func (a *acc) pick(by, v silver.Value, ms MeasureSpec) {
+	if a.hasMM && !beats(by, v, a.min, a.max, ms) {
+		return
+	}
+	a.min, a.max, a.hasMM = by, v, true
+	a.min.S, a.max.S = strings.Clone(by.S), strings.Clone(v.S)
+}
+
+// beats reports whether the pair (by, v) comes before (byB, vB) in the order of ms's
+// max_by (descending) or min_by (ascending).
+func beats(by, v, byB, vB silver.Value, ms MeasureSpec) bool {
+	if ms.Agg == mart.MinBy {
+		by, v, byB, vB = byB, vB, by, v
+	}
+	if less(byB, by, ms.ByType) {
+		return true
+	}
+	return !less(by, byB, ms.ByType) && less(vB, v, ms.InputType)
 }
 
 // finish puts the distinct ids of every base group in rank order (the order of the

@@ -70,6 +70,32 @@ func minMaxShape(max bool) shape {
 	}
 }
 
+// byShape keeps the value at the largest (max_by) or smallest (min_by) by, and that by
+// in a hidden column, so that groups merge exactly (acc.pick).
+var byShape = shape{
+	value:  func(ms MeasureSpec) outCol { return col(ms.Name, ms.InputType, false) },
+	hidden: func(ms MeasureSpec) []outCol { return []outCol{col(mart.ByCol(ms.Name), ms.ByType, false)} },
+	write: func(bl array.Builder, a *acc, ms MeasureSpec) {
+		appendValue(bl, kept(a, a.max), ms.InputType)
+	},
+	writeHidden: func(next func() array.Builder, a *acc, ms MeasureSpec, _ bool, _ func() []string) {
+		appendValue(next(), kept(a, a.min), ms.ByType)
+	},
+	merge: func(a, b *acc, ms MeasureSpec) {
+		if b.hasMM {
+			a.pick(b.min, b.max, ms)
+		}
+	},
+}
+
+// kept is v, or NULL when the group kept no pair.
+func kept(a *acc, v silver.Value) silver.Value {
+	if !a.hasMM {
+		return silver.Value{Null: true}
+	}
+	return v
+}
+
 var shapes = map[mart.Agg]shape{
 	mart.Sum: {
 		value: func(ms MeasureSpec) outCol { return col(ms.Name, sumType(ms.InputType), false) },
@@ -133,8 +159,10 @@ var shapes = map[mart.Agg]shape{
 		},
 		merge: mergeSums,
 	},
-	mart.Min: minMaxShape(false),
-	mart.Max: minMaxShape(true),
+	mart.Min:   minMaxShape(false),
+	mart.Max:   minMaxShape(true),
+	mart.MaxBy: byShape,
+	mart.MinBy: byShape,
 	mart.Quantiles: {
 		value:  func(ms MeasureSpec) outCol { return doubleList(ms.Name) },
 		hidden: func(ms MeasureSpec) []outCol { return []outCol{doubleList(mart.ValuesCol(ms.Name))} },

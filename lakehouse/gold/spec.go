@@ -31,6 +31,10 @@ type MeasureSpec struct {
 	// If is the boolean expression over the mart's row columns selecting the rows a
 	// count_if or sum_if takes (mart.Agg.Cond); empty for the other aggregates.
 	If string
+	// By is the column whose largest (max_by) or smallest (min_by) value picks the row
+	// whose Column is the value (mart.AggDesc.By), of type ByType; empty for the others.
+	By     string
+	ByType silver.Type
 }
 
 // JoinSpec joins another Silver entity's current rows into the mart's source rows
@@ -178,6 +182,12 @@ func (m MartSpec) validate() error {
 	for _, ms := range m.Measures {
 		if _, ok := cols[ms.Column]; ms.Column != "" && !ok {
 			return fmt.Errorf("measure %s: %q is not a column of the mart's rows", ms.Name, ms.Column)
+		}
+		if ms.Agg.By() != (ms.By != "") {
+			return fmt.Errorf("measure %s: a by column is taken by max_by and min_by only, and required by them", ms.Name)
+		}
+		if _, ok := cols[ms.By]; ms.By != "" && !ok {
+			return fmt.Errorf("measure %s: by %q is not a column of the mart's rows", ms.Name, ms.By)
 		}
 	}
 	if _, err := m.levels(); err != nil {

@@ -20,6 +20,8 @@ const (
 	CountIf       Agg = "count_if"
 	SumIf         Agg = "sum_if"
 	AvgIf         Agg = "avg_if"
+	MaxBy         Agg = "max_by"
+	MinBy         Agg = "min_by"
 )
 
 // Input is what an aggregate takes from a row.
@@ -76,6 +78,13 @@ type AggDesc struct {
 	As Agg
 	// Result is what the finished value is (its type and NULL rule).
 	Result Result
+	// By: the aggregate takes a second column, by, and its value is the column's value on
+	// the row with the largest (Extreme > 0) or smallest (Extreme < 0) by; of the rows
+	// with that by, the largest or smallest value (ClickHouse's argMax(x, (by, x)) and
+	// argMin(x, (by, x))). Rows where either is NULL are skipped; NULL over no row.
+	// Gold keeps the by of the value in a hidden column (ByCol), so that groups merge.
+	By      bool
+	Extreme int
 }
 
 var aggs = []AggDesc{
@@ -89,6 +98,8 @@ var aggs = []AggDesc{
 	{Agg: CountIf, Input: InputNone, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Count, Result: ResultCount},
 	{Agg: SumIf, Input: InputNumeric, Additive: true, Simple: "sum", Checked: true, Cond: true, As: Sum, Result: ResultValue},
 	{Agg: AvgIf, Input: InputNumeric, Checked: true, Cond: true, As: Avg, Result: ResultAverage},
+	{Agg: MaxBy, Input: InputAny, Result: ResultValue, By: true, Extreme: 1},
+	{Agg: MinBy, Input: InputAny, Result: ResultValue, By: true, Extreme: -1},
 }
 
 // Aggs lists the aggregates in documentation order.
@@ -139,6 +150,26 @@ func (a Agg) ListCol(measure string) string {
 		return ValuesCol(measure)
 	}
 	return ""
+}
+
+// By reports whether the aggregate takes a by column (AggDesc.By).
+func (a Agg) By() bool { d, _ := a.Desc(); return d.By }
+
+// HiddenCols names the hidden Gold columns of a measure with aggregate a, in the order
+// Gold writes them (docs/gold.md): avg's sum and count, a list, max_by's by.
+func (a Agg) HiddenCols(measure string) []string {
+	d, _ := a.Served().Desc()
+	var out []string
+	if d.Result == ResultAverage {
+		out = append(out, SumCol(measure), CountCol(measure))
+	}
+	if l := a.ListCol(measure); l != "" {
+		out = append(out, l)
+	}
+	if d.By {
+		out = append(out, ByCol(measure))
+	}
+	return out
 }
 
 // Result is what the aggregate's finished value is (AggDesc.Result).

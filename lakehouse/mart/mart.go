@@ -36,6 +36,9 @@ func CountCol(measure string) string { return measure + "__count" }
 func KeysCol(measure string) string   { return measure + "__keys" }
 func ValuesCol(measure string) string { return measure + "__values" }
 
+// ByCol names the hidden by column of a max_by or min_by measure: the by of its value.
+func ByCol(measure string) string { return measure + "__by" }
+
 // Level is one grouping level of a mart.
 type Level struct {
 	Keep []int  // indexes of the kept dimensions, ascending

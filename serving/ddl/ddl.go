@@ -139,9 +139,10 @@ func FinishedColumns(m *serving.Mart) []Column {
 }
 
 // finishedType is the type readers see of a Finished measure (serving.Measure.FinalType;
-// an average is NULL over no input).
+// an average and a value are NULL over no input, a list is empty).
 func finishedType(ms serving.Measure) string {
-	if ms.Agg == mart.Avg {
+	switch ms.Agg.Result() {
+	case mart.ResultAverage, mart.ResultValue:
 		return "Nullable(" + ms.FinalType() + ")"
 	}
 	return ms.FinalType()

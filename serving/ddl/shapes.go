@@ -49,6 +49,30 @@ func simpleShape(fn string, nullable bool) shape {
 	}
 }
 
+// byShape is the shape of max_by (fn argMax) and min_by (fn argMin): a state of the
+// value at the extreme (by, value) pair, the tie rule of Gold's (mart.AggDesc.By). A
+// NULL value or by is no input (the Null combinator skips the NULL first argument), so
+// a state of no input finishes NULL.
+func byShape(fn string) shape {
+	q := serving.Q
+	typ := func(ms serving.Measure) string {
+		return "AggregateFunction(" + fn + ", " + valueType(ms) + ", Tuple(" + ms.ByType + ", " + ms.Type + "))"
+	}
+	return shape{
+		stored: func(_ *serving.Mart, ms serving.Measure) []Column { return []Column{{StateColumn(ms), typ(ms)}} },
+		wire: func(ms serving.Measure) []Column {
+			return []Column{{ms.Name, valueType(ms)}, {mart.ByCol(ms.Name), "Nullable(" + ms.ByType + ")"}}
+		},
+		merge:  func(_ *serving.Mart, ms serving.Measure) string { return fn + "Merge(" + q(StateColumn(ms)) + ")" },
+		finish: func(ms serving.Measure) string { return "finalizeAggregation(" + q(StateColumn(ms)) + ")" },
+		build: func(_ *serving.Mart, ms serving.Measure) []string {
+			v, by := q(ms.Name), q(mart.ByCol(ms.Name))
+			return []string{fmt.Sprintf("CAST(%sState(if(isNull(%s), NULL, %s), (assumeNotNull(%s), assumeNotNull(%s))), %s) AS %s",
+				fn, by, v, by, v, serving.QS(typ(ms)), q(StateColumn(ms)))}
+		},
+	}
+}
+
 var shapes = map[mart.Agg]shape{
 	mart.Count: simpleShape("sum", false),
 	mart.Sum:   simpleShape("sum", true),
@@ -88,6 +112,8 @@ var shapes = map[mart.Agg]shape{
 				m.Distinct, serving.Q(mart.KeysCol(ms.Name)), m.Distinct, serving.Q(StateColumn(ms)))}
 		},
 	},
+	mart.MaxBy: byShape("argMax"),
+	mart.MinBy: byShape("argMin"),
 	mart.Quantiles: {
 		stored: func(_ *serving.Mart, ms serving.Measure) []Column {
 			return []Column{{StateColumn(ms), "AggregateFunction(groupArray, Float64)"}}

@@ -22,9 +22,10 @@ import (
 // the SipHash-128 of each key) and whose quantiles are groupArray states (the values).
 // Then ClickHouse's insert work is the same as loading those rows (deserializing the
 // states), with no GROUP BY over the detail keys. `uniq` states (an adaptive sample)
-// are built server-side from the detail rows.
+// are built server-side from the detail rows, and so are max_by's and min_by's (argMax,
+// argMin: goldbridge does not write their serialization).
 func ClientStates(m *serving.Mart) bool {
-	return m.Aggregating() && m.Distinct == "uniqExact"
+	return m.Aggregating() && m.Distinct == "uniqExact" && !slices.ContainsFunc(m.Measures, func(ms serving.Measure) bool { return ms.Agg.By() })
 }
 
 // stateSpec is one AggregateFunction column of the target built by goldbridge.

@@ -342,10 +342,11 @@ type Grain struct {
 // Measure is one aggregate of a mart.
 type Measure struct {
 	Name      string    `yaml:"name"`
-	Agg       string    `yaml:"agg"` // sum | count | count_distinct | avg | min | max | quantiles | count_if | sum_if
+	Agg       string    `yaml:"agg"` // one of lakehouse/mart's Aggs (docs/gold.md)
 	Column    string    `yaml:"column"`
 	Quantiles []float64 `yaml:"quantiles"`
-	If        string    `yaml:"if"` // count_if, sum_if: the rows taken (a boolean expression over the mart's row columns)
+	If        string    `yaml:"if"` // count_if, sum_if, avg_if: the rows taken (a boolean expression over the mart's row columns)
+	By        string    `yaml:"by"` // max_by, min_by: the column whose largest or smallest value picks the row
 }
 
 // Check is one data-quality gateway check of a mart.

@@ -457,6 +457,50 @@ func TestConditionalMeasures(t *testing.T) {
 	}
 }
 
+// TestByMeasures: max_by and min_by take a by column of the mart's rows; a missing one,
+// an unknown one, one on another aggregate and a hidden column's clash are each
+// reported at their measure's path, and so is max of a text (which serving refuses).
+func TestByMeasures(t *testing.T) {
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := "      - {name: avg_order_value,  agg: avg,            column: amount}"
+	const m = "marts.daily_revenue_kpi.measures[4]"
+	for _, c := range []struct {
+		measure string
+		path    string // "" when valid
+		msg     string
+	}{
+		{`{name: last_status, agg: max_by, column: status, by: updated_at}`, "", ""},
+		{`{name: first_amount, agg: min_by, column: amount, by: created_at}`, "", ""},
+		{`{name: last_status, agg: max_by, column: status}`, m + ".by", "required for max_by (the column whose largest value"},
+		{`{name: first_amount, agg: min_by, column: amount}`, m + ".by", "smallest value"},
+		{`{name: last_status, agg: max_by, column: status, by: updated}`, m + ".by", `unknown column "updated"`},
+		{`{name: last_status, agg: max_by, by: updated_at}`, m + ".column", "required for max_by"},
+		{`{name: revenue2, agg: sum, column: amount, by: updated_at}`, m + ".by", "only used with agg: max_by or min_by"},
+		{`{name: top_status, agg: max, column: status}`, m + ".column", "max of a string column is not served"},
+		{"{name: last_status, agg: max_by, column: status, by: updated_at}\n      - {name: last_status__by, agg: count}", "marts.daily_revenue_kpi.measures[5].name", "last_status__by"},
+	} {
+		src := strings.Replace(string(base), from, from+"\n      - "+c.measure, 1)
+		_, err := Parse([]byte(src), "/tmp/s", env(nil))
+		if c.path == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.measure, err)
+			}
+			continue
+		}
+		var ps Problems
+		if !errors.As(err, &ps) {
+			t.Errorf("%s: want problems, got %v", c.measure, err)
+			continue
+		}
+		if !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == c.path && strings.Contains(p.Msg, c.msg) }) {
+			t.Errorf("%s: no %q at %s; got %v", c.measure, c.msg, c.path, ps)
+		}
+	}
+}
+
 // TestPIIAccepted: a valid pii section passes validate.
 func TestPIIAccepted(t *testing.T) {
 	base, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "examples", "orders.yaml"))

@@ -796,13 +796,10 @@ func (v *validator) goldColumn(path, name string, hidden []string, seen tableCol
 
 // hiddenColumns are the columns goldbridge adds for a measure (lakehouse/mart, serving/ddl).
 func hiddenColumns(ms Measure) []string {
-	var out []string
 	a := mart.Agg(ms.Agg)
-	if a == mart.Avg {
-		out = append(out, mart.SumCol(ms.Name), mart.CountCol(ms.Name))
-	}
-	if l := a.ListCol(ms.Name); l != "" {
-		out = append(out, l, ddl.StateColumn(serving.Measure{Name: ms.Name}))
+	out := a.HiddenCols(ms.Name)
+	if a.List() != mart.ListNone || a.By() { // served as a state
+		out = append(out, ddl.StateColumn(serving.Measure{Name: ms.Name}))
 	}
 	return out
 }
@@ -816,11 +813,11 @@ func aggNames() string {
 	return strings.Join(out, ", ")
 }
 
-// condAggNames lists the aggregates that take an if expression.
-func condAggNames() string {
+// aggNamesWhere names the aggregates is holds for ("a or b").
+func aggNamesWhere(is func(mart.Agg) bool) string {
 	var out []string
 	for _, a := range mart.Aggs() {
-		if a.Cond() {
+		if is(a) {
 			out = append(out, string(a))
 		}
 	}
@@ -948,6 +945,9 @@ func (c *Config) validateMart(v *validator, name string) {
 			v.unknownColumn(mp+".column", ms.Column, cols)
 		} else if d, _ := mart.Agg(ms.Agg).Desc(); ok && d.Input == mart.InputNumeric && k != "int" && k != "float" && k != "decimal" {
 			v.add(mp+".column", "%s needs a numeric column, %q is %s", ms.Agg, ms.Column, k)
+		} else if ok && d.Simple != "" && (k == "string" || k == "bool") {
+			// serving.Mart.Validate: a merged simple value is a number, a date or a time.
+			v.add(mp+".column", "%s of a %s column is not served (a number, date or timestamp is); max_by and min_by take any column", ms.Agg, k)
 		}
 		if mart.Agg(ms.Agg).Served() == mart.Quantiles {
 			if len(ms.Quantiles) == 0 {
@@ -968,7 +968,16 @@ func (c *Config) validateMart(v *validator, name string) {
 				v.exprTyped(mp+".if", ms.If, cols)
 			}
 		} else if ms.If != "" {
-			v.add(mp+".if", "only used with agg: %s", condAggNames())
+			v.add(mp+".if", "only used with agg: %s", aggNamesWhere(mart.Agg.Cond))
+		}
+		if d, _ := mart.Agg(ms.Agg).Desc(); !d.By {
+			if ms.By != "" {
+				v.add(mp+".by", "only used with agg: %s", aggNamesWhere(mart.Agg.By))
+			}
+		} else if ms.By == "" {
+			v.add(mp+".by", "required for %s (the column whose %s value picks the row)", ms.Agg, map[bool]string{true: "largest", false: "smallest"}[d.Extreme > 0])
+		} else if _, ok := cols[ms.By]; !ok && len(cols) > 0 {
+			v.unknownColumn(mp+".by", ms.By, cols)
 		}
 	}
 	checkTypes := []string{"expr", "not_null", "unique_grain", "row_count_anomaly", "consistency", "null_grain"}

@@ -250,6 +250,7 @@ func MartSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 	for _, ms := range m.Measures {
 		spec.Measures = append(spec.Measures, gold.MeasureSpec{
 			Name: ms.Name, Agg: mart.Agg(ms.Agg), Column: ms.Column, InputType: rowCols[ms.Column], Quantiles: ms.Quantiles, If: ms.If,
+			By: ms.By, ByType: rowCols[ms.By],
 		})
 	}
 	for _, c := range m.Checks {

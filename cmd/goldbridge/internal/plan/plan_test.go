@@ -1,11 +1,15 @@
 package plan
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/lakehouse/maintain"
+	"goldbridge/lakehouse/mart"
 )
 
 // TestPlanOfTheExamples: the plan of each example config names what the config says —
@@ -59,5 +63,40 @@ func TestPlanOfTheExamples(t *testing.T) {
 				t.Error("a table of no entity has a layer")
 			}
 		})
+	}
+}
+
+// TestPlanOfAByMeasure: a max_by measure of the config reaches Gold's spec with its by
+// column and type, and the served model with the types of Gold's value and by columns.
+func TestPlanOfAByMeasure(t *testing.T) {
+	src, err := os.ReadFile("../../../../examples/events.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := "      - {name: revenue,     agg: sum, column: amount}"
+	yaml := strings.Replace(string(src), from, from+"\n      - {name: last_amount, agg: max_by, column: amount, by: event_time}", 1)
+	path := filepath.Join(t.TempDir(), "events.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, t.TempDir(), CheckRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := New(cfg).Marts()[0]
+	spec, err := MartSpec(cfg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := spec.Measures[len(spec.Measures)-1]
+	if ms.Name != "last_amount" || ms.Agg != mart.MaxBy || ms.By != "event_time" || ms.ByType.String() != "timestamp" || ms.InputType.String() != "decimal(12,2)" {
+		t.Fatalf("gold measure %+v", ms)
+	}
+	served, err := Served(cfg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sm := served.Measures[len(served.Measures)-1]; sm.Type != "Decimal(38, 2)" || sm.ByType != "DateTime64(6, 'UTC')" {
+		t.Fatalf("served measure %+v", sm)
 	}
 }
