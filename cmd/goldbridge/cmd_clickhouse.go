@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -102,37 +98,9 @@ Defaults come from clickhouse.local in the config, or the embedded defaults unde
 			if err != nil {
 				return err
 			}
-			return httpQuery(ctx, base, cfg.ClickHouse.User, pw, args[0], nil, a.stdout)
+			return hotconn.HTTPQuery(ctx, base, cfg.ClickHouse.User, pw, args[0], nil, a.stdout)
 		},
 	}
 	cmd.AddCommand(serve, query)
 	return cmd
-}
-
-// httpQuery runs one statement over the HTTP interface as user, with the given settings
-// (nil: none), and copies the result to w.
-func httpQuery(ctx context.Context, base, user, password, sql string, settings url.Values, w io.Writer) error {
-	params := url.Values{"default_format": {"PrettyCompactMonoBlock"}}
-	for k, v := range settings {
-		params[k] = v
-	}
-	u := base + "/?" + params.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(sql))
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(user, password)
-	// No keep-alive: an idle client connection delays the embedded server's shutdown.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("clickhouse query: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("clickhouse query: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
-	}
-	_, err = io.Copy(w, resp.Body)
-	return err
 }

@@ -5,10 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"os"
-	"os/user"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -80,7 +76,7 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 				return err
 			}
 			target.Log = a.log.With("stage", "forget", "entity", args[0])
-			target.Operator, target.Host = operator()
+			target.Operator, target.Host = forget.Operator()
 			ctx := cmd.Context()
 			if confirm { // a dry run changes nothing: it takes no lease
 				var release func()
@@ -92,63 +88,50 @@ Gold and ClickHouse are rebuilt and their older snapshots expired as above.`,
 			if _, target.Decrypt, err = plan.PII(ctx, p.Lake, cfg, args[0]); err != nil {
 				return err
 			}
+			var deleteKey func(context.Context) (bool, error)
 			if shred != "" {
 				pc := cfg.Entities[args[0]].PII
 				if pc == nil {
 					return &exitError{exitUsage, fmt.Errorf("--shred: entities.%s has no pii section (see docs/privacy.md)", args[0])}
 				}
 				req = bronze.ForgetRequest{Field: config.PIIKey(pc.Subject), Value: shred}
-				if !confirm {
-					res, err := forget.Plan(ctx, p.Lake, target, req)
+				deleteKey = func(ctx context.Context) (bool, error) {
+					store, err := pii.NewSQLStore(ctx, p.Lake.DB())
 					if err != nil {
-						return err
+						return false, err
 					}
-					printForgetPlan(a.stdout, res, req)
-					if !dryRun {
-						return &exitError{exitUsage, fmt.Errorf("forget %s: %w: nothing was changed (--confirm to shred)", args[0], bronze.ErrNotConfirmed)}
-					}
-					return nil
+					return pii.Shred(ctx, store, shred)
 				}
-				store, err := pii.NewSQLStore(ctx, p.Lake.DB())
-				if err != nil {
-					return err
-				}
-				res, err := forget.Shred(ctx, p.Lake, target, req, func(ctx context.Context) (bool, error) { return pii.Shred(ctx, store, shred) })
-				if err != nil {
-					return err
-				}
-				if !res.Found {
-					fmt.Fprintf(a.stdout, "forget %s: no key and no rows for %s; nothing was changed\n", args[0], req)
-					return nil
-				}
-				printForgetRun(a.stdout, res, req)
-				return p.Serve(ctx, "sync", res.Marts, pipeline.ServeOptions{Purge: true})
 			}
 			if !confirm {
 				res, err := forget.Plan(ctx, p.Lake, target, req)
 				if err != nil {
 					return err
 				}
-				printForgetPlan(a.stdout, res, req)
-				if !dryRun {
-					return &exitError{exitUsage, fmt.Errorf("forget %s: %w: nothing was changed (--confirm to erase, --dry-run to only look)", args[0], bronze.ErrNotConfirmed)}
+				res.WritePlan(a.stdout, req)
+				if verb := "erase"; !dryRun {
+					if shred != "" {
+						verb = "shred"
+					}
+					return &exitError{exitUsage, fmt.Errorf("forget %s: %w: nothing was changed (--confirm to %s, --dry-run to only look)", args[0], bronze.ErrNotConfirmed, verb)}
 				}
 				return nil
 			}
-			res, err := forget.Run(ctx, p.Lake, target, req)
-			if err != nil {
+			res, err := p.Forget(ctx, target, req, deleteKey)
+			switch {
+			case err != nil && !errors.Is(err, pipeline.ErrForgetNotServed):
 				return err
-			}
-			if !res.Found {
+			case !res.Found && shred != "":
+				fmt.Fprintf(a.stdout, "forget %s: no key and no rows for %s; nothing was changed\n", args[0], req)
+			case !res.Found:
 				fmt.Fprintf(a.stdout, "forget %s: no row with %s in any table; nothing was changed\n", args[0], req)
-				return nil
+			default:
+				res.WriteRun(a.stdout, req)
+				if shred == "" {
+					printLookupCopies(a.stdout, cfg, args[0])
+				}
 			}
-			printForgetRun(a.stdout, res, req)
-			printLookupCopies(a.stdout, cfg, args[0])
-			if err := p.Serve(ctx, "sync", res.Marts, pipeline.ServeOptions{Purge: true}); err != nil {
-				return fmt.Errorf("forget %s: the lakehouse is clean, but pushing the recomputed marts to ClickHouse failed (run sync or forget again): %w", args[0], err)
-			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&where, "where", "", "payload field and value: 'user_id = u-42'")
@@ -184,31 +167,10 @@ func (a *app) printForgetLog(cmd *cobra.Command) error {
 	return nil
 }
 
-// operator is who runs the command and where, for the audit log.
-func operator() (who, host string) {
-	who = "unknown"
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		who = u.Username
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	return who, host
-}
-
-// printLookupCopies names the entities whose Silver rows carry columns of entity through a
-// lookup (lookup.entity): a forget of entity does not rebuild them; their next run does
-// (the lookup changed under their rows: docs/silver.md "Lookups"), and their older
-// snapshots go with maintenance's retention (docs/privacy.md).
+// printLookupCopies names the entities whose Silver rows carry columns of entity through
+// a lookup (plan.LookupCopies): a forget of entity does not rebuild them.
 func printLookupCopies(w io.Writer, cfg *config.Config, entity string) {
-	var deps []string
-	for _, name := range slices.Sorted(maps.Keys(cfg.Entities)) {
-		if slices.Contains(cfg.LookupEntities(name), entity) {
-			deps = append(deps, name)
-		}
-	}
-	if len(deps) > 0 {
+	if deps := plan.LookupCopies(cfg, entity); len(deps) > 0 {
 		fmt.Fprintf(w, "  note: %s look up %s: their Silver copies of its columns are rebuilt by their next run (or `goldbridge replay ENTITY` now); their older snapshots expire with maintenance\n",
 			strings.Join(deps, ", "), entity)
 	}
@@ -221,60 +183,4 @@ func martNames(marts []gold.MartSpec) []string {
 		names[i] = m.Name
 	}
 	return names
-}
-
-func printForgetPlan(w io.Writer, res forget.Result, req bronze.ForgetRequest) {
-	if !res.Found {
-		fmt.Fprintf(w, "forget %s (dry run): no row with %s in any table; a forget would change nothing\n", res.Entity, req)
-		return
-	}
-	fmt.Fprintf(w, "forget %s (dry run): %s\n", res.Entity, req)
-	for _, t := range res.Tables {
-		fmt.Fprintf(w, "  %-10s %s: %s; would expire %d snapshots\n", t.Layer, t.Table, rowsText(t), t.Snapshots)
-	}
-	printUnreachable(w, res)
-}
-
-func printForgetRun(w io.Writer, res forget.Result, req bronze.ForgetRequest) {
-	verb := "erased"
-	if res.Shredded {
-		verb = "shredded (key deleted; Bronze untouched)"
-	}
-	fmt.Fprintf(w, "forget %s: %s %s (bronze snapshot %d, %.2fs)\n", res.Entity, req, verb, res.BronzeSnapshot, res.Elapsed.Seconds())
-	for _, t := range res.Tables {
-		fmt.Fprintf(w, "  %-10s %s: %s; %d snapshots expired, %d data files and %d metadata files deleted\n",
-			t.Layer, t.Table, rowsText(t), t.Snapshots, t.DeletedFiles, t.DeletedMetadata)
-	}
-	printUnreachable(w, res)
-}
-
-func rowsText(t forget.TableReport) string {
-	var s string
-	switch {
-	case t.Layer == forget.LayerGold:
-		s = "recomputed"
-		if n := len(t.Partitions); n > 0 {
-			shown := t.Partitions[:min(n, 32)]
-			s = fmt.Sprintf("%d partitions fed by the subject (%s", n, strings.Join(shown, ", "))
-			if n > len(shown) {
-				s += ", …"
-			}
-			s += ")"
-		}
-	case t.Rows < 0:
-		s = "rebuilt"
-	default:
-		s = fmt.Sprintf("%d rows in %d data files", t.Rows, t.Files)
-	}
-	if t.Note != "" {
-		s += " (" + t.Note + ")"
-	}
-	return s
-}
-
-func printUnreachable(w io.Writer, res forget.Result) {
-	fmt.Fprintln(w, "  not reachable by goldbridge (erase these yourself):")
-	for _, u := range res.Unreachable {
-		fmt.Fprintf(w, "    - %s\n", u)
-	}
 }

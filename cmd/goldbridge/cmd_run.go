@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/sync/pipeline"
 )
 
 func (a *app) runCmd() *cobra.Command {
@@ -36,7 +37,7 @@ workers started together split the work; --entities and --marts split it by hand
 			if err != nil {
 				return err
 			}
-			unlock, err := a.lockState()
+			unlock, err := pipeline.LockState(a.stateDir, a.log)
 			if err != nil {
 				return err
 			}

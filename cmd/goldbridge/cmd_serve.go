@@ -2,21 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/cmd/goldbridge/internal/plan"
 	"goldbridge/cmd/goldbridge/internal/scheduler"
+	"goldbridge/cmd/goldbridge/internal/web"
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/gold"
 	"goldbridge/serving/chconn"
@@ -85,7 +85,7 @@ type martRun struct {
 
 // serve runs until ctx is cancelled (SIGTERM), then shuts down within the configured bound.
 func (a *app) serve(ctx context.Context, cfg *config.Config) (err error) {
-	unlock, err := a.lockState()
+	unlock, err := pipeline.LockState(a.stateDir, a.log)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) (err error) {
 		Log:     a.log,
 		Skipped: func(string) { s.m.SkippedRuns.Inc() },
 	})
-	for _, name := range sortedMapKeys(cfg.Schedules) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Schedules)) {
 		sc := cfg.Schedules[name]
 		if err := s.sched.Add(scheduler.Job{Name: name, Spec: sc.Cron, Timezone: sc.Timezone, Run: s.job(name, sc)}); err != nil {
 			_ = httpSrv.Close()
@@ -243,7 +243,7 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 func (s *server) job(name string, sc config.Schedule) func(context.Context) error {
 	marts := sc.Marts
 	if len(marts) == 0 {
-		marts = sortedMapKeys(s.cfg.Marts)
+		marts = slices.Sorted(maps.Keys(s.cfg.Marts))
 	}
 	coversMarts := slices.ContainsFunc(sc.Stages, func(st string) bool { return st == "gold" || st == "sync" || st == "check" })
 	return func(ctx context.Context) error {
@@ -279,50 +279,11 @@ func (s *server) job(name string, sc config.Schedule) func(context.Context) erro
 	}
 }
 
+// handler is serve's HTTP interface (web.Handler).
 func (s *server) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.Registry, promhttp.HandlerOpts{Registry: s.m.Registry}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.HandleFunc("GET /status", s.status)
-	return mux
-}
-
-// readyz answers 200 when the catalog and ClickHouse answer, 503 otherwise or while
-// shutting down; the body says which one failed.
-func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
-	res := map[string]string{}
-	ok := true
-	check := func(name string, ping func(context.Context) error) {
-		if ping == nil {
-			res[name] = "not configured"
-			ok = false
-			return
-		}
-		if err := ping(ctx); err != nil {
-			res[name] = err.Error()
-			ok = false
-			return
-		}
-		res[name] = "ok"
-	}
-	check("catalog", s.pingCatalog)
-	check("clickhouse", s.pingClickHouse)
-	s.mu.Lock()
-	if s.stopping {
-		res["server"], ok = "shutting down", false
-	}
-	s.mu.Unlock()
-	code := http.StatusOK
-	if !ok {
-		code = http.StatusServiceUnavailable
-	}
-	writeJSON(w, code, res)
+	return web.Handler(web.Probes{Registry: s.m.Registry, PingCatalog: s.pingCatalog, PingClickHouse: s.pingClickHouse,
+		Stopping: func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.stopping },
+		Status:   func(ctx context.Context) any { return s.status(ctx) }})
 }
 
 // statusDoc is the /status document.
@@ -339,9 +300,8 @@ type martStatus struct {
 	LastRun *martRun `json:"last_run"`
 }
 
-func (s *server) status(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
+// status is the /status document now.
+func (s *server) status(ctx context.Context) statusDoc {
 	doc := statusDoc{StartedAt: s.start, Schedules: []scheduler.State{}, Marts: []martStatus{}}
 	if s.sched != nil {
 		doc.Running = s.sched.Running()
@@ -349,10 +309,7 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	doc.Stopping = s.stopping
-	runs := make(map[string]martRun, len(s.lastRun))
-	for k, v := range s.lastRun {
-		runs[k] = v
-	}
+	runs := maps.Clone(s.lastRun)
 	s.mu.Unlock()
 	for _, st := range s.m.Status(ctx, s.lh, plan.New(s.cfg)) {
 		ms := martStatus{MartStatus: st}
@@ -361,22 +318,5 @@ func (s *server) status(w http.ResponseWriter, r *http.Request) {
 		}
 		doc.Marts = append(doc.Marts, ms)
 	}
-	writeJSON(w, http.StatusOK, doc)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-func sortedMapKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return doc
 }

@@ -2,39 +2,23 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/apache/iceberg-go/table"
 	"github.com/spf13/cobra"
 
 	"goldbridge/cmd/goldbridge/internal/config"
+	"goldbridge/cmd/goldbridge/internal/hotconn"
 	"goldbridge/cmd/goldbridge/internal/plan"
 	"goldbridge/lakehouse/asof"
-	"goldbridge/lakehouse/catalog"
 	"goldbridge/serving/chlocal"
 	"goldbridge/serving/lakesql"
 	"goldbridge/sync/pipeline"
 )
-
-// localPath is the local path of a file:// location; ok is false for other schemes.
-func localPath(loc string) (string, bool) {
-	u, err := url.Parse(loc)
-	if err != nil || u.Scheme != "file" {
-		return "", false
-	}
-	return filepath.FromSlash(u.Path), true
-}
 
 func (a *app) tablesCmd() *cobra.Command {
 	return &cobra.Command{
@@ -110,11 +94,11 @@ an external ClickHouse cannot read this machine's warehouse, and an s3:// wareho
 not read yet (query it with ClickHouse's icebergS3).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.readConfig() // a ClickHouse of its own (lakeServer), not the embedded one
+			cfg, err := a.readConfig() // a ClickHouse of its own (hotconn.Opener.StartLake), not the embedded one
 			if err != nil {
 				return err
 			}
-			if err := queryPossible(cfg); err != nil {
+			if err := plan.QueryPossible(cfg); err != nil {
 				return &exitError{exitUsage, err}
 			}
 			opt := lakesql.AsOf{}
@@ -130,120 +114,32 @@ not read yet (query it with ClickHouse's icebergS3).`,
 			if err != nil {
 				return err
 			}
-			base, pw, stop, err := a.lakeServer(ctx, cfg)
+			base, pw, stop, err := a.ch().StartLake(ctx, cfg)
 			if err != nil {
 				return fmt.Errorf("query: %w", err)
 			}
 			defer stop()
-			return httpQuery(ctx, base, chlocal.DefaultUser, pw, sql, lakesql.QuerySettings(), a.stdout)
+			return hotconn.HTTPQuery(ctx, base, chlocal.DefaultUser, pw, sql, lakesql.QuerySettings(), a.stdout)
 		},
 	}
 	cmd.Flags().StringVar(&asOf, "as-of", "", "read the lake tables as of an RFC 3339 time (the snapshot current then), or one table at a snapshot id")
 	return cmd
 }
 
-// lakeSQL rewrites a query's lake table names to ClickHouse's Iceberg reader of their
-// current metadata, resolving the snapshots opt and the query's FOR ... AS OF clauses
-// name against the same metadata.
+// lakeSQL rewrites a query's lake table names to ClickHouse's Iceberg reader
+// (lakesql.ForLake), a snapshot maintenance no longer keeps named with its retention.
 func (a *app) lakeSQL(ctx context.Context, cfg *config.Config, query string, opt lakesql.AsOf) (string, error) {
 	lh, err := plan.OpenLakehouse(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
-	tables, err := pipeline.DescribeTables(ctx, lh)
-	lh.Close()
-	if err != nil {
-		return "", fmt.Errorf("query: %w", err)
-	}
-	byName := map[string]lakesql.Table{}
-	loaded := map[string]*table.Table{}
-	for _, t := range tables {
-		var lt lakesql.Table
-		lt.Dir, _ = localPath(t.Table.Location())
-		lt.Metadata, _ = localPath(t.Table.MetadataLocation())
-		byName[t.Name], loaded[t.Name] = lt, t.Table
-	}
-	now := time.Now()
-	opt.Resolve = func(name string, r asof.Ref) (int64, error) {
-		s, err := asof.Resolve(ctx, loaded[name], r, now)
-		if errors.Is(err, asof.ErrNotKept) {
-			err = fmt.Errorf("%w; %s", err, retentionNote(cfg, name))
-		}
-		if err != nil {
-			return 0, err
-		}
-		a.log.Debug("query as of", "table", name, "as_of", r.String(), "snapshot", s.SnapshotID)
-		return s.SnapshotID, nil
-	}
-	sql, used, err := lakesql.Rewrite(query, byName, opt)
-	if err != nil {
+	defer lh.Close()
+	sql, used, err := lakesql.ForLake(ctx, lh, query, opt, func(name string) string { return plan.RetentionNote(cfg, name) })
+	if errors.Is(err, lakesql.ErrQuery) {
 		return "", &exitError{exitUsage, fmt.Errorf("query: %w", err)}
-	}
-	for _, t := range tables {
-		if slices.Contains(used, t.Name) && byName[t.Name].Dir == "" {
-			return "", &exitError{exitUsage, fmt.Errorf("query reads local (file://) tables only; %s lives at %s: query it with ClickHouse's icebergS3", t.Name, t.Table.Location())}
-		}
+	} else if err != nil {
+		return "", fmt.Errorf("query: %w", err)
 	}
 	a.log.Debug("query", "lake_tables", strings.Join(used, ","))
 	return sql, nil
-}
-
-// retentionNote says how far back maintenance keeps a table's snapshots.
-func retentionNote(cfg *config.Config, name string) string {
-	p := cfg.MaintenanceOf(name, plan.TableLayer(cfg, name))
-	return fmt.Sprintf("maintenance expires the snapshots of %s older than maintenance.retain_age (%s for it) beyond its %d newest (retain_min): docs/operations.md, \"Maintenance\"; raise retain_age to reach further back",
-		name, p.RetainAge, *p.RetainMin)
-}
-
-// queryPossible says why goldbridge query cannot read the lake of cfg, or nil.
-func queryPossible(cfg *config.Config) error {
-	if !cfg.ClickHouse.IsEmbedded() {
-		return fmt.Errorf("query reads the lake through the embedded ClickHouse; clickhouse.addresses names an external server, which cannot read the warehouse %s of this machine (use clickhouse query for the served marts)", cfg.Lakehouse.Warehouse)
-	}
-	w := cfg.Lakehouse.Warehouse
-	if catalog.LocalDir(w) == "" {
-		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s: query it with ClickHouse's icebergS3", w)
-	}
-	if cfg.Lakehouse.Catalog.Type == "rest" && !strings.HasPrefix(w, "file://") {
-		// A REST catalog's warehouse may be a name (SeaweedFS: its table bucket), not a
-		// directory: the server decides where the tables live.
-		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s, a REST catalog's warehouse whose tables the server places (s3://): query it with ClickHouse's icebergS3", w)
-	}
-	return nil
-}
-
-// lakeServer starts a private ClickHouse for goldbridge query: a temporary data directory
-// under the state dir, free loopback ports, a one-time admin password, the warehouse as
-// its working directory and the one directory it may read besides its own. It returns
-// the HTTP base URL, the admin's password and the function that stops and removes it.
-func (a *app) lakeServer(ctx context.Context, cfg *config.Config) (string, string, func(), error) {
-	dir, err := os.MkdirTemp(cfg.StateDir, "query-clickhouse-")
-	if err != nil {
-		return "", "", nil, err
-	}
-	cleanup := func() { _ = os.RemoveAll(dir) }
-	ports, err := chlocal.FreePorts(2)
-	if err != nil {
-		cleanup()
-		return "", "", nil, err
-	}
-	raw := make([]byte, 24)
-	if _, err := rand.Read(raw); err != nil {
-		cleanup()
-		return "", "", nil, err
-	}
-	pw := hex.EncodeToString(raw)
-	lake := catalog.LocalDir(cfg.Lakehouse.Warehouse)
-	srv, stopSrv, err := a.ch().StartServer(ctx, chlocal.Options{
-		Path: filepath.Join(dir, "data"), TCPPort: ports[0], HTTPPort: ports[1], Password: pw,
-		Dir: lake, ReadDirs: []string{lake}, MaxServerMemory: cfg.ClickHouse.Local.MaxServerMemory,
-	})
-	if err != nil {
-		cleanup()
-		return "", "", nil, fmt.Errorf("lake clickhouse: %w", err)
-	}
-	return srv.HTTPURL(), pw, func() {
-		stopSrv()
-		cleanup()
-	}, nil
 }

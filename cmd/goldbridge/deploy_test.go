@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -388,52 +387,4 @@ func TestSystemdUnitsPrivate(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestLockStatePrivate: the state directory is created 0700 whatever the umask, and an
-// existing world-readable one is made private.
-func TestLockStatePrivate(t *testing.T) {
-	old := syscall.Umask(0o022)
-	defer syscall.Umask(old)
-	for _, existing := range []bool{false, true} {
-		dir := filepath.Join(t.TempDir(), "state")
-		if existing {
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		unlock, err := (&app{stateDir: dir}).lockState()
-		if err != nil {
-			t.Fatal(err)
-		}
-		unlock()
-		for _, p := range []string{dir, filepath.Join(dir, lockFileName)} {
-			st, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Mode().Perm()&0o077 != 0 {
-				t.Errorf("existing=%v: %s is %v", existing, p, st.Mode().Perm())
-			}
-		}
-	}
-}
-
-func TestLockState(t *testing.T) {
-	dir := t.TempDir()
-	a := &app{stateDir: dir}
-	unlock, err := a.lockState()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &app{stateDir: dir}
-	if _, err := b.lockState(); !errors.Is(err, errStateLocked) {
-		t.Fatalf("second lock: %v, want errStateLocked", err)
-	}
-	unlock()
-	unlock2, err := b.lockState()
-	if err != nil {
-		t.Fatalf("lock after unlock: %v", err)
-	}
-	unlock2()
 }

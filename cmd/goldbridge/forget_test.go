@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -634,4 +635,107 @@ func pushedPartitions(t *testing.T, out, mart string) int {
 	}
 	n, _ := strconv.Atoi(m[1])
 	return n
+}
+
+// TestShredThroughTheCLI: crypto-shredding as a user runs it on an entity with a pii
+// section: the dry run names the tables and changes nothing, forget without --confirm
+// or --dry-run is a usage error, --confirm deletes the key (Bronze untouched) and
+// rebuilds Silver and Gold, where the subject's tier now reads as NULL and every other
+// shopper's is as landed; a second shred of the same subject finds nothing to do.
+func TestShredThroughTheCLI(t *testing.T) {
+	state := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "shred.yaml")
+	if err := os.WriteFile(cfg, []byte(`version: 1
+lakehouse:
+  catalog: {type: sql}
+  warehouse: file://${STATE_DIR}/warehouse
+sources:
+  shop_shoppers: {type: file, system: shop, path: "${STATE_DIR}/landing/shoppers", format: jsonl, settle: 0s}
+entities:
+  shoppers:
+    sources: [shop_shoppers]
+    pii: {subject: $.shopper_id, fields: [$.tier]}
+    silver:
+      mode: upsert
+      key: [shopper_id]
+      updated_at: updated_at
+      columns:
+        - {name: shopper_id, type: string, required: true}
+        - {name: tier,       type: string}
+        - {name: updated_at, type: timestamp, required: true}
+marts:
+  shoppers_by_tier:
+    source: shoppers
+    grain: {column: updated_at, unit: day, as: day}
+    dimensions: [tier]
+    measures: [{name: shoppers, agg: count}]
+    serving: {enabled: false}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (int, string, string) {
+		return runCLI(t, append([]string{"-c", cfg, "--state-dir", state, "--log-level", "warn"}, args...)...)
+	}
+	gb := func(args ...string) string {
+		t.Helper()
+		code, out, errs := cli(args...)
+		if code != exitOK {
+			t.Fatalf("goldbridge %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, tail(errs, 3000))
+		}
+		return out
+	}
+	dir := filepath.Join(state, "landing", "shoppers")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for i, tier := range []string{"gold", "silver", "gold"} {
+		lines = append(lines, fmt.Sprintf(`{"shopper_id":"s%d","tier":%q,"updated_at":"2026-01-01T00:0%d:00Z"}`, i+1, tier, i))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "1.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tiers := func() map[string]string {
+		t.Helper()
+		lh, err := catalog.Open(context.Background(), catalog.Config{Type: "sql", URI: filepath.Join(state, "catalog.db"), Warehouse: "file://" + filepath.Join(state, "warehouse")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lh.Close()
+		got := map[string]string{}
+		for _, r := range tableRows(t, lh, "gold.shoppers_by_tier") {
+			f := map[string]string{}
+			for _, kv := range strings.Split(r, "|") {
+				k, v, _ := strings.Cut(kv, "=")
+				f[k] = v
+			}
+			got[f["tier"]] = f["shoppers"]
+		}
+		return got
+	}
+	for _, stage := range []string{"ingest", "silver", "gold"} {
+		gb(stage)
+	}
+	landed := map[string]string{"gold": "2", "silver": "1"}
+	if got := tiers(); !maps.Equal(got, landed) {
+		t.Fatalf("before: %v, want %v", got, landed)
+	}
+	if out := gb("forget", "shoppers", "--shred", "s1", "--dry-run"); !strings.Contains(out, "forget shoppers (dry run)") || !strings.Contains(out, "gold.shoppers_by_tier") {
+		t.Fatalf("dry run:\n%s", out)
+	}
+	if code, _, errs := cli("forget", "shoppers", "--shred", "s1"); code != exitUsage || !strings.Contains(errs, "--confirm to shred") {
+		t.Fatalf("forget without --confirm: exit %d\n%s", code, errs)
+	}
+	if got := tiers(); !maps.Equal(got, landed) {
+		t.Fatalf("after the dry run: %v, want %v", got, landed)
+	}
+	if out := gb("forget", "shoppers", "--shred", "s1", "--confirm"); !strings.Contains(out, "shredded (key deleted; Bronze untouched)") {
+		t.Fatalf("shred:\n%s", out)
+	}
+	if got, want := tiers(), map[string]string{"gold": "1", "silver": "1", "(null)": "1"}; !maps.Equal(got, want) {
+		t.Fatalf("after the shred: %v, want %v", got, want)
+	}
+	if out := gb("forget", "shoppers", "--shred", "s1", "--confirm"); !strings.Contains(out, "no key and no rows for") {
+		t.Fatalf("second shred:\n%s", out)
+	}
 }

@@ -53,7 +53,7 @@ func (a *app) openWriter(ctx context.Context) (*job, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	unlock, err := a.lockState()
+	unlock, err := pipeline.LockState(a.stateDir, a.log)
 	if err != nil {
 		return nil, nil, err
 	}

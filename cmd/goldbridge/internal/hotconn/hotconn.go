@@ -238,7 +238,7 @@ func (o Opener) StartEmbedded(ctx context.Context, cfg *config.Config) (*chlocal
 // exits on its own is restarted at once, see chlocal.Server.Supervise), and returns it with
 // the function that stops it (within 30 s). It is the one place goldbridge starts a
 // ClickHouse server: the embedded one (StartEmbedded), `clickhouse serve`'s and the
-// private one of `query` (cmd/goldbridge lakeServer). srv.Stop stops it too.
+// private one of `query` (StartLake). srv.Stop stops it too.
 func (o Opener) StartServer(ctx context.Context, opt chlocal.Options) (*chlocal.Server, func(), error) {
 	srv, err := chlocal.Start(ctx, opt)
 	if err != nil {

@@ -464,3 +464,41 @@ func TableLayer(cfg *config.Config, ident string) string {
 	}
 	return ""
 }
+
+// RetentionNote says how far back maintenance keeps a table's snapshots.
+func RetentionNote(cfg *config.Config, name string) string {
+	p := cfg.MaintenanceOf(name, TableLayer(cfg, name))
+	return fmt.Sprintf("maintenance expires the snapshots of %s older than maintenance.retain_age (%s for it) beyond its %d newest (retain_min): docs/operations.md, \"Maintenance\"; raise retain_age to reach further back",
+		name, p.RetainAge, *p.RetainMin)
+}
+
+// QueryPossible says why goldbridge query cannot read the lake of cfg, or nil.
+func QueryPossible(cfg *config.Config) error {
+	if !cfg.ClickHouse.IsEmbedded() {
+		return fmt.Errorf("query reads the lake through the embedded ClickHouse; clickhouse.addresses names an external server, which cannot read the warehouse %s of this machine (use clickhouse query for the served marts)", cfg.Lakehouse.Warehouse)
+	}
+	w := cfg.Lakehouse.Warehouse
+	if catalog.LocalDir(w) == "" {
+		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s: query it with ClickHouse's icebergS3", w)
+	}
+	if cfg.Lakehouse.Catalog.Type == "rest" && !strings.HasPrefix(w, "file://") {
+		// A REST catalog's warehouse may be a name (SeaweedFS: its table bucket), not a
+		// directory: the server decides where the tables live.
+		return fmt.Errorf("query reads local (file://) warehouses only; lakehouse.warehouse is %s, a REST catalog's warehouse whose tables the server places (s3://): query it with ClickHouse's icebergS3", w)
+	}
+	return nil
+}
+
+// LookupCopies are the entities whose Silver rows carry columns of entity through a
+// lookup (lookup.entity), sorted: a forget of entity does not rebuild them, their next
+// run does (the lookup changed under their rows: docs/silver.md "Lookups"), and their
+// older snapshots go with maintenance's retention (docs/privacy.md).
+func LookupCopies(cfg *config.Config, entity string) []string {
+	var deps []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Entities)) {
+		if slices.Contains(cfg.LookupEntities(name), entity) {
+			deps = append(deps, name)
+		}
+	}
+	return deps
+}
