@@ -289,6 +289,11 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 			need(k)
 		}
 	}
+	runSlot := -1 // a delta pass: the rows of ps.runs only
+	if ps.runs != nil {
+		runSlot = len(fields)
+		fields = append(fields, silver.ColRunID)
+	}
 	nslots := len(fields)
 	joinBase := make([]int, len(p.joins))
 	for ji, j := range p.joins {
@@ -468,6 +473,9 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 			srcA[i] = rec.Column(rec.Schema().FieldIndices(n)[0])
 		}
 		for r := range int(rec.NumRows()) {
+			if runSlot >= 0 && !ps.runs[srcA[runSlot].(*array.String).Value(r)] {
+				continue
+			}
 			if keep != nil {
 				gv := silver.ValueAt(srcA[grainSlot], r, grainT)
 				if gv.Null && ps.skipNulls || !gv.Null && !keep[m.grainOf(gv, grainT)] {
@@ -475,7 +483,9 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 				}
 			}
 			for i, n := range fields {
-				row[i] = silver.ValueAt(srcA[i], r, m.SourceColumns[n])
+				if i != runSlot {
+					row[i] = silver.ValueAt(srcA[i], r, m.SourceColumns[n])
+				}
 			}
 			expand(0)
 			if errFilter != nil {

@@ -284,7 +284,13 @@ func (p *partial) rows() []*group {
 		}
 		out = append(out, groups...)
 	}
-	slices.SortFunc(out, func(a, b *group) int {
+	p.sortGroups(out)
+	return out
+}
+
+// sortGroups sorts groups by grain, level and dimensions (deterministic output).
+func (p *partial) sortGroups(groups []*group) {
+	slices.SortFunc(groups, func(a, b *group) int {
 		if a.grain != b.grain {
 			return cmpInt(a.grain, b.grain)
 		}
@@ -298,7 +304,6 @@ func (p *partial) rows() []*group {
 		}
 		return 0
 	})
-	return out
 }
 
 // outGroup is the output group of set si that base group bg belongs to, with bg's

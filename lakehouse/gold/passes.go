@@ -30,6 +30,9 @@ type pass struct {
 	// drops them before they are counted: of a grouped build's passes, the first counts
 	// them and the others skip them, so each is counted once (Result.NullGrainRows).
 	readNulls, skipNulls bool
+	// runs, when set, makes the pass a delta (deltaRuns): it reads only the Silver rows
+	// those runs wrote, and the partitions' Gold rows are merged with them (mergeGold).
+	runs map[string]bool
 }
 
 // passOf is the one pass of a run over parts (nil: every partition, no pruning).
@@ -272,6 +275,11 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 		res.NullGrainRows += p.nullGrain
 		tScan := time.Since(t0)
 		rows := p.rows()
+		if ps.runs != nil {
+			if rows, err = p.mergeGold(ctx, gt, ps.parts, rows); err != nil {
+				return nil, nil, err
+			}
+		}
 		checked := ps.parts
 		switch {
 		case m.snapshot():

@@ -38,6 +38,7 @@ type Options struct {
 	afterPass    func(int) error   // test hook: after each pass's files are written
 	beforeCommit func(attempt int) // test hook: in each commit attempt, on the fresh table
 	now          func() time.Time  // test hook: the run's clock (snapshot grain, _calculated_at)
+	noDelta      bool              // test hook: recompute an increment that only added rows
 }
 
 // Result summarises one Gold run.
@@ -56,8 +57,12 @@ type Result struct {
 	NullGrainRows int64
 	Rows          int64 // Gold rows written
 	Passes        int   // the reads of Silver that computed them (see MartSpec.PassRows)
-	Report        Report
-	Elapsed       time.Duration
+	// Delta: Silver only added rows since the last run, and they were merged into the Gold
+	// rows of the partitions they touch rather than those partitions recomputed
+	// (delta.go); SilverRows are then the added rows.
+	Delta   bool
+	Report  Report
+	Elapsed time.Duration
 }
 
 // ErrCircuitOpen means a critical data-quality check failed: nothing was published and
@@ -181,7 +186,10 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		if s := gt.CurrentSnapshot(); s != nil {
 			goldFiles = totalOf(s, "total-data-files")
 		}
-		if passes, err = m.planPasses(ctx, src, snap, m.PassRows, parts, goldFiles); err != nil {
+		if runs, ok := m.deltaRuns(src, res.SilverFrom, res.SilverTo); ok && !res.Full && !opt.ExactGrains && !opt.noDelta {
+			// Only rows were added: merged into the partitions' Gold rows (delta.go).
+			passes, res.Delta = []pass{m.deltaPass(src, parts, runs)}, true
+		} else if passes, err = m.planPasses(ctx, src, snap, m.PassRows, parts, goldFiles); err != nil {
 			return fail(err)
 		}
 		opt.Log.Debug("passes planned", "passes", len(passes), "elapsed", time.Since(start))

@@ -30,6 +30,34 @@ type shape struct {
 	// merge folds group b's accumulator into a's; nil: nothing beyond the count (a
 	// distinct count is counted over the union of the ids instead).
 	merge func(a, b *acc, ms MeasureSpec)
+	// read sets a from row i of the group's Gold columns, so that a delta merges into it
+	// (mergeGold); nil for an aggregate whose rows do not hold what merges (the lists
+	// live on carrier rows only: deltaRuns does not merge a mart with one).
+	read func(col func(string) arrow.Array, i int, a *acc, ms MeasureSpec)
+}
+
+// readSum sets a's sums from a sum column of type t (a NULL sum: no input).
+func readSum(a *acc, v silver.Value, in silver.Type) {
+	if v.Null {
+		return
+	}
+	a.n = max(a.n, 1)
+	switch in.Kind {
+	case silver.Decimal:
+		a.dsum = v.D
+	case silver.Float64:
+		a.fsum = v.F
+	default:
+		a.isum = v.I
+	}
+}
+
+// readPair sets a's kept pair (min, max slots: min/max's range, max_by's by and value).
+func readPair(a *acc, lo, hi silver.Value) {
+	if hi.Null {
+		return
+	}
+	a.min, a.max, a.hasMM, a.n = owned(lo), owned(hi), true, max(a.n, 1)
 }
 
 // mergeSums adds b's sums to a's (sum, avg).
@@ -67,6 +95,10 @@ func minMaxShape(max bool) shape {
 			appendValue(bl, v, ms.InputType)
 		},
 		merge: mergeMinMax,
+		read: func(col func(string) arrow.Array, i int, a *acc, ms MeasureSpec) {
+			v := silver.ValueAt(col(ms.Name), i, ms.InputType)
+			readPair(a, v, v)
+		},
 	}
 }
 
@@ -77,6 +109,9 @@ var byShape = shape{
 	hidden: func(ms MeasureSpec) []outCol { return []outCol{col(mart.ByCol(ms.Name), ms.ByType, false)} },
 	write: func(bl array.Builder, a *acc, ms MeasureSpec) {
 		appendValue(bl, kept(a, a.max), ms.InputType)
+	},
+	read: func(col func(string) arrow.Array, i int, a *acc, ms MeasureSpec) {
+		readPair(a, silver.ValueAt(col(mart.ByCol(ms.Name)), i, ms.ByType), silver.ValueAt(col(ms.Name), i, ms.InputType))
 	},
 	writeHidden: func(next func() array.Builder, a *acc, ms MeasureSpec, _ bool, _ func() []string) {
 		appendValue(next(), kept(a, a.min), ms.ByType)
@@ -108,10 +143,16 @@ var shapes = map[mart.Agg]shape{
 			appendSum(bl, *a, ms.InputType)
 		},
 		merge: mergeSums,
+		read: func(col func(string) arrow.Array, i int, a *acc, ms MeasureSpec) {
+			readSum(a, silver.ValueAt(col(ms.Name), i, sumType(ms.InputType)), ms.InputType)
+		},
 	},
 	mart.Count: {
 		value: func(ms MeasureSpec) outCol { return col(ms.Name, longT, true) },
 		write: func(bl array.Builder, a *acc, _ MeasureSpec) { bl.(*array.Int64Builder).Append(a.n) },
+		read: func(col func(string) arrow.Array, i int, a *acc, ms MeasureSpec) {
+			a.n = silver.ValueAt(col(ms.Name), i, silver.Type{Kind: silver.Int64}).I
+		},
 	},
 	mart.CountDistinct: {
 		value: func(ms MeasureSpec) outCol { return col(ms.Name, longT, true) },
@@ -158,6 +199,10 @@ var shapes = map[mart.Agg]shape{
 			next().(*array.Int64Builder).Append(a.n)
 		},
 		merge: mergeSums,
+		read: func(col func(string) arrow.Array, i int, a *acc, ms MeasureSpec) {
+			readSum(a, silver.ValueAt(col(mart.SumCol(ms.Name)), i, sumType(ms.InputType)), ms.InputType)
+			a.n = silver.ValueAt(col(mart.CountCol(ms.Name)), i, silver.Type{Kind: silver.Int64}).I
+		},
 	},
 	mart.Min:   minMaxShape(false),
 	mart.Max:   minMaxShape(true),

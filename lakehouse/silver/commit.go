@@ -807,6 +807,13 @@ func (e *engine) summary(res Result) (iceberg.Properties, error) {
 			props[PropReplacedPrefix+e.cols[c].Name] = encodeReplaced(e.replaced[c])
 		}
 	}
+	if e.append && !res.Replay {
+		// An append replaces no version: said for every listed column, so that a mart
+		// knows the commit's grains (and that it only added rows) from the summary.
+		for c := range e.written {
+			props[PropReplacedPrefix+e.cols[c].Name] = ""
+		}
+	}
 	if !res.Replay {
 		for c, vals := range e.written {
 			props[PropWrittenPrefix+e.cols[c].Name] = encodeReplaced(vals)
@@ -878,6 +885,12 @@ func (e *engine) noteWritten() {
 		e.written = map[int]map[int64]bool{}
 		for _, c := range e.listedSortBy() {
 			e.written[c] = map[int64]bool{}
+		}
+		// An append entity's event time partitions its table: listed too.
+		if e.append && e.etIdx >= 0 {
+			if _, ok := replacedKey(Value{}, e.cols[e.etIdx].Type.Kind); ok {
+				e.written[e.etIdx] = map[int64]bool{}
+			}
 		}
 	}
 	for _, w := range e.ws {

@@ -14,7 +14,8 @@ import (
 // versions up. The value is a comma-separated list of ranges "a-b" or single values of
 // hours since the epoch (timestamps), days (dates) or the integers; "" means none. A
 // commit without the property (or "*": too many ranges to list) says nothing, and the
-// reader must look the old versions up.
+// reader must look the old versions up. An append commit lists "" (it replaces nothing)
+// for the columns of its PropWrittenPrefix lists, its event time among them.
 const PropReplacedPrefix = "goldbridge.replaced."
 
 // PropWrittenPrefix + a sort_by column names the summary property of a commit that lists,

@@ -336,6 +336,9 @@ func goldScope(res gold.Result) string {
 	} else if len(res.Partitions) > 0 && len(res.Partitions) <= 5 {
 		scope += " (" + strings.Join(res.Partitions, ", ") + ")"
 	}
+	if res.Delta {
+		scope += " merged with the added rows"
+	}
 	return scope
 }
 
