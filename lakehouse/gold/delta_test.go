@@ -62,6 +62,28 @@ func deltaMart(table, grouping string, sets [][]string) MartSpec {
 	}
 }
 
+// carriersEntity is an upsert entity of carriers and their alliance, joined to trips.
+func carriersEntity() silver.EntitySpec {
+	col := func(name, t string, req bool) silver.ColumnSpec {
+		return silver.ColumnSpec{Name: name, Path: "$." + name, Type: typ(t), Required: req}
+	}
+	return silver.EntitySpec{
+		Name: "carriers", Table: "silver.carriers", QuarantineTable: "silver.carriers_quarantine",
+		Mode: "upsert", Key: []string{"code"}, UpdatedAt: "updated_at", Buckets: 2,
+		Columns: []silver.ColumnSpec{col("code", "string", true), col("alliance", "string", false), col("updated_at", "timestamp", true)},
+	}
+}
+
+// joinedDeltaMart is deltaMart by alliance (a LEFT join of the carriers) and origin.
+func joinedDeltaMart(table string) MartSpec {
+	m := deltaMart(table, "rollup", nil)
+	m.Joins = []JoinSpec{{Entity: "carriers", Table: "silver.carriers", Type: "left",
+		On: []JoinOn{{Local: "carrier", Joined: "code"}}, Columns: []string{"alliance"},
+		ColumnTypes: map[string]silver.Type{"code": typ("string"), "alliance": typ("string"), "updated_at": typ("timestamp")}}}
+	m.Dims = []Dim{{Name: "alliance", Type: typ("string")}, {Name: "origin", Type: typ("string")}}
+	return m
+}
+
 // TestDeltaEqualsRecompute is issue 41's property: random increments of trips (new trips
 // on old and new days, trips re-sent, NULL fares, rows the filter drops) and of orders
 // (creates, updates, deletes) go through the incremental Gold run, which merges an
@@ -69,7 +91,8 @@ func deltaMart(table, grouping string, sets [][]string) MartSpec {
 // recomputes the others; after every increment each mart equals, row for row, the same
 // mart computed by the recompute path (the hook that turns merging off) and by a full
 // rebuild. The trips' increments only add rows: each is merged. An orders increment
-// that updates or deletes is recomputed.
+// that updates or deletes is recomputed. A mart joining the carriers merges the trips'
+// increments while the carriers stand still, and is rebuilt when one changes alliance.
 func TestDeltaEqualsRecompute(t *testing.T) {
 	ctx := context.Background()
 	lh := lakehousetest.Open(t)
@@ -99,8 +122,19 @@ func TestDeltaEqualsRecompute(t *testing.T) {
 			t.Fatalf("step %d: %s (%d rows) != %s (%d rows)\nfirst difference: %s", step, a, len(got), b, len(want), firstDiff(got, want))
 		}
 	}
+	carriersDir := t.TempDir()
+	alliance := func(step int, lines ...string) {
+		land(t, lh, carriersDir, "carriers", step, lines, carriersEntity())
+	}
+	alliance(0, `{"code":"AA","alliance":"oneworld","updated_at":"2026-01-01T00:00:00Z"}`,
+		`{"code":"DL","alliance":"skyteam","updated_at":"2026-01-01T00:00:00Z"}`) // UA: no match
 	merged := 0
 	for step := range 10 {
+		carriersMoved := step == 6
+		if carriersMoved {
+			alliance(step, `{"code":"UA","alliance":"star","updated_at":"2026-01-02T00:00:00Z"}`,
+				`{"code":"DL","alliance":"none","updated_at":"2026-01-02T00:00:00Z"}`)
+		}
 		// Trips: new ones over days 0-5 (the later steps reach new days), some re-sent.
 		var lines []string
 		for range 20 + r.IntN(120) {
@@ -148,10 +182,20 @@ func TestDeltaEqualsRecompute(t *testing.T) {
 			same(step, inc.Table, rec.Table)
 			same(step, inc.Table, full.Table)
 		}
+		jInc, jRec, jFull := joinedDeltaMart("gold.jd"), joinedDeltaMart("gold.jr"), joinedDeltaMart("gold.jf")
+		res := run(step, jInc, Options{})
+		run(step, jRec, Options{noDelta: true})
+		run(step, jFull, Options{Full: true})
+		same(step, jInc.Table, jRec.Table)
+		same(step, jInc.Table, jFull.Table)
+		if step > 0 && res.Delta == carriersMoved {
+			t.Fatalf("step %d: the joined mart merged %v with the carriers moved %v: %+v", step, res.Delta, carriersMoved, res)
+		}
+
 		kInc, kFull := kpiMart("gold.kd"), kpiMart("gold.kf")
 		kInc.Measures = kInc.Measures[:2] // count and sum: a mart a delta can merge
 		kFull.Measures = kInc.Measures
-		res := run(step, kInc, Options{})
+		res = run(step, kInc, Options{})
 		run(step, kFull, Options{Full: true})
 		t.Logf("step %d: orders increment merged %v (updates %v)", step, res.Delta, updates)
 		same(step, kInc.Table, kFull.Table)
