@@ -3,7 +3,6 @@ package sync_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,62 +61,10 @@ func TestServedMergesAcrossDays(t *testing.T) {
 // and dimensions, in servedRows' form with grain text day.
 func mergedRows(t *testing.T, c *chconn.Client, m *serving.Mart, day string) []string {
 	t.Helper()
-	q := func(s string) string { return serving.Q(s) }
-	var vals, flags, keys []string
+	keys := []string{"grouping_level"}
 	for _, d := range m.Dimensions {
-		vals = append(vals, "ifNull(toString("+q(d.Name)+"), '∅')")
-		flags = append(flags, "toUInt64("+q("grouping_"+d.Name)+")")
-		keys = append(keys, q(d.Name), q("grouping_"+d.Name))
+		keys = append(keys, serving.Q(d.Name), serving.Q("grouping_"+d.Name))
 	}
-	var sel []string
-	for _, ms := range m.Measures {
-		e := ddl.FinalExpr(m, ms)
-		switch ms.Name {
-		case "orders", "customers", "big_paid", "p_amount":
-			sel = append(sel, e)
-		case "big_paid_revenue":
-			sel = append(sel, "toString("+e+")")
-		default:
-			sel = append(sel, "ifNull(toString("+e+"), 'NULL')")
-		}
-	}
-	view := fmt.Sprintf("SELECT [%s] AS v, [%s] AS f, toString(grouping_level) AS l, %s FROM %s GROUP BY grouping_level, %s",
-		strings.Join(vals, ", "), strings.Join(flags, ", "), strings.Join(sel, ", "), ddl.Name(m, m.Table), strings.Join(keys, ", "))
-	rows, err := c.Conn().Query(context.Background(), view)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	typ := func(measure string) string {
-		i := slices.IndexFunc(m.Measures, func(ms serving.Measure) bool { return ms.Name == measure })
-		return strings.ToLower(m.Measures[i].Type)
-	}
-	hasBy := len(m.Measures) > 8
-	var out []string
-	for rows.Next() {
-		var lv, rev, avg, maxA, bigRev, aif, lastA, cheapest string
-		var vs []string
-		var fs []uint64
-		var orders, cust, big int64
-		var qs []float64
-		dest := []any{&vs, &fs, &lv, &rev, &orders, &cust, &avg, &maxA, &qs, &big, &bigRev}
-		if hasBy {
-			dest = append(dest, &aif, &lastA, &cheapest)
-		}
-		if err := rows.Scan(dest...); err != nil {
-			t.Fatal(err)
-		}
-		row := fmt.Sprintf("%s|%v|%v|%s|%s|%d|%d|%s|%s|%v|%d|%s", day, vs, fs, lv,
-			valueText(typ("revenue"), 2, true, rev), orders, cust, avgText(typ("avg_amount"), avg), valueText(typ("max_amount"), 2, false, maxA), qs,
-			big, valueText(typ("big_paid_revenue"), 2, true, bigRev))
-		if hasBy {
-			row += byText(avgText(typ("big_paid_avg"), aif), valueText(typ("latest_amount"), 2, false, lastA), cheapest)
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
+	return martRows(t, c, m, serving.QS(day), func(ms serving.Measure) string { return ddl.FinalExpr(m, ms) },
+		ddl.Name(m, m.Table), "GROUP BY "+strings.Join(keys, ", "))
 }

@@ -453,26 +453,39 @@ func oddEven(s []string, from int) []string {
 // servedRows reads <t>_final in the oracle's form.
 func servedRows(t *testing.T, c *chconn.Client, m *serving.Mart) []string {
 	t.Helper()
+	return martRows(t, c, m, "formatDateTime("+serving.Q(m.Grain.As)+", '%F %T')",
+		func(ms serving.Measure) string { return serving.Q(ms.Name) }, serving.Q(m.Database)+"."+serving.Q(m.Table+"_final"), "")
+}
+
+// martRows reads a groupingMart-shaped mart from ClickHouse in the oracle's form: grain
+// is the SQL of the grain's text, measure the SQL of a measure's value, read from from
+// (with groupBy, when the values aggregate rows).
+func martRows(t *testing.T, c *chconn.Client, m *serving.Mart, grain string, measure func(serving.Measure) string, from, groupBy string) []string {
+	t.Helper()
 	// The measure's input type, as valueText takes it: Decimal(38, 2) as decimal, ...;
 	// an avg's is its hidden sum's.
 	typ := func(measure string) string {
 		i := slices.IndexFunc(m.Measures, func(ms serving.Measure) bool { return ms.Name == measure })
 		return strings.ToLower(m.Measures[i].Type)
 	}
-	var vals, flags []string
+	var vals, flags, sel []string
 	for _, d := range m.Dimensions {
 		vals = append(vals, "ifNull(toString("+serving.Q(d.Name)+"), '∅')")
 		flags = append(flags, "toUInt64("+serving.Q("grouping_"+d.Name)+")")
 	}
-	hasBy := slices.ContainsFunc(m.Measures, func(ms serving.Measure) bool { return ms.Name == "latest_amount" })
-	by := ""
-	if hasBy {
-		by = ", ifNull(toString(big_paid_avg), 'NULL'), ifNull(toString(latest_amount), 'NULL'), ifNull(cheapest_category, 'NULL')"
+	for _, ms := range m.Measures {
+		switch e := measure(ms); ms.Name {
+		case "orders", "customers", "big_paid", "p_amount":
+			sel = append(sel, e)
+		case "big_paid_revenue":
+			sel = append(sel, "toString("+e+")")
+		default:
+			sel = append(sel, "ifNull(toString("+e+"), 'NULL')")
+		}
 	}
-	q := fmt.Sprintf(`SELECT formatDateTime(%s, '%%F %%T'), [%s], [%s],
-		toString(grouping_level), ifNull(toString(revenue), 'NULL'), orders, customers, ifNull(toString(avg_amount), 'NULL'), ifNull(toString(max_amount), 'NULL'), p_amount,
-		big_paid, toString(big_paid_revenue)%s
-		FROM %s.%s`, serving.Q(m.Grain.As), strings.Join(vals, ", "), strings.Join(flags, ", "), by, serving.Q(m.Database), serving.Q(m.Table+"_final"))
+	hasBy := slices.ContainsFunc(m.Measures, func(ms serving.Measure) bool { return ms.Name == "latest_amount" })
+	q := fmt.Sprintf("SELECT %s, [%s], [%s], toString(grouping_level), %s FROM %s %s",
+		grain, strings.Join(vals, ", "), strings.Join(flags, ", "), strings.Join(sel, ", "), from, groupBy)
 	rows, err := c.Conn().Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)

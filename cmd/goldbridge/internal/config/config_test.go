@@ -415,11 +415,6 @@ func TestQuantileLevels(t *testing.T) {
 // the mart's row columns; a bad one, a missing one, one on another aggregate and sum_if
 // of a text column are each reported at their measure's path.
 func TestConditionalMeasures(t *testing.T) {
-	base, err := os.ReadFile("../../../../examples/orders.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := "      - {name: avg_order_value,  agg: avg,            column: amount}"
 	const m = "marts.daily_revenue_kpi.measures[4]"
 	for _, c := range []struct {
 		measure string
@@ -438,22 +433,7 @@ func TestConditionalMeasures(t *testing.T) {
 		{`{name: paid_revenue, agg: sum_if, if: 'status == "paid"'}`, m + ".column", "required for sum_if"},
 		{`{name: revenue2, agg: sum, column: amount, if: 'status == "paid"'}`, m + ".if", "only used with agg: count_if or sum_if"},
 	} {
-		src := strings.Replace(string(base), from, from+"\n      - "+c.measure, 1)
-		_, err := Parse([]byte(src), "/tmp/s", env(nil))
-		if c.path == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.measure, err)
-			}
-			continue
-		}
-		var ps Problems
-		if !errors.As(err, &ps) {
-			t.Errorf("%s: want problems, got %v", c.measure, err)
-			continue
-		}
-		if !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == c.path && strings.Contains(p.Msg, c.msg) }) {
-			t.Errorf("%s: no %q at %s; got %v", c.measure, c.msg, c.path, ps)
-		}
+		checkMeasure(t, c.measure, c.path, c.msg)
 	}
 }
 
@@ -461,11 +441,6 @@ func TestConditionalMeasures(t *testing.T) {
 // an unknown one, one on another aggregate and a hidden column's clash are each
 // reported at their measure's path, and so is max of a text (which serving refuses).
 func TestByMeasures(t *testing.T) {
-	base, err := os.ReadFile("../../../../examples/orders.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	from := "      - {name: avg_order_value,  agg: avg,            column: amount}"
 	const m = "marts.daily_revenue_kpi.measures[4]"
 	for _, c := range []struct {
 		measure string
@@ -482,22 +457,34 @@ func TestByMeasures(t *testing.T) {
 		{`{name: top_status, agg: max, column: status}`, m + ".column", "max of a string column is not served"},
 		{"{name: last_status, agg: max_by, column: status, by: updated_at}\n      - {name: last_status__by, agg: count}", "marts.daily_revenue_kpi.measures[5].name", "last_status__by"},
 	} {
-		src := strings.Replace(string(base), from, from+"\n      - "+c.measure, 1)
-		_, err := Parse([]byte(src), "/tmp/s", env(nil))
-		if c.path == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.measure, err)
-			}
-			continue
+		checkMeasure(t, c.measure, c.path, c.msg)
+	}
+}
+
+// checkMeasure validates examples/orders.yaml with measure added after the mart's
+// measures[3]: valid when path is "", else with a problem at path whose text holds msg.
+func checkMeasure(t *testing.T, measure, path, msg string) {
+	t.Helper()
+	base, err := os.ReadFile("../../../../examples/orders.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := "      - {name: avg_order_value,  agg: avg,            column: amount}"
+	src := strings.Replace(string(base), from, from+"\n      - "+measure, 1)
+	_, err = Parse([]byte(src), "/tmp/s", env(nil))
+	if path == "" {
+		if err != nil {
+			t.Errorf("%s: %v", measure, err)
 		}
-		var ps Problems
-		if !errors.As(err, &ps) {
-			t.Errorf("%s: want problems, got %v", c.measure, err)
-			continue
-		}
-		if !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == c.path && strings.Contains(p.Msg, c.msg) }) {
-			t.Errorf("%s: no %q at %s; got %v", c.measure, c.msg, c.path, ps)
-		}
+		return
+	}
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Errorf("%s: want problems, got %v", measure, err)
+		return
+	}
+	if !slices.ContainsFunc(ps, func(p Problem) bool { return p.Path == path && strings.Contains(p.Msg, msg) }) {
+		t.Errorf("%s: no %q at %s; got %v", measure, msg, path, ps)
 	}
 }
 
