@@ -8,6 +8,7 @@ package serving
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,11 +86,21 @@ type Mart struct {
 	// or AnchorData (the newest Gold partition).
 	HotAnchor string
 	TTL       time.Duration // TTL backstop (0: none)
-	Distinct  string        // uniqExact | uniq
+	Distinct  string        // DistinctExact | DistinctApprox | DistinctBitmap
 	// Definition is the Gold definition the model was built from (gold.PropSpec's value,
 	// NewMart); a sync refuses a Gold table built for another. Empty: not checked.
 	Definition string
 }
+
+// The states of count_distinct (Mart.Distinct): ClickHouse's uniqExact (a set of the
+// keys' SipHash-128), uniq (an adaptive sample: approximate), or a bitmap of the keys'
+// ids in the mart's key dictionary (<t>__ids, serving/ddl): exact, and merged over
+// several grain values at a fraction of uniqExact's cost.
+const (
+	DistinctExact  = "uniqExact"
+	DistinctApprox = "uniq"
+	DistinctBitmap = "bitmap"
+)
 
 // The hot window's anchors (Mart.HotAnchor).
 const (
@@ -173,9 +184,15 @@ func (m *Mart) Validate() error {
 		return fmt.Errorf("mart %s: partition_by day with a month grain", m.Name)
 	}
 	switch m.Distinct {
-	case "uniqExact", "uniq":
+	case DistinctExact, DistinctApprox:
+	case DistinctBitmap:
+		if m.Cluster != "" {
+			// Each node would number the keys in its own dictionary, and a bitmap merged
+			// across nodes would mix the numberings.
+			return fmt.Errorf("mart %s: distinct bitmap needs a single server, not cluster %s", m.Name, m.Cluster)
+		}
 	default:
-		return fmt.Errorf("mart %s: distinct %q: want uniqExact or uniq", m.Name, m.Distinct)
+		return fmt.Errorf("mart %s: distinct %q: want uniqExact, uniq or bitmap", m.Name, m.Distinct)
 	}
 	seen := map[string]bool{m.Grain.As: true, mart.ColGroupingLevel: true}
 	add := func(n string) error {
@@ -247,6 +264,12 @@ func (m *Mart) Aggregating() bool {
 		}
 	}
 	return false
+}
+
+// Bitmap reports whether the mart's distinct counts are bitmaps of the ids in its key
+// dictionary: a count_distinct measure with Distinct DistinctBitmap.
+func (m *Mart) Bitmap() bool {
+	return m.Distinct == DistinctBitmap && slices.ContainsFunc(m.Measures, func(ms Measure) bool { return ms.Agg == mart.CountDistinct })
 }
 
 // DimNames are the names of the dimensions, in order.

@@ -30,8 +30,12 @@ func TestServedMergesAcrossDays(t *testing.T) {
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
 	dims := []string{"country", "category"}
 	levels := [][]string{dims, {"country"}, {}}
-	for _, by := range []bool{false, true} {
-		spec := groupingMart(fmt.Sprintf("across_%v", by), "rollup", nil)
+	for _, v := range []struct {
+		by       bool
+		distinct string
+	}{{false, serving.DistinctExact}, {true, serving.DistinctExact}, {false, serving.DistinctBitmap}} {
+		by := v.by
+		spec := groupingMart(fmt.Sprintf("across_%v_%s", by, v.distinct), "rollup", nil)
 		if by {
 			spec.Measures = append(spec.Measures, byMeasures(spec.Measures[7].If)...)
 		}
@@ -42,7 +46,7 @@ func TestServedMergesAcrossDays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := servedMart(db, spec, "uniqExact")
+		m := servedMart(db, spec, v.distinct)
 		if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +56,7 @@ func TestServedMergesAcrossDays(t *testing.T) {
 		// One grain for all the days: the oracle's grain is a constant.
 		want := oracleQueryRows(t, c, db, oracleQuery{distinct: "uniqExact", grain: "toDate('2000-01-01')", dims: dims, levels: levels, by: by})
 		if got := mergedRows(t, c, m, "2000-01-01 00:00:00"); len(want) == 0 || !sameRows(got, want) {
-			t.Fatalf("by=%v: merged across days (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", by, len(got), len(want), diffRows(got, want))
+			t.Fatalf("by=%v, %s: merged across days (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", by, v.distinct, len(got), len(want), diffRows(got, want))
 		}
 	}
 }

@@ -111,7 +111,7 @@ func TestCheckCleanByInput(t *testing.T) {
 		for _, p := range []struct {
 			distinct     string
 			serverStates bool
-		}{{"uniqExact", false}, {"uniqExact", true}, {"uniq", false}} {
+		}{{"uniqExact", false}, {"uniqExact", true}, {"uniq", false}, {serving.DistinctBitmap, true}} {
 			t.Run(fmt.Sprintf("%s/%s/server=%v", v.col, p.distinct, p.serverStates), func(t *testing.T) {
 				m := servedMart(db, spec, p.distinct)
 				m.Table = fmt.Sprintf("%s_%s_%v", spec.Name, p.distinct, p.serverStates)

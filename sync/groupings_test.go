@@ -260,6 +260,9 @@ type oracleQuery struct {
 func oracleQueryRows(t *testing.T, c *chconn.Client, db string, o oracleQuery) []string {
 	t.Helper()
 	distinct, grain, dims, levels := o.distinct, o.grain, o.dims, o.levels
+	if distinct == serving.DistinctBitmap {
+		distinct = serving.DistinctExact // a bitmap of the keys' ids is exact
+	}
 	from := serving.Q(db) + ".s"
 	if o.join != "" {
 		from = fmt.Sprintf("%s.s %s JOIN %s.c ON s.user_id = c.customer_id", serving.Q(db), o.join, serving.Q(db))
@@ -617,7 +620,7 @@ func TestServedGroupings(t *testing.T) {
 		for _, v := range []struct {
 			distinct     string
 			serverStates bool
-		}{{"uniqExact", false}, {"uniqExact", true}, {"uniq", false}} {
+		}{{"uniqExact", false}, {"uniqExact", true}, {"uniq", false}, {serving.DistinctBitmap, true}} {
 			name := fmt.Sprintf("%s/%s/server=%v", tc.name, v.distinct, v.serverStates)
 			t.Run(name, func(t *testing.T) {
 				m := servedMart(db, spec, v.distinct)
@@ -946,6 +949,7 @@ func TestServedRandomMarts(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 0))
 	rin := rand.New(rand.NewPCG(16, 0)) // the inputs: the marts stay those drawn before inputs were
 	rby := rand.New(rand.NewPCG(17, 0)) // byMeasures: likewise
+	rbm := rand.New(rand.NewPCG(18, 0)) // exact distinct counts served as bitmaps: likewise
 	for i := range randomMarts() {
 		spec, o := randomMart(r, fmt.Sprintf("r%03d", i))
 		o.in = inputs{}
@@ -960,7 +964,11 @@ func TestServedRandomMarts(t *testing.T) {
 		}
 		spec = withInputs(spec, o.in)
 		path := r.IntN(3)
-		t.Run(fmt.Sprintf("%s_%s_%v_%s_%d_join=%s", spec.Name, spec.Grouping, spec.GroupingSets, spec.GrainUnit, path, o.join), func(t *testing.T) {
+		distinct := []string{"uniqExact", "uniqExact", "uniq"}[path]
+		if rbm.IntN(2) == 0 && path == 0 {
+			distinct = serving.DistinctBitmap
+		}
+		t.Run(fmt.Sprintf("%s_%s_%v_%s_%d_%s_join=%s", spec.Name, spec.Grouping, spec.GroupingSets, spec.GrainUnit, path, distinct, o.join), func(t *testing.T) {
 			t.Logf("filter %s; count_if %s; sum_if %s; inputs %v", spec.Filter, spec.Measures[6].If, spec.Measures[7].If, o.in)
 			if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
 				t.Fatalf("gold: %v", err)
@@ -969,7 +977,7 @@ func TestServedRandomMarts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := servedMart(db, spec, []string{"uniqExact", "uniqExact", "uniq"}[path])
+			m := servedMart(db, spec, distinct)
 			if spec.GrainUnit == "month" {
 				m.PartitionBy = "month"
 			}

@@ -422,7 +422,11 @@ func (r Result) Summary(mart string) string {
 	if len(ids) > 0 && len(ids) <= 10 {
 		s += ": " + strings.Join(ids, " ")
 	}
-	if p := r.Purged; p.DroppedTables+p.OutdatedParts > 0 {
+	p := r.Purged
+	if p.DictionaryKeys > 0 {
+		s += fmt.Sprintf("; %d key hashes no row holds removed from the key dictionary", p.DictionaryKeys)
+	}
+	if p.DroppedTables+p.OutdatedParts > 0 {
 		s += fmt.Sprintf("; purged %d dropped tables and %d outdated parts from disk", p.DroppedTables, p.OutdatedParts)
 	} else if p.Skipped != "" {
 		s += "; not purged (" + p.Skipped + ")"

@@ -20,6 +20,7 @@ import (
 	"goldbridge/serving/chlocal"
 	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
+	"goldbridge/serving/ddl"
 	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
 )
@@ -121,13 +122,17 @@ func scalar[T any](t testing.TB, c *chconn.Client, q string) T {
 }
 
 func TestSyncAcceptance(t *testing.T) {
-	for _, agg := range []bool{true, false} {
-		t.Run(map[bool]string{true: "aggregating", false: "summing"}[agg], func(t *testing.T) {
+	for _, variant := range []string{"aggregating", "summing", serving.DistinctBitmap} {
+		t.Run(variant, func(t *testing.T) {
 			ctx := context.Background()
 			db := chtest.Database(t)
 			c := client(t, db)
 			lh := lakehousetest.Open(t)
+			agg := variant != "summing"
 			m := testMart(db, agg)
+			if variant == serving.DistinctBitmap {
+				m.Distinct = serving.DistinctBitmap
+			}
 			if err := m.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -153,21 +158,26 @@ func TestSyncAcceptance(t *testing.T) {
 			if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
 				t.Fatalf("check: %v %v", drifts, err)
 			}
-			if agg {
-				// Unique customers over 7 days by merging daily states = distinct of the union.
-				from := day0.AddDate(0, 0, 7)
-				got := scalar[uint64](t, c, fmt.Sprintf("SELECT uniqExactMerge(customers__state) FROM `%s`.daily_revenue_kpi WHERE grouping_level = 'total' AND report_date >= '%s' AND report_date < '%s'",
-					db, from.Format("2006-01-02"), from.AddDate(0, 0, 7).Format("2006-01-02")))
+			// Unique customers over days by merging daily states = distinct of the union.
+			distinctOver := func(orders []order, from time.Time, days int) {
+				t.Helper()
+				if !agg {
+					return
+				}
+				to := from.AddDate(0, 0, days)
+				got := scalar[int64](t, c, fmt.Sprintf("SELECT %s FROM `%s`.daily_revenue_kpi WHERE grouping_level = 'total' AND report_date >= '%s' AND report_date < '%s'",
+					ddl.FinalExpr(m, m.Measures[2]), db, from.Format("2006-01-02"), to.Format("2006-01-02")))
 				set := map[string]bool{}
 				for _, o := range orders {
-					if !o.day.Before(from) && o.day.Before(from.AddDate(0, 0, 7)) {
+					if !o.day.Before(from) && o.day.Before(to) {
 						set[o.customer] = true
 					}
 				}
-				if got != uint64(len(set)) {
-					t.Fatalf("7-day unique customers: clickhouse %d, silver %d", got, len(set))
+				if got != int64(len(set)) {
+					t.Fatalf("%d-day unique customers from %s: clickhouse %d, orders %d", days, from.Format("2006-01-02"), got, len(set))
 				}
 			}
+			distinctOver(orders, day0.AddDate(0, 0, 7), 7)
 
 			parts := func() uint64 {
 				return scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM system.parts WHERE database = '%s' AND table = 'daily_revenue_kpi' AND active", db))
@@ -176,7 +186,11 @@ func TestSyncAcceptance(t *testing.T) {
 				return scalar[string](t, c, fmt.Sprintf("SELECT toString(sum(revenue)) FROM `%s`.daily_revenue_kpi_final", db))
 			}
 			p0, t0 := parts(), total()
-			if p0 != 10 {
+			// Parts are counted where goldbridge sends whole grains: states the server
+			// builds (a bitmap mart's) come as one part per grouping set and partition,
+			// which the server merges when it will.
+			countParts := !m.Aggregating() || push.ClientStates(m)
+			if countParts && p0 != 10 {
 				// Each stream's blocks hold whole days and are inserted as sent (no
 				// squashing): one part per partition, as ClickHouse's own load makes.
 				t.Fatalf("%d active parts after pushing 10 partitions, want 10", p0)
@@ -189,7 +203,7 @@ func TestSyncAcceptance(t *testing.T) {
 				t.Fatalf("second sync pushed %v dropped %v err %v", res.Pushed, res.Dropped, err)
 			}
 			t.Logf("no-change sync over %d partitions: %s", res.Unchanged, time.Since(start))
-			if parts() != p0 || total() != t0 {
+			if (countParts && parts() != p0) || total() != t0 {
 				t.Fatalf("second sync changed parts %d→%d or totals %s→%s", p0, parts(), t0, total())
 			}
 
@@ -220,6 +234,10 @@ func TestSyncAcceptance(t *testing.T) {
 			if got := finalRows(t, c, m); !slices.Equal(got, goldStrings(rows2, m, hotFrom)) {
 				t.Fatal("_final differs from Gold after the late change")
 			}
+			// The re-pushed day's states merge with those of the days pushed before it
+			// (a bitmap's new key took the next id of the dictionary).
+			distinctOver(orders2, hotFrom, 10)
+			distinctOver(orders2, late, 4)
 
 			// A day leaving the window is dropped in ClickHouse (and kept in Iceberg).
 			now = now.AddDate(0, 0, 2)

@@ -39,7 +39,7 @@ import (
 // (a Date32 literal expression).
 type question struct {
 	Name string
-	Hot  string // over {final} (the view) or {states} (the AggregatingMergeTree)
+	Hot  string // over {final} (the view) or {states} (the AggregatingMergeTree); {merge}: the distinct states' merge function
 	Cold string // over {gold} (the Iceberg table function)
 }
 
@@ -71,7 +71,7 @@ FROM {gold} WHERE grouping_level = 'detail' AND report_date = {d} ORDER BY total
 		// Distinct customers over 30 days: the merged daily states (hot); in Gold, the
 		// distinct keys of the detail rows, the only level that keeps them (cold).
 		Name: "customers_30d",
-		Hot: `SELECT uniqExactMerge(unique_customers__state) AS unique_customers_30d
+		Hot: `SELECT {merge}(unique_customers__state) AS unique_customers_30d
 FROM {states} WHERE grouping_level = 'total' AND report_date >= {d} - 30`,
 		Cold: `SELECT uniqExactArray(unique_customers__keys) AS unique_customers_30d
 FROM {gold} WHERE grouping_level = 'detail' AND report_date >= {d} - 30`,
@@ -79,7 +79,7 @@ FROM {gold} WHERE grouping_level = 'detail' AND report_date >= {d} - 30`,
 	{
 		Name: "by_country_7d",
 		Hot: `SELECT country, sum(total_revenue) AS revenue_7d, sum(total_orders) AS orders_7d,
-    uniqExactMerge(unique_customers__state) AS customers_7d,
+    {merge}(unique_customers__state) AS customers_7d,
     sum(avg_order_value__sum) / sum(avg_order_value__count) AS avg_order_value_7d
 FROM {states} WHERE grouping_level = 'by_country' AND report_date >= {d} - 7
 GROUP BY country ORDER BY revenue_7d DESC, country`,
@@ -124,8 +124,10 @@ type result struct {
 	Duration float64        `json:"duration_s"` // per side
 	Rounds   int            `json:"rounds"`
 	Checked  map[string]int `json:"checked_rows"` // rows of each question's answer, equal on both sides
-	Hot      sideResult     `json:"hot"`
-	Cold     sideResult     `json:"cold"`
+	// StateType is the served type of the distinct-count states (serving.distinct).
+	StateType string     `json:"state_type"`
+	Hot       sideResult `json:"hot"`
+	Cold      sideResult `json:"cold"`
 	// Freshness: the freshness panel's query alone, as many clients (-freshness).
 	Freshness *sideResult `json:"freshness,omitempty"`
 }
@@ -222,15 +224,29 @@ func run(o options) error {
 		return fmt.Errorf("anchor day: %w", err)
 	}
 	day := anchor.Format("2006-01-02")
+	res := result{Anchor: day, Protocol: o.protocol, Clients: clients, Duration: duration.Seconds(), Checked: map[string]int{}}
 	states := db + "." + mart
 	if o.states != "" {
 		states = db + "." + o.states
 	}
+	// The merge of the served distinct-count states (serving.distinct): uniqExact, uniq
+	// or bitmap (groupBitmap of the key dictionary's ids).
+	var stateType string
+	if err := conn.QueryRow(ctx, "SELECT type FROM system.columns WHERE database || '.' || table = ? AND name = 'unique_customers__state'", states).Scan(&stateType); err != nil {
+		return fmt.Errorf("type of %s.unique_customers__state: %w", states, err)
+	}
+	merge := "uniqExactMerge"
+	switch {
+	case strings.Contains(stateType, "groupBitmap"):
+		merge = "groupBitmapMerge"
+	case strings.Contains(stateType, "(uniq,"):
+		merge = "uniqMerge"
+	}
+	res.StateType = stateType
 	r := strings.NewReplacer("{final}", final, "{states}", states, "{gold}", gold, "{d}", "toDate32('"+day+"')",
-		"{sync}", db+"._goldbridge_sync")
+		"{sync}", db+"._goldbridge_sync", "{merge}", merge)
 	hot := make([]string, len(questions))
 	cold := make([]string, len(questions))
-	res := result{Anchor: day, Protocol: o.protocol, Clients: clients, Duration: duration.Seconds(), Checked: map[string]int{}}
 	for i, q := range questions {
 		hot[i], cold[i] = r.Replace(q.Hot), r.Replace(q.Cold)
 		h, err := answer(ctx, hotConn, hot[i])

@@ -195,6 +195,7 @@ func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Ta
 			p, err := push.Purge(ctx, t.c, m)
 			pub.Purged.DroppedTables += p.DroppedTables
 			pub.Purged.OutdatedParts += p.OutdatedParts
+			pub.Purged.DictionaryKeys += p.DictionaryKeys
 			pub.Purged.Skipped = p.Skipped
 			return err
 		})
@@ -268,11 +269,16 @@ func (t *ClickHouse) stateStats(ctx context.Context, m *serving.Mart, parts []ho
 		return nil
 	}
 	sel := []string{"toString(" + m.PartitionExpr() + ") AS _p", "toString(" + serving.Q(mart.ColGroupingLevel) + ") AS _l"}
+	with := ""
 	for _, sc := range checks {
-		digest := fingerprint.StateDigestSQL(serving.Q(ddl.StateColumn(sc.Measure)), sc.Measure.Agg == mart.CountDistinct, fingerprint.GroupArrayMax)
+		col := serving.Q(ddl.StateColumn(sc.Measure))
+		digest := fingerprint.StateDigestSQL(col, sc.Measure.Agg == mart.CountDistinct, fingerprint.GroupArrayMax)
+		if sc.Bitmap {
+			digest, with = fingerprint.BitmapDigestSQL(col), ddl.HashesWith(m)
+		}
 		sel = append(sel, "sum(sipHash64(concat("+fingerprint.RowKeySQL(m)+", "+digest+", ';')))")
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), ddl.Name(m, m.Table), hotWhere(m, parts))
+	q := with + fmt.Sprintf("SELECT %s FROM %s WHERE %s GROUP BY _p, _l", strings.Join(sel, ", "), ddl.Name(m, m.Table), hotWhere(m, parts))
 	rows, err := t.c.Conn().Query(ctx, q)
 	if err != nil {
 		return fmt.Errorf("check %s states: %w", m.Name, err)

@@ -199,6 +199,7 @@ func (s *Sharded) Publish(ctx context.Context, m *serving.Mart, tbl *table.Table
 		}
 		pub.Purged.DroppedTables += p.Purged.DroppedTables
 		pub.Purged.OutdatedParts += p.Purged.OutdatedParts
+		pub.Purged.DictionaryKeys += p.Purged.DictionaryKeys
 		return err
 	})
 	return pub, err

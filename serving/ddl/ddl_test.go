@@ -46,12 +46,15 @@ func kpi(db, cluster string, aggregating bool) *serving.Mart {
 
 func sharded(m *serving.Mart) *serving.Mart { m.Sharded = true; return m }
 
+func bitmap(m *serving.Mart) *serving.Mart { m.Distinct = serving.DistinctBitmap; return m }
+
 func TestGolden(t *testing.T) {
 	for name, m := range map[string]*serving.Mart{
 		"summing":             kpi("marts", "", false),
 		"aggregating":         kpi("marts", "", true),
 		"aggregating_cluster": kpi("marts", "prod", true),
 		"aggregating_sharded": sharded(kpi("marts", "gb", true)),
+		"aggregating_bitmap":  bitmap(kpi("marts", "", true)),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := m.Validate(); err != nil {
@@ -79,6 +82,19 @@ func TestGolden(t *testing.T) {
 				t.Errorf("DDL differs from %s (run go test -update):\n%s", path, got)
 			}
 		})
+	}
+}
+
+// TestBitmapNeedsOneServer: a bitmap mart is refused on a cluster, whose nodes would
+// each number the keys their own way.
+func TestBitmapNeedsOneServer(t *testing.T) {
+	for _, m := range []*serving.Mart{bitmap(kpi("marts", "prod", true)), sharded(bitmap(kpi("marts", "gb", true)))} {
+		if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "single server") {
+			t.Fatalf("cluster %s, sharded %v: %v", m.Cluster, m.Sharded, err)
+		}
+	}
+	if err := bitmap(kpi("marts", "", true)).Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -27,6 +27,9 @@ func Tables(m *serving.Mart) map[string][]Column {
 	if m.Aggregating() {
 		t[m.Table+DetailSuffix] = WireColumns(m)
 	}
+	if m.Bitmap() {
+		t[m.Table+IdsSuffix] = []Column{{"h", "UInt128"}, {"id", "UInt32"}}
+	}
 	return t
 }
 
@@ -121,8 +124,9 @@ type (
 
 // Ensure creates the mart's database, tables and view if missing and compares the
 // live tables with the DDL. The helper tables (staging, detail), which hold nothing
-// between pushes, are recreated when they differ. A difference of <t> itself is
-// returned as Outcome.Rebuild on a single server; with a cluster (no atomic exchange
+// between pushes, are recreated when they differ. A difference of <t> itself, or a
+// bitmap mart's <t> made with another key dictionary (staleBitmaps), is returned as
+// Outcome.Rebuild on a single server; with a cluster (no atomic exchange
 // there) it fails with ErrDrift naming `goldbridge sync --rebuild MART`. It never
 // drops or alters <t>, and never adds a column over existing rows.
 func Ensure(ctx context.Context, conn driver.Conn, m *serving.Mart) (Outcome, error) {
@@ -172,10 +176,45 @@ func Ensure(ctx context.Context, conn driver.Conn, m *serving.Mart) (Outcome, er
 			}
 		}
 	}
+	if ch, err := staleBitmaps(ctx, conn, m); err != nil || ch != nil {
+		if ch != nil {
+			out.Changes, out.Rebuild = append(out.Changes, *ch), true
+		}
+		if err != nil {
+			return out, err
+		}
+	}
 	if out.Rebuild {
 		return out, nil
 	}
 	return out, EnsureView(ctx, conn, m)
+}
+
+// staleBitmaps returns a Change when a bitmap mart's <t> holds rows whose ids are not
+// (or not known to be) of the live key dictionary: its comment does not name the
+// dictionary's generation (keydict.go). That is a dictionary dropped or recreated by
+// hand, or a rebuild for one that has not finished; <t> is then rebuilt.
+func staleBitmaps(ctx context.Context, conn driver.Conn, m *serving.Mart) (*Change, error) {
+	if !m.Bitmap() {
+		return nil, nil
+	}
+	var rows uint64
+	var comment string
+	err := conn.QueryRow(ctx, "SELECT ifNull(total_rows, 0), comment FROM system.tables WHERE database = ? AND name = ?", m.Database, m.Table).Scan(&rows, &comment)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && rows == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("comment of %s.%s: %w", m.Database, m.Table, err)
+	}
+	gen, err := Generation(ctx, conn, m)
+	if err != nil {
+		return nil, err
+	}
+	if want := DictionaryComment(gen); comment != want {
+		return &Change{Table: m.Table, Column: "(comment)", Want: want, Have: comment}, nil
+	}
+	return nil, nil
 }
 
 // EnsureView creates or replaces the mart's _final view, unless the live one already
@@ -246,9 +285,10 @@ func TargetDrift(ctx context.Context, conn driver.Conn, m *serving.Mart) ([]Chan
 }
 
 // Drop removes the mart's tables and view (for --rebuild); the sync state rows are
-// the caller's to retire.
+// the caller's to retire. The key dictionary goes with <t>, whose bitmaps alone hold
+// its ids.
 func Drop(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
-	for _, t := range []string{m.Table + ViewSuffix, m.Table, m.Table + StagingSuffix, m.Table + DetailSuffix, m.Table + PrevSuffix, m.Table + DistSuffix} {
+	for _, t := range []string{m.Table + ViewSuffix, m.Table, m.Table + StagingSuffix, m.Table + DetailSuffix, m.Table + PrevSuffix, m.Table + DistSuffix, m.Table + IdsSuffix} {
 		kind := "TABLE"
 		if strings.HasSuffix(t, ViewSuffix) {
 			kind = "VIEW"

@@ -98,18 +98,22 @@ var shapes = map[mart.Agg]shape{
 	},
 	mart.CountDistinct: {
 		stored: func(m *serving.Mart, ms serving.Measure) []Column {
-			return []Column{{StateColumn(ms), "AggregateFunction(" + m.Distinct + ", String)"}}
+			return []Column{{StateColumn(ms), distinctType(m)}}
 		},
 		wire: func(ms serving.Measure) []Column { return []Column{{mart.KeysCol(ms.Name), "Array(String)"}} },
 		merge: func(m *serving.Mart, ms serving.Measure) string {
-			return "toInt64(" + m.Distinct + "Merge(" + serving.Q(StateColumn(ms)) + "))"
+			return "toInt64(" + distinctFn(m) + "Merge(" + serving.Q(StateColumn(ms)) + "))"
 		},
 		finish: func(ms serving.Measure) string {
 			return "toInt64(finalizeAggregation(" + serving.Q(StateColumn(ms)) + "))"
 		},
 		build: func(m *serving.Mart, ms serving.Measure) []string {
-			return []string{fmt.Sprintf("CAST(%sArrayState(%s), 'AggregateFunction(%s, String)') AS %s",
-				m.Distinct, serving.Q(mart.KeysCol(ms.Name)), m.Distinct, serving.Q(StateColumn(ms)))}
+			keys := serving.Q(mart.KeysCol(ms.Name))
+			if m.Distinct == serving.DistinctBitmap {
+				return []string{bitmapBuild(keys) + " AS " + serving.Q(StateColumn(ms))}
+			}
+			return []string{fmt.Sprintf("CAST(%sArrayState(%s), %s) AS %s",
+				m.Distinct, keys, serving.QS(distinctType(m)), serving.Q(StateColumn(ms)))}
 		},
 	},
 	mart.MaxBy: byShape("argMax"),
@@ -130,6 +134,23 @@ var shapes = map[mart.Agg]shape{
 				serving.Q(mart.ValuesCol(ms.Name)), serving.Q(StateColumn(ms)))}
 		},
 	},
+}
+
+// distinctFn is the aggregate function of a count_distinct state (serving.Mart.Distinct).
+func distinctFn(m *serving.Mart) string {
+	if m.Distinct == serving.DistinctBitmap {
+		return "groupBitmap"
+	}
+	return m.Distinct
+}
+
+// distinctType is the stored type of a count_distinct state: a bitmap of the keys' ids
+// (keydict.go), or a uniqExact/uniq state of the keys.
+func distinctType(m *serving.Mart) string {
+	if m.Distinct == serving.DistinctBitmap {
+		return bitmapType
+	}
+	return "AggregateFunction(" + m.Distinct + ", String)"
 }
 
 // shapeOf is the shape of a measure's served aggregate. serving.NewMart serves only the

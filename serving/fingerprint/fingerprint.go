@@ -24,6 +24,7 @@ import (
 
 	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
+	"goldbridge/serving/ddl"
 	"goldbridge/serving/hot"
 	"goldbridge/serving/push"
 )
@@ -159,11 +160,15 @@ func RowWeightSQL(m *serving.Mart) string {
 type StateCheck struct {
 	Measure serving.Measure
 	Width   int // bytes of one element of the state (AppendStateDigest)
+	// Bitmap: a bitmap of key ids (serving.DistinctBitmap), read back as the key hashes
+	// its ids stand for (BitmapDigestSQL), which is what a uniqExact state holds.
+	Bitmap bool
 }
 
 // CheckedStates lists the states Check compares with Gold's lists: quantiles'
 // (groupArray(Float64): the values, 8 bytes each), and distinct counts' served as
-// uniqExact (a set of the keys' SipHash-128, 16 bytes each). A uniq state is a sample
+// uniqExact (a set of the keys' SipHash-128, 16 bytes each) or as bitmaps (the same
+// hashes, looked up by id in the key dictionary). A uniq state is a sample
 // of the keys' hashes, which goldbridge does not build: its finished count is compared.
 func CheckedStates(m *serving.Mart) []StateCheck {
 	var out []StateCheck
@@ -171,8 +176,10 @@ func CheckedStates(m *serving.Mart) []StateCheck {
 		switch {
 		case ms.Agg == mart.Quantiles:
 			out = append(out, StateCheck{Measure: ms, Width: 8})
-		case ms.Agg == mart.CountDistinct && m.Distinct == "uniqExact":
+		case ms.Agg == mart.CountDistinct && m.Distinct == serving.DistinctExact:
 			out = append(out, StateCheck{Measure: ms, Width: 16})
+		case ms.Agg == mart.CountDistinct && m.Distinct == serving.DistinctBitmap:
+			out = append(out, StateCheck{Measure: ms, Width: 16, Bitmap: true})
 		}
 	}
 	return out
@@ -222,6 +229,15 @@ func StateDigestSQL(col string, distinct bool, limit int) string {
 		elems = fmt.Sprintf("if(finalizeAggregation(%s) <= %d, %s, %s)", col, limit, as("groupArray"), as("groupUniqArray"))
 	}
 	h := "arrayMap(x -> sipHash64(x), " + elems + ")" // computed once
+	return "concat(toString(length(" + h + ")), ':', toString(arraySum(" + h + ")))"
+}
+
+// BitmapDigestSQL is AppendStateDigest in ClickHouse over the bitmap state column col
+// of a mart's distinct count: the digest of the key hashes its ids stand for in the key
+// dictionary, under ddl.HashesWith (an id the dictionary lacks reads as hash 0, which
+// no key of Gold's has).
+func BitmapDigestSQL(col string) string {
+	h := "arrayMap(x -> sipHash64(x), " + ddl.BitmapHashes(col) + ")"
 	return "concat(toString(length(" + h + ")), ':', toString(arraySum(" + h + ")))"
 }
 

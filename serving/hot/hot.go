@@ -149,6 +149,9 @@ type Purged struct {
 	// OutdatedParts: inactive parts of <t> (replaced or merged away, kept for
 	// old_parts_lifetime) deleted by rebuilding <t> from its active parts.
 	OutdatedParts int
+	// DictionaryKeys: key hashes no row holds any longer, removed from a bitmap mart's
+	// key dictionary (serving/ddl.CompactIds).
+	DictionaryKeys int
 	// Skipped says why nothing could be purged (then the old rows stay until ClickHouse
 	// deletes them).
 	Skipped string

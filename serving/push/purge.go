@@ -20,6 +20,7 @@ type Purged = hot.Purged
 // such rows for minutes: in the outdated parts a REPLACE or DROP PARTITION (or a merge)
 // leaves, and in dropped tables (an exchanged-out <t>) until the database deletes them.
 // Purge restores each dropped table of the mart (UNDROP) and drops it again with SYNC,
+// keeps in a bitmap mart's key dictionary only the hashes of keys <t> still holds,
 // then, when <t> has outdated parts, makes a new <t> from its active partitions (ATTACH
 // PARTITION ... FROM: hard links), exchanges it in and drops the old one with SYNC,
 // which deletes its parts, active and outdated. Readers see the same rows throughout.
@@ -60,6 +61,13 @@ func Purge(ctx context.Context, c *chconn.Client, m *serving.Mart) (Purged, erro
 		}
 		res.DroppedTables++
 	}
+	if m.Bitmap() {
+		n, err := compactIds(ctx, c, m)
+		if err != nil {
+			return fail(err)
+		}
+		res.DictionaryKeys = n
+	}
 	var outdated uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.parts WHERE database = ? AND table = ? AND NOT active", m.Database, m.Table).Scan(&outdated); err != nil {
 		return fail(fmt.Errorf("parts of %s: %w", m.Table, err))
@@ -89,6 +97,30 @@ func Purge(ctx context.Context, c *chconn.Client, m *serving.Mart) (Purged, erro
 	}
 	res.OutdatedParts = int(outdated)
 	return res, nil
+}
+
+// compactIds keeps in the mart's key dictionary only the ids a row of <t> holds
+// (ddl.CompactIds) and returns how many it removed.
+func compactIds(ctx context.Context, c *chconn.Client, m *serving.Mart) (int, error) {
+	count := func() (uint64, error) {
+		var n uint64
+		err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+ddl.Name(m, m.Table+ddl.IdsSuffix)).Scan(&n)
+		return n, err
+	}
+	before, err := count()
+	if err != nil {
+		return 0, fmt.Errorf("key dictionary: %w", err)
+	}
+	for _, q := range ddl.CompactIds(m) {
+		if err := c.Conn().Exec(ctx, q); err != nil {
+			return 0, fmt.Errorf("compact the key dictionary: %w", err)
+		}
+	}
+	after, err := count()
+	if err != nil {
+		return 0, fmt.Errorf("key dictionary: %w", err)
+	}
+	return int(before - after), nil
 }
 
 // deleted reports whether the server deletes the dropped table uuid by itself: it

@@ -47,6 +47,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	gosync "sync"
 	"time"
@@ -95,6 +96,17 @@ var statesSettings = []string{
 	"group_by_two_level_threshold = 0", "group_by_two_level_threshold_bytes = 0",
 	fmt.Sprintf("max_block_size = %d", maxStreamRows),
 	"min_insert_block_size_rows = 0", "min_insert_block_size_bytes = 0",
+}
+
+// statesSettingsOf are the states INSERT's settings for mart m: a bitmap mart's blocks
+// are squashed into one part per partition, as goldbridge's own states insert makes
+// (copying a bitmap costs little).
+func statesSettingsOf(m *serving.Mart) []string {
+	if !m.Bitmap() {
+		return statesSettings
+	}
+	s := slices.Clone(statesSettings[:len(statesSettings)-2])
+	return append(s, "min_insert_block_size_rows = 1048576", "min_insert_block_size_bytes = 268435456")
 }
 
 // Steps of a push, in order, as passed to Options.Fault.
@@ -183,6 +195,12 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 	canExchange, err := CanExchange(ctx, c, m)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", what, err)
+	}
+	var gen string // the key dictionary's generation (a bitmap mart)
+	if m.Bitmap() {
+		if gen, err = ddl.Generation(ctx, conn, m); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	if opt.Rebuild && !canExchange {
 		return Result{}, fmt.Errorf("%s: the table must be rebuilt, which needs an Atomic database without a cluster; run `goldbridge sync --rebuild %s`", what, m.Name)
@@ -286,12 +304,18 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 				return Result{}, err
 			}
 		}
+		if m.Bitmap() {
+			// The wave's new keys get their ids before any state is built from them.
+			if err := exec(StepStates, ddl.AssignIds(m, detail)); err != nil {
+				return Result{}, err
+			}
+		}
 		// One GROUP BY per stream over its detail rows, the streams in parallel (a GROUP
 		// BY of distinct-count states over a Memory table runs on one thread): whole
 		// partitions, so one row per key.
 		for _, st := range wave {
 			wg.Go(func() {
-				qs, err := ddl.StatesInsert(m, batch, detail, grainWhere(m, st), statesSettings...)
+				qs, err := ddl.StatesInsert(m, batch, detail, grainWhere(m, st), statesSettingsOf(m)...)
 				for _, q := range qs {
 					if err != nil {
 						break
@@ -339,6 +363,13 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		}
 	} else if err := publishInPlace(ctx, c, m, parts, res.ByID); err != nil {
 		return Result{}, fmt.Errorf("%s: %s: %w", what, StepReplace, err)
+	}
+
+	if m.Bitmap() {
+		// <t>'s bitmaps now hold ids of this dictionary (ddl.staleBitmaps).
+		if err := exec(StepReplace, ddl.MarkDictionary(m, m.Table, gen)); err != nil {
+			return Result{}, err
+		}
 	}
 
 	if err := fault(StepRecord); err != nil {

@@ -372,7 +372,7 @@ type Serving struct {
 	TTL             Duration `yaml:"ttl"`
 	BatchRows       int      `yaml:"batch_rows"`
 	Parallelism     int      `yaml:"parallelism"`
-	Distinct        string   `yaml:"distinct"` // uniqExact | uniq
+	Distinct        string   `yaml:"distinct"` // uniqExact | uniq | bitmap
 }
 
 // IsEnabled reports whether the mart is pushed to ClickHouse (the default).

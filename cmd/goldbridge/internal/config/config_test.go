@@ -205,6 +205,8 @@ func TestValidationRules(t *testing.T) {
 		{"bad agg", "agg: avg,", "agg: median,", "marts.daily_revenue_kpi.measures[3].agg"},
 		{"grain not time", "grain: {column: created_at", "grain: {column: country", "marts.daily_revenue_kpi.grain.column"},
 		{"bad partition", "partition_by: day", "partition_by: week", "marts.daily_revenue_kpi.serving.partition_by"},
+		{"bad distinct", "partition_by: day", "partition_by: day\n      distinct: roaring", "marts.daily_revenue_kpi.serving.distinct"},
+		{"bitmap on a cluster", "embedded: true ", "embedded: false\n  cluster: gb\n  addresses: [h:9000]\n ", "marts.daily_revenue_kpi.serving.distinct"},
 		{"bad table", "table: gold.daily_revenue_kpi", "table: Gold-KPI", "marts.daily_revenue_kpi.table"},
 		{"external without addresses", "embedded: true ", "embedded: false", "clickhouse.addresses"},
 		{"shards without cluster", "embedded: true ", "embedded: false\n  shards: [[h1:9000, h2:9000]]\n ", "clickhouse.cluster"},
@@ -241,6 +243,9 @@ func TestValidationRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := string(base)
+			if tt.name == "bitmap on a cluster" {
+				src = strings.Replace(src, "partition_by: day", "partition_by: day\n      distinct: bitmap", 1)
+			}
 			if !strings.Contains(src, tt.from) {
 				t.Fatalf("example lacks %q", tt.from)
 			}

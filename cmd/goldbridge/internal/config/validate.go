@@ -1037,7 +1037,10 @@ func (c *Config) validateMart(v *validator, name string) {
 	if sv.Parallelism < 1 || sv.Parallelism > 64 {
 		v.add(sp+".parallelism", "must be between 1 and 64")
 	}
-	v.oneOf(sp+".distinct", sv.Distinct, "uniqExact", "uniq")
+	v.oneOf(sp+".distinct", sv.Distinct, serving.DistinctExact, serving.DistinctApprox, serving.DistinctBitmap)
+	if sv.Distinct == serving.DistinctBitmap && c.ClickHouse.Cluster != "" {
+		v.add(sp+".distinct", "bitmap needs a single ClickHouse server: each node of cluster %s would number the keys its own way, and bitmaps merged across nodes would mix them; use uniqExact", c.ClickHouse.Cluster)
+	}
 }
 
 func (c *Config) validateSchedule(v *validator, name string) {

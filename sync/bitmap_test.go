@@ -1,0 +1,178 @@
+package sync_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"goldbridge/lakehouse/gold"
+	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving"
+	"goldbridge/serving/chtarget"
+	"goldbridge/serving/chtest"
+	"goldbridge/serving/ddl"
+	"goldbridge/serving/push"
+	gbsync "goldbridge/sync"
+)
+
+// TestCheckBitmapStates: a mart whose distinct counts are bitmaps of dictionary ids
+// (serving.DistinctBitmap) checks clean after a sync; a bitmap of other ids with the
+// same count (<t>_final unchanged), and a dictionary entry naming another hash, are
+// each drift in the partition holding them, repaired by a sync of the drifting
+// partitions. A forget's purge then keeps in the dictionary only the ids some row holds.
+func TestCheckBitmapStates(t *testing.T) {
+	ctx := context.Background()
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	lh, db, c := servedDemo(t, end)
+	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	spec := groupingMart("bitmap_check", "rollup", nil)
+	if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := lh.LoadTable(ctx, spec.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := servedMart(db, spec, serving.DistinctBitmap)
+	target, ids := ddl.Name(m, m.Table), ddl.Name(m, m.Table+ddl.IdsSuffix)
+	syncAndCheck := func(only []string) {
+		t.Helper()
+		if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Only: only}); err != nil {
+			t.Fatal(err)
+		}
+		if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+			t.Fatalf("check: %v %v", drifts, err)
+		}
+	}
+	syncAndCheck(nil)
+	final := func() string {
+		return scalar[string](t, c, fmt.Sprintf("SELECT arrayStringConcat(groupArray(formatRow('TSV', *)), '') FROM (SELECT * FROM %s ORDER BY ALL)", ddl.Name(m, m.Table+ddl.ViewSuffix)))
+	}
+	want := final()
+	p := scalar[string](t, c, fmt.Sprintf("SELECT _partition_id FROM %s GROUP BY 1 ORDER BY count() DESC, 1 LIMIT 1", target))
+	row := fmt.Sprintf("_partition_id = '%s' AND grouping_level = 'by_country' AND country IS NOT NULL", p)
+	held := scalar[uint64](t, c, fmt.Sprintf("SELECT bitmapMin(customers__state) FROM %s WHERE %s ORDER BY country LIMIT 1", target, row))
+	maxID := scalar[uint32](t, c, "SELECT max(id) FROM "+ids)
+	hash := scalar[string](t, c, fmt.Sprintf("SELECT toString(h) FROM %s WHERE id = %d", ids, held))
+	for _, tc := range []struct {
+		name string
+		sql  []string
+	}{
+		// Every id of one row's bitmap past the dictionary's largest: as many keys, none
+		// of them the row's.
+		{"other_ids_same_count", []string{fmt.Sprintf("ALTER TABLE %s UPDATE customers__state = arrayReduce('groupBitmapState', arrayMap(i -> toUInt32(i + %d), bitmapToArray(customers__state))) WHERE %s SETTINGS mutations_sync = 2", target, maxID, row)}},
+		// A held id standing for another hash.
+		{"dictionary_entry", []string{
+			fmt.Sprintf("ALTER TABLE %s DELETE WHERE id = %d SETTINGS mutations_sync = 2", ids, held),
+			fmt.Sprintf("INSERT INTO %s VALUES (toUInt128('%s') + 1, %d)", ids, hash, held),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, q := range tc.sql {
+				if err := c.Conn().Exec(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if final() != want {
+				t.Fatal("the tamper changed <t>_final")
+			}
+			drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(gbsync.DriftPartitions(drifts), p) {
+				t.Fatalf("tamper of partition %s not found: %v", p, drifts)
+			}
+			t.Logf("%d drifts, first %+v", len(drifts), drifts[0])
+			syncAndCheck(gbsync.DriftPartitions(drifts))
+			if final() != want {
+				t.Fatal("_final after the repair differs from Gold's rows")
+			}
+		})
+	}
+	// The repair of the dictionary entry gave the key a new id and left the old one to
+	// no row; a purge removes it, and the rows check clean against what remains.
+	before := scalar[uint64](t, c, "SELECT count() FROM "+ids)
+	res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Purge: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ids the rows hold, and the dictionary's generation (id 0).
+	heldIDs := 1 + scalar[uint64](t, c, fmt.Sprintf("SELECT length(bitmapToArray(groupBitmapMergeState(customers__state))) FROM %s", target))
+	if after := scalar[uint64](t, c, "SELECT count() FROM "+ids); after != heldIDs || res.Purged.DictionaryKeys != int(before-after) || res.Purged.DictionaryKeys < 1 {
+		t.Fatalf("purge: dictionary %d -> %d keys (reported %d removed), rows hold %d ids", before, after, res.Purged.DictionaryKeys, heldIDs)
+	}
+	syncAndCheck(nil)
+	if final() != want {
+		t.Fatal("_final after the purge differs from Gold's rows")
+	}
+}
+
+// TestBitmapDictionaryLost: a mart switched from uniqExact states to bitmaps is rebuilt.
+// Then its key dictionary is dropped by hand: it is made anew, and would
+// give its first ids again to other keys than the ones <t>'s bitmaps hold. The next
+// sync rebuilds <t> (its comment names the old dictionary); a rebuild that fails before
+// publishing leaves it so named, so the sync after it rebuilds again. After that, check
+// is clean and distinct counts merged across days equal the orders' own.
+func TestBitmapDictionaryLost(t *testing.T) {
+	ctx := context.Background()
+	db := chtest.Database(t)
+	c := client(t, db)
+	lh := lakehousetest.Open(t)
+	m := testMart(db, true)
+	days := daysFrom(day0, 4)
+	orders := genOrders(3, days, 200)
+	tbl := writeGold(t, lh, goldRows(orders), days)
+	clock := func() time.Time { return day0.AddDate(0, 0, 4) }
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	// A mart served with uniqExact states switched to bitmaps: the next sync rebuilds it.
+	m.Distinct = serving.DistinctBitmap
+	if res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Rebuilt) == 0 {
+		t.Fatalf("switched to bitmaps: want a rebuild: %s %v", res.Summary(m.Name), err)
+	}
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		t.Fatalf("check after the switch: %v %v", drifts, err)
+	}
+	if err := c.Conn().Exec(ctx, "DROP TABLE "+ddl.Name(m, m.Table+ddl.IdsSuffix)+" SYNC"); err != nil {
+		t.Fatal(err)
+	}
+	faulty := chtarget.WithFault(chtarget.NewClickHouse(c), func(_, step string) error {
+		if step == push.StepReplace {
+			return push.ErrFault
+		}
+		return nil
+	})
+	if _, err := gbsync.Sync(ctx, faulty, m, tbl, gbsync.Options{Now: clock}); !errors.Is(err, push.ErrFault) {
+		t.Fatalf("the sync after the dictionary was dropped: want a rebuild that fails at %s, got %v", push.StepReplace, err)
+	}
+	// New keys on the last day: with the dictionary's first ids given again, they would
+	// count as keys of the other days.
+	last := days[len(days)-1]
+	for i := range 50 {
+		orders = append(orders, order{last, strp("DE"), "books", 100, fmt.Sprintf("new-customer-%d", i)})
+	}
+	tbl = writeGold(t, lh, goldRows(orders), days)
+	res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+	if err != nil || len(res.Rebuilt) == 0 {
+		t.Fatalf("want a rebuild: %s %v", res.Summary(m.Name), err)
+	}
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		t.Fatalf("check: %v %v", drifts, err)
+	}
+	set := map[string]bool{}
+	for _, o := range orders {
+		set[o.customer] = true
+	}
+	got := scalar[int64](t, c, fmt.Sprintf("SELECT %s FROM %s WHERE grouping_level = 'total'", ddl.FinalExpr(m, m.Measures[2]), ddl.Name(m, m.Table)))
+	if got != int64(len(set)) {
+		t.Fatalf("customers over %d days: clickhouse %d, orders %d", len(days), got, len(set))
+	}
+	if res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Rebuilt) > 0 || len(res.Pushed) > 0 {
+		t.Fatalf("the sync after: %s %v", res.Summary(m.Name), err)
+	}
+}
