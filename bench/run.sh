@@ -22,7 +22,8 @@
 #   BENCH_BI_SECS=s    load time of each side of the BI latency step (default 20; 2 with
 #                      BENCH_QUICK); BENCH_BI_CLIENTS="n ..." its numbers of concurrent
 #                      clients (default "16 64 256"), BENCH_BI_PROTOCOLS the interfaces
-#                      (default "native http")
+#                      (default "native http"), BENCH_BI_DISTINCT the served layout of
+#                      the distinct counts the dashboards read (default bitmap)
 #   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
 #
 # Input: `goldbridge demo generate --seed 42 --end 2026-06-30` of N + N/1000 events; the
@@ -82,6 +83,11 @@ BI_SECS=${BENCH_BI_SECS:-20}
 [[ -n "${BENCH_BI_SECS:-}" || "${BENCH_QUICK:-}" != 1 ]] || BI_SECS=2
 BI_CLIENTS=${BENCH_BI_CLIENTS:-16 64 256}
 BI_PROTOCOLS=${BENCH_BI_PROTOCOLS:-native http}
+BI_DISTINCT=${BENCH_BI_DISTINCT:-bitmap}
+[[ "$BI_DISTINCT" =~ ^(uniqExact|uniq|bitmap)$ ]] || {
+	echo "bench: BENCH_BI_DISTINCT must be uniqExact, uniq or bitmap, got '$BI_DISTINCT'" >&2
+	exit 2
+}
 if ! [[ "$N" =~ ^[0-9]+$ ]] || ((N < 10000)); then
 	echo "bench: BENCH_EVENTS must be a number >= 10000, got '$N'" >&2
 	exit 2
@@ -202,13 +208,13 @@ log "start ClickHouse 26.7 (tcp $GB_BENCH_CH_TCP, http $GB_BENCH_CH_HTTP)"
 # warehouse directory must exist before the server confines itself to it.
 mkdir -p "$R/state-run/warehouse"
 # Its config declares the BI step's reader: a clickhouse.local.readers user that can read
-# the served database gb_run only, as a dashboard's login (password generated into
-# $R/clickhouse-bi.password on first start).
+# the served database gb_bi only (the BI step's copy of the run's mart), as a
+# dashboard's login (password generated into $R/clickhouse-bi.password on first start).
 cat >"$R/serve.yaml" <<EOF
 version: 1
 clickhouse:
   embedded: true
-  database: gb_run
+  database: gb_bi
   local:
     readers:
       - {name: bi}
@@ -472,6 +478,22 @@ gb_env run base gb_run
 gb check-run run check
 
 # ---------------------------------------------------------------- BI latency
+# The served mart the dashboards read: the run's Gold pushed once more, into gb_bi, with
+# serving.distinct: $BI_DISTINCT (BENCH_BI_DISTINCT; bitmap by default, the layout
+# docs/serving.md recommends for multi-day distinct counts) from a copy of the run's state
+# dir (its Gold files shared, its catalog and push record its own); the push goals
+# above measure the default layout (uniqExact, states built by goldbridge).
+log "BI: the run's mart served with distinct: $BI_DISTINCT into gb_bi"
+mkdir -p "$R/state-bi"
+cp -al "$R/state-run/landing" "$R/state-run/warehouse" "$R/state-bi/"
+cp "$R/state-run/catalog.db" "$R/state-bi/"
+sed "s/^      partition_by: day\$/      partition_by: day\n      distinct: $BI_DISTINCT/" "$CONFIG" >"$R/bi.yaml"
+grep -q "distinct: $BI_DISTINCT" "$R/bi.yaml" || die "bi.yaml: no serving.distinct line"
+gb_env bi base gb_bi
+measure sync-bi "$BIN" -c "$R/bi.yaml" --state-dir "$R/state-bi" sync
+bi_sync=$(grep -m1 '^sync ' "$R/logs/sync-bi.out" || true)
+measure check-bi "$BIN" -c "$R/bi.yaml" --state-dir "$R/state-bi" check
+
 # Each number of concurrent clients over each interface (issue 39: 16, 64 and 256 over
 # the native and the HTTP interface), hot vs cold, then the freshness panel's query alone.
 # Goal 6's row is the first combination (BENCH_BI_CLIENTS' first number, native).
@@ -480,10 +502,10 @@ for proto in $BI_PROTOCOLS; do
 	addr=127.0.0.1:$GB_BENCH_CH_TCP
 	[[ $proto != http ]] || addr=127.0.0.1:$GB_BENCH_CH_HTTP
 	for n in $BI_CLIENTS; do
-		log "BI latency ($proto): $n clients × ${BI_SECS}s each side, hot (gb_run.daily_revenue_kpi_final) vs cold (Gold via icebergLocal), then the freshness query"
+		log "BI latency ($proto): $n clients × ${BI_SECS}s each side, hot (gb_bi.daily_revenue_kpi_final, its states) vs cold (Gold via icebergLocal), then the freshness query"
 		measure "bilat-$proto-$n" "$R/bilat" -addr "$addr" -protocol "$proto" -user goldbridge -password-file "$GB_BENCH_CH_PASSWORD_FILE" \
 			-reader bi -reader-password-file "$R/clickhouse-bi.password" \
-			-db gb_run -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
+			-db gb_bi -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
 			-clients "$n" -duration "${BI_SECS}s" -server-pid "$srvpid" -freshness
 		[[ -n "${bi:-}" ]] || bi=$(cat "$R/logs/bilat-$proto-$n.out")
 		bi_matrix+=("$(jq -r '
@@ -582,7 +604,7 @@ table=$(
 	echo
 	echo "BI p50 per question, ms: hot $bi_per; cold $bi_per_cold."
 	echo
-	echo "BI by concurrency and interface (${BI_SECS} s per side in 4 alternating rounds; the hot side as the reader bi; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query):"
+	echo "BI by concurrency and interface (the mart served with distinct: $BI_DISTINCT: $bi_sync; ${BI_SECS} s per side in 4 alternating rounds; the hot side as the reader bi; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query):"
 	echo
 	echo "| clients | interface | hot p50 / p99 | hot single-grain p99 | hot q/s | hot CPU | cold p50 / p99 | cold q/s | cold CPU | hot ÷ cold q/s | freshness p50 / p99 |"
 	echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
