@@ -14,8 +14,9 @@ import (
 // The key dictionary of a bitmap mart (serving.DistinctBitmap): <t>__ids numbers every
 // distinct-count key the mart's states hold, by the key's SipHash-128 (the hash
 // uniqExact keeps of it, so exact as uniqExact is), from 1 up in the order keys first
-// arrive. A count_distinct state is then a groupBitmap of the ids: ClickHouse merges
-// 30 daily bitmaps ~10x faster than 30 uniqExact hash sets (docs/serving.md).
+// arrive. A count_distinct state is then a groupBitmap of the ids: ClickHouse merged 30
+// daily bitmaps of the 10M bench in ~a third of the server CPU of 30 uniqExact hash
+// sets, and stores them in a seventh of the space (docs/serving.md).
 //
 // Promise: an id, once given, keeps its key for as long as a row of <t> holds it, so a
 // bitmap merged across grain values and pushes counts each key once. AssignIds only
