@@ -23,7 +23,8 @@
 #                      BENCH_QUICK); BENCH_BI_CLIENTS="n ..." its numbers of concurrent
 #                      clients (default "16 64 256"), BENCH_BI_PROTOCOLS the interfaces
 #                      (default "native http"), BENCH_BI_DISTINCT the served layout of
-#                      the distinct counts the dashboards read (default bitmap)
+#                      the distinct counts the dashboards read (default bitmap),
+#                      BENCH_BI_PARTITION their mart's serving.partition_by (default day)
 #   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
 #
 # Input: `goldbridge demo generate --seed 42 --end 2026-06-30` of N + N/1000 events; the
@@ -84,6 +85,11 @@ BI_SECS=${BENCH_BI_SECS:-20}
 BI_CLIENTS=${BENCH_BI_CLIENTS:-16 64 256}
 BI_PROTOCOLS=${BENCH_BI_PROTOCOLS:-native http}
 BI_DISTINCT=${BENCH_BI_DISTINCT:-bitmap}
+BI_PARTITION=${BENCH_BI_PARTITION:-day}
+[[ "$BI_PARTITION" =~ ^(day|month)$ ]] || {
+	echo "bench: BENCH_BI_PARTITION must be day or month, got '$BI_PARTITION'" >&2
+	exit 2
+}
 [[ "$BI_DISTINCT" =~ ^(uniqExact|uniq|bitmap)$ ]] || {
 	echo "bench: BENCH_BI_DISTINCT must be uniqExact, uniq or bitmap, got '$BI_DISTINCT'" >&2
 	exit 2
@@ -479,15 +485,16 @@ gb check-run run check
 
 # ---------------------------------------------------------------- BI latency
 # The served mart the dashboards read: the run's Gold pushed once more, into gb_bi, with
-# serving.distinct: $BI_DISTINCT (BENCH_BI_DISTINCT; bitmap by default, the layout
+# serving.partition_by: $BI_PARTITION (BENCH_BI_PARTITION) and serving.distinct:
+# $BI_DISTINCT (BENCH_BI_DISTINCT; bitmap by default, the layout
 # docs/serving.md recommends for multi-day distinct counts) from a copy of the run's state
 # dir (its Gold files shared, its catalog and push record its own); the push goals
 # above measure the default layout (uniqExact, states built by goldbridge).
-log "BI: the run's mart served with distinct: $BI_DISTINCT into gb_bi"
+log "BI: the run's mart served with distinct: $BI_DISTINCT, partition_by: $BI_PARTITION into gb_bi"
 mkdir -p "$R/state-bi"
 cp -al "$R/state-run/landing" "$R/state-run/warehouse" "$R/state-bi/"
 cp "$R/state-run/catalog.db" "$R/state-bi/"
-sed "s/^      partition_by: day\$/      partition_by: day\n      distinct: $BI_DISTINCT/" "$CONFIG" >"$R/bi.yaml"
+sed "s/^      partition_by: day\$/      partition_by: $BI_PARTITION\n      distinct: $BI_DISTINCT/" "$CONFIG" >"$R/bi.yaml"
 grep -q "distinct: $BI_DISTINCT" "$R/bi.yaml" || die "bi.yaml: no serving.distinct line"
 gb_env bi base gb_bi
 measure sync-bi "$BIN" -c "$R/bi.yaml" --state-dir "$R/state-bi" sync
@@ -604,7 +611,7 @@ table=$(
 	echo
 	echo "BI p50 per question, ms: hot $bi_per; cold $bi_per_cold."
 	echo
-	echo "BI by concurrency and interface (the mart served with distinct: $BI_DISTINCT: $bi_sync; ${BI_SECS} s per side in 4 alternating rounds; the hot side as the reader bi; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query):"
+	echo "BI by concurrency and interface (the mart served with partition_by: $BI_PARTITION, distinct: $BI_DISTINCT: $bi_sync; ${BI_SECS} s per side in 4 alternating rounds; the hot side as the reader bi; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query):"
 	echo
 	echo "| clients | interface | hot p50 / p99 | hot single-grain p99 | hot q/s | hot CPU | cold p50 / p99 | cold q/s | cold CPU | hot ÷ cold q/s | freshness p50 / p99 |"
 	echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
