@@ -176,3 +176,59 @@ func TestBitmapDictionaryLost(t *testing.T) {
 		t.Fatalf("the sync after: %s %v", res.Summary(m.Name), err)
 	}
 }
+
+// TestBitmapDictionaryCompacts: when the hot window moves past days whose keys no other
+// day has, the sync that drops them compacts the key dictionary to the ids the rows
+// hold (it would otherwise keep every key ever served, and every push reads it). New
+// keys after that take new ids: check is clean, the distinct count over the served days
+// exact.
+func TestBitmapDictionaryCompacts(t *testing.T) {
+	ctx := context.Background()
+	db := chtest.Database(t)
+	c := client(t, db)
+	lh := lakehousetest.Open(t)
+	m := testMart(db, true) // a hot window of 10 days
+	m.Distinct = serving.DistinctBitmap
+	days := daysFrom(day0, 10)
+	var orders []order
+	for i, d := range days {
+		for j := range 3000 { // keys of this day only
+			orders = append(orders, order{d, strp("DE"), "books", 100, fmt.Sprintf("d%d-%d", i, j)})
+		}
+	}
+	tbl := writeGold(t, lh, goldRows(orders), days)
+	now := day0.AddDate(0, 0, 10)
+	clock := func() time.Time { return now }
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	ids := ddl.Name(m, m.Table+ddl.IdsSuffix)
+	if n := scalar[uint64](t, c, "SELECT count() FROM "+ids); n != 30001 {
+		t.Fatalf("dictionary: %d entries, want 30,000 keys and the generation", n)
+	}
+	now = now.AddDate(0, 0, 8) // days 8 and 9 stay hot
+	res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+	if err != nil || len(res.Dropped) != 8 || res.Purged.DictionaryKeys != 24000 {
+		t.Fatalf("window move: %s %v; want 8 days dropped and 24,000 hashes removed", res.Summary(m.Name), err)
+	}
+	if n := scalar[uint64](t, c, "SELECT count() FROM "+ids); n != 6001 {
+		t.Fatalf("dictionary after the move: %d entries, want 6,001", n)
+	}
+	// A new day: 100 new customers and 100 of day 9's.
+	day := day0.AddDate(0, 0, 10)
+	var next []order
+	for j := range 100 {
+		next = append(next, order{day, strp("FR"), "games", 200, fmt.Sprintf("new-%d", j)}, order{day, strp("FR"), "games", 200, fmt.Sprintf("d9-%d", j)})
+	}
+	tbl = writeGold(t, lh, goldRows(next), []time.Time{day}) // in the window: days 8 to 17
+	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
+		t.Fatalf("check: %v %v", drifts, err)
+	}
+	got := scalar[int64](t, c, fmt.Sprintf("SELECT %s FROM %s WHERE grouping_level = 'total'", ddl.FinalExpr(m, m.Measures[2]), ddl.Name(m, m.Table)))
+	if got != 6100 { // days 8 and 9's 6,000 and the 100 new
+		t.Fatalf("customers over the served days: %d, want 6,100", got)
+	}
+}

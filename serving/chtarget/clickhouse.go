@@ -189,6 +189,15 @@ func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Ta
 		if err := t.c.Retry(ctx, func(ctx context.Context) error { return t.drop(ctx, m, b, pub.Push.Exchanged) }); err != nil {
 			return pub, fmt.Errorf("drop partitions %s: %w", strings.Join(b.Drop, " "), err)
 		}
+		// Keys of the dropped days no row holds any longer (a forget's purge below
+		// compacts in any case).
+		if !b.Purge {
+			n, err := push.CompactIdsIfSparse(ctx, t.c, m)
+			if err != nil {
+				return pub, err
+			}
+			pub.Purged.DictionaryKeys += n
+		}
 	}
 	if b.Purge {
 		err := t.c.Retry(ctx, func(ctx context.Context) error {

@@ -30,8 +30,12 @@ import (
 // (DictionaryComment); a <t> with rows whose comment names another is rebuilt (Ensure),
 // and stays so named until a rebuild has been published, crash or not.
 
-// IdsSuffix names the key dictionary of a bitmap mart.
-const IdsSuffix = "__ids"
+// IdsSuffix names the key dictionary of a bitmap mart; IdsNextSuffix the dictionary a
+// compaction builds (CompactIds).
+const (
+	IdsSuffix     = "__ids"
+	IdsNextSuffix = "__ids_next"
+)
 
 // bitmapType is the stored type of a bitmap distinct count.
 const bitmapType = "AggregateFunction(groupBitmap, UInt32)"
@@ -134,7 +138,7 @@ func BitmapHashes(col string) string {
 // data deleted now: a forget's purge). A crash leaves either dictionary whole, and
 // the leftover table is dropped by the next run. Run it with no push in progress.
 func CompactIds(m *serving.Mart) []string {
-	ids, next := Name(m, m.Table+IdsSuffix), Name(m, m.Table+IdsSuffix+"_next")
+	ids, next := Name(m, m.Table+IdsSuffix), Name(m, m.Table+IdsNextSuffix)
 	var held []string
 	for _, ms := range m.Measures {
 		if ms.Agg == mart.CountDistinct {

@@ -302,6 +302,9 @@ func prevStep(step string) string {
 // sync that has nothing to push calls it; a push drops them itself).
 func Cleanup(ctx context.Context, c *chconn.Client, m *serving.Mart) error {
 	q := "DROP TABLE IF EXISTS " + ddl.Name(m, m.Table+PushSuffix) + ", " + ddl.Name(m, m.Table+PushDetailSuffix)
+	if m.Bitmap() {
+		q += ", " + ddl.Name(m, m.Table+ddl.IdsNextSuffix) // a compaction's (ddl.CompactIds)
+	}
 	if err := c.Conn().Exec(ctx, q); err != nil {
 		return fmt.Errorf("push %s: cleanup: %w", m.Name, err)
 	}
