@@ -13,6 +13,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"goldbridge/lakehouse/lakehousetest"
+	"goldbridge/serving"
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chlocal"
 	"goldbridge/serving/chtarget"
@@ -180,7 +181,9 @@ func TestDriftedTableRebuilt(t *testing.T) {
 // syncs move orders between days (amounts unchanged: every Gold snapshot has the same
 // total), and while forced syncs replace every partition: every answer is that total.
 // A second reader's queries last about a second each (sleepEachRow over the days), so
-// each spans several publications. On a server with ClickHouse's defaults (an external
+// each spans several publications. On a bitmap mart (serving.DistinctBitmap) the readers
+// also merge every day's bitmap of customers: the distinct count over all days is the
+// same in every snapshot too. On a server with ClickHouse's defaults (an external
 // one), and on one that deletes replaced parts and dropped tables within a second, as
 // the embedded server does (chlocal.Options.PromptCleanup): a query holds the parts it
 // reads, so none is deleted under it.
@@ -190,7 +193,9 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 		name   string
 		forced bool
 		srv    *chlocal.Server // nil: the package's server
-	}{{"incremental", false, nil}, {"whole", true, nil}, {"incremental_prompt_cleanup", false, prompt}, {"whole_prompt_cleanup", true, prompt}} {
+		bitmap bool
+	}{{"incremental", false, nil, false}, {"whole", true, nil, false}, {"incremental_prompt_cleanup", false, prompt, false}, {"whole_prompt_cleanup", true, prompt, false},
+		{"incremental_bitmap", false, nil, true}, {"whole_bitmap", true, nil, true}} {
 		forced := tc.forced
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -207,7 +212,10 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 				c, reader, slow = clientOf(t, tc.srv, db), clientOf(t, tc.srv, db), clientOf(t, tc.srv, db)
 			}
 			lh := lakehousetest.Open(t)
-			m := testMart(db, false)
+			m := testMart(db, tc.bitmap)
+			if tc.bitmap {
+				m.Distinct = serving.DistinctBitmap
+			}
 			days := daysFrom(day0, 8)
 			orders := genOrders(11, days, 40)
 			tbl := writeGold(t, lh, goldRows(orders), days)
@@ -220,6 +228,22 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 				cents += o.cents
 			}
 			want := decimal.New(cents, -2)
+			// The query: the total revenue over every day, and on a bitmap mart the
+			// distinct customers over every day, merged from the states of <t>.
+			from := fmt.Sprintf("SELECT toString(sum(revenue)) FROM `%s`.daily_revenue_kpi_final WHERE grouping_level = 'total'", db)
+			wantCustomers := ""
+			if tc.bitmap {
+				customers := map[string]bool{}
+				for _, o := range orders {
+					customers[o.customer] = true
+				}
+				wantCustomers = fmt.Sprint(len(customers))
+				from = fmt.Sprintf("SELECT concat(toString(sum(revenue)), '/', toString(%s)) FROM `%s`.daily_revenue_kpi WHERE grouping_level = 'total'", ddl.FinalExpr(m, m.Measures[2]), db)
+			}
+			right := func(s string) bool {
+				revenue, customers, _ := strings.Cut(s, "/")
+				return decimal.RequireFromString(revenue).Equal(want) && customers == wantCustomers
+			}
 			var answers, wrong atomic.Int64
 			var firstWrong atomic.Value
 			stop := make(chan struct{})
@@ -227,7 +251,7 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 			var slowAnswers atomic.Int64
 			read := func(c *chconn.Client, filter string, n *atomic.Int64) {
 				defer func() { done <- struct{}{} }()
-				q := fmt.Sprintf("SELECT toString(sum(revenue)) FROM `%s`.daily_revenue_kpi_final WHERE grouping_level = 'total'%s", db, filter)
+				q := from + filter
 				for {
 					select {
 					case <-stop:
@@ -241,7 +265,7 @@ func TestReadersSeeOneSnapshot(t *testing.T) {
 						continue
 					}
 					n.Add(1)
-					if !decimal.RequireFromString(s).Equal(want) {
+					if !right(s) {
 						firstWrong.CompareAndSwap(nil, s)
 						wrong.Add(1)
 					}
