@@ -281,15 +281,27 @@ func head(s []string) []string { return s[:min(3, len(s))] }
 // whole table (every day changed: the table is exchanged) and in one that is not (one
 // day changed: REPLACE PARTITION). After each failure ClickHouse holds old or new per
 // partition (the rows of each day are the old or the new ones), and the next sync
-// converges with zero drift and leaves no batch table behind.
+// converges with zero drift and leaves no batch table behind; on a bitmap mart too,
+// whose key dictionary gets its new ids in the states step.
 func TestFaultSweep(t *testing.T) {
-	for _, whole := range []bool{true, false} {
-		t.Run(map[bool]string{true: "whole", false: "partial"}[whole], func(t *testing.T) {
+	for _, tc := range []struct {
+		whole  bool
+		bitmap bool // serving.DistinctBitmap: the key dictionary's ids are given in the states step
+	}{{true, false}, {false, false}, {true, true}, {false, true}} {
+		whole := tc.whole
+		name := map[bool]string{true: "whole", false: "partial"}[whole]
+		if tc.bitmap {
+			name += "_bitmap"
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			db := chtest.Database(t)
 			c := client(t, db)
 			lh := lakehousetest.Open(t)
 			m := testMart(db, true)
+			if tc.bitmap {
+				m.Distinct = serving.DistinctBitmap
+			}
 			days := daysFrom(day0, 3)
 			gold := goldRows(genOrders(2, days, 100))
 			tbl := writeGold(t, lh, gold, days)
