@@ -114,8 +114,8 @@ func idsWith(m *serving.Mart, from, where string) string {
 }
 
 // bitmapBuild is the state of a bitmap distinct count from a carrier row's keys column
-// keys, under idsWith. A key missing from the dictionary would be id 0, which
-// AssignIds never gives: check finds it (its hash is none of Gold's).
+// keys, under idsWith. A key missing from the dictionary would be id 0, the
+// generation's row, never a key's: check finds it (its hash is no key's of Gold).
 func bitmapBuild(keys string) string {
 	return fmt.Sprintf("CAST(groupBitmapArrayState(arrayMap(k -> transform(%s, %s.1, %s.2, toUInt32(0)), %s)), '%s')",
 		keyHash("k"), idsAlias, idsAlias, keys, bitmapType)
@@ -134,9 +134,10 @@ func BitmapHashes(col string) string {
 }
 
 // CompactIds returns the statements that rebuild the dictionary with only the ids a
-// row of <t> holds (and its generation), swapped in by one EXCHANGE and the old one dropped with SYNC (its
-// data deleted now: a forget's purge). A crash leaves either dictionary whole, and
-// the leftover table is dropped by the next run. Run it with no push in progress.
+// row of <t> holds (and its generation), swapped in by one EXCHANGE, the old one
+// dropped with SYNC (its data deleted now: a forget's purge). A crash leaves either
+// dictionary whole, and the leftover table is dropped by the next run (push.Cleanup,
+// or the next compaction). Run it with no push in progress.
 func CompactIds(m *serving.Mart) []string {
 	ids, next := Name(m, m.Table+IdsSuffix), Name(m, m.Table+IdsNextSuffix)
 	var held []string
