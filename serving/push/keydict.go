@@ -17,7 +17,8 @@ import (
 // more than twice the ids the rows of <t> hold, plus compactSlack: keys of days that
 // left the hot window stay in the dictionary until then, and every push reads it, so a
 // long life would otherwise pay for every key it ever served. A sync calls it after
-// dropping partitions. It returns how many hashes it removed (0: not compacted). The
+// dropping partitions. It returns how many hashes it removed (0: not compacted; always
+// on a database that cannot EXCHANGE TABLES, which a compaction needs). The
 // ids <t>'s rows hold are counted per measure and added, an upper bound of their union.
 // Run with no push in progress: <t>__prev is then equal to <t> (settlePrev), and a
 // push never publishes a partition of it that differs from <t>'s (prepareNext), so no
@@ -25,6 +26,10 @@ import (
 func CompactIdsIfSparse(ctx context.Context, c *chconn.Client, m *serving.Mart) (int, error) {
 	if !m.Bitmap() {
 		return 0, nil
+	}
+	// The compaction swaps the dictionary by EXCHANGE TABLES: an Atomic database.
+	if ok, err := CanExchange(ctx, c, m); err != nil || !ok {
+		return 0, err
 	}
 	var held, n uint64
 	for _, ms := range m.Measures {
