@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -102,6 +103,8 @@ var adminGrants = []string{
 	// A forget deletes the data of tables dropped earlier now (push.Purge: UNDROP, then
 	// DROP ... SYNC) instead of when the Atomic database gets to it.
 	"GRANT UNDROP TABLE ON *.*",
+	// The readers' queue (createReadersQueue).
+	"GRANT CREATE RESOURCE, CREATE WORKLOAD ON *.*",
 }
 
 // readerGrants let a reader read the served database and see its metadata.
@@ -168,18 +171,61 @@ func writeAccess(opt Options) (string, error) {
 	return cfg, nil
 }
 
+// The readers' queue. Dashboards ask many small questions at once; run all at once,
+// 64 questions of ~5 ms on 2 cores share them so finely that a few wait on most of the
+// others (the bench's p99 at 64 clients: ~2.8x its median). So the readers' queries
+// run in a workload of their own (ClickHouse's query slot scheduling) that lets
+// ReaderQueries of them run at once and the others wait for a slot in turn, at most
+// maxWaitingReaderQueries of them (past that the server answers SERVER_OVERLOADED);
+// the readers' profile pins the workload (a constraint), so a reader cannot leave the
+// queue. goldbridge's own queries (the admin's) are in no workload: a push never waits
+// behind dashboards, nor a reader's query behind a push.
+//
+// clickhouse-local neither loads <resources_and_workloads> from its config nor the
+// definitions it stored under <path>/workload at its start, yet refuses to create
+// them again while their files exist: so each start removes that directory
+// (clearWorkloads; nobody else may create workloads on this server) and Start creates
+// them anew over SQL as the admin once the server answers (createReadersQueue).
+const (
+	readersWorkload         = "goldbridge_readers"
+	maxWaitingReaderQueries = 1000
+	workloadDir             = "workload"
+)
+
+// DefaultReaderQueries is how many readers' queries run at once by default: two per
+// core (on 2 cores, 4 served the bench's 64 clients as fast as 8 or no limit, and 2
+// ~15% slower: a query waits on the network part of its time).
+func DefaultReaderQueries() int { return 2 * runtime.NumCPU() }
+
+// readersQueue is the SQL that creates the readers' workload.
+func readersQueue(queries int) []string {
+	return []string{
+		"CREATE RESOURCE goldbridge_query_slots (QUERY)",
+		"CREATE WORKLOAD goldbridge_all",
+		fmt.Sprintf("CREATE WORKLOAD %s IN goldbridge_all SETTINGS max_concurrent_queries = %d, max_waiting_queries = %d",
+			readersWorkload, queries, maxWaitingReaderQueries),
+	}
+}
+
+// clearWorkloads removes the workload definitions a previous life of the server at
+// path stored.
+func clearWorkloads(path string) error {
+	return os.RemoveAll(filepath.Join(path, workloadDir))
+}
+
 // usersXML is the server's users and profiles. The readers' profile turns off
 // optimize_read_in_order: a dashboard's question over days ORDER BY the grain reads one
 // small part per day, and merging 30 parts in key order cost more than sorting the 30
 // rows read (the 30-day KPIs of the 10M bench: ~14 -> ~9 ms of server CPU,
-// docs/serving.md).
+// docs/serving.md); and it puts the readers' queries in their queue, for good.
 func usersXML(opt Options) string {
 	var b strings.Builder
 	b.WriteString(`<clickhouse>
   <profiles>
     <default></default>
     <holder><max_sessions_for_user>1</max_sessions_for_user></holder>
-    <reader><readonly>2</readonly><optimize_read_in_order>0</optimize_read_in_order></reader>
+    <reader><readonly>2</readonly><optimize_read_in_order>0</optimize_read_in_order>
+      <workload>` + readersWorkload + `</workload><constraints><workload><readonly/></workload></constraints></reader>
   </profiles>
   <quotas><default></default></quotas>
   <users>

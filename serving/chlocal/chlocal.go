@@ -63,6 +63,9 @@ type Options struct {
 	Password string   // the admin's password; required
 	Readers  []Reader // read-only users of Database
 	Database string   // the served database, the one the readers may read; "" = all
+	// ReaderQueries is how many of the readers' queries run at once; the others wait
+	// for a slot (access.go, "The readers' queue"). 0 = DefaultReaderQueries.
+	ReaderQueries int
 
 	// Cluster, when set, makes the server a node of a Distributed topology: its
 	// remote_servers lists the cluster's nodes, which it connects to as User with
@@ -133,6 +136,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ListenHost == "" {
 		o.ListenHost = DefaultListenHost
+	}
+	if o.ReaderQueries < 0 {
+		return o, fmt.Errorf("options: negative ReaderQueries %d", o.ReaderQueries)
+	}
+	if o.ReaderQueries == 0 {
+		o.ReaderQueries = DefaultReaderQueries()
 	}
 	if o.User == "" {
 		o.User = DefaultUser

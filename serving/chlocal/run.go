@@ -133,6 +133,9 @@ func RunServer(ctx context.Context, opt Options) error {
 	if err := makePrivateDir(opt.Path); err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
 	}
+	if err := clearWorkloads(opt.Path); err != nil {
+		return fmt.Errorf("chlocal run: %w", err)
+	}
 	// icebergLocal reads only under the working directory (a child already runs in it).
 	if err := os.MkdirAll(opt.Dir, 0o700); err != nil {
 		return fmt.Errorf("chlocal run: %w", err)
@@ -335,6 +338,7 @@ func runChild() error {
 		return fmt.Errorf("users on stdin: %w", err)
 	}
 	opt.User, opt.Password, opt.Readers, opt.Database = acc.User, acc.Password, acc.Readers, acc.Database
+	opt.ReaderQueries = acc.ReaderQueries
 	if p := os.Getenv(envPPID); p != "" && p != strconv.Itoa(os.Getppid()) {
 		// The parent died before the death signal was armed.
 		return errors.New("parent process is gone")

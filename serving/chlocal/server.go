@@ -286,7 +286,7 @@ func (s *Server) start(ctx context.Context) error {
 	p.cmd = exec.Command(opt.Binary)
 	p.cmd.Dir = opt.Dir // relative file names and icebergLocal tables resolve inside it
 	p.cmd.Env = childEnv(opt)
-	secrets, err := json.Marshal(childAccess{User: opt.User, Password: opt.Password, Readers: opt.Readers, Database: opt.Database})
+	secrets, err := json.Marshal(childAccess{User: opt.User, Password: opt.Password, Readers: opt.Readers, Database: opt.Database, ReaderQueries: opt.ReaderQueries})
 	if err != nil {
 		return fmt.Errorf("chlocal start: %w", err)
 	}
@@ -320,6 +320,26 @@ func (s *Server) start(ctx context.Context) error {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 		return err
+	}
+	if err := s.createReadersQueue(ctx); err != nil {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("chlocal start: the readers' queue: %w", err)
+	}
+	return nil
+}
+
+// createReadersQueue creates the readers' workload (access.go, "The readers' queue")
+// on a server that has readers.
+func (s *Server) createReadersQueue(ctx context.Context) error {
+	if len(s.opt.Readers) == 0 {
+		return nil
+	}
+	client := oneShotClient(10 * time.Second)
+	for _, q := range readersQueue(s.opt.ReaderQueries) {
+		if _, err := queryText(ctx, client, s.HTTPURL(), s.opt.User, s.opt.Password, q); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -399,6 +419,8 @@ type childAccess struct {
 	Password string
 	Readers  []Reader
 	Database string
+	// ReaderQueries is Options.ReaderQueries (not a secret; here with the readers).
+	ReaderQueries int
 }
 
 // childEnv is the child's whole environment: the child's options and TZ, nothing

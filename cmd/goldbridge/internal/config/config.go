@@ -102,6 +102,9 @@ type LocalServer struct {
 	MaxServerMemory int64  `yaml:"max_server_memory"`
 	// Readers are read-only users (BI tools, Grafana) of the served database.
 	Readers []LocalReader `yaml:"readers"`
+	// ReaderQueries is how many of the readers' queries run at once, the others
+	// waiting their turn; 0 = chlocal.DefaultReaderQueries (docs/serving.md).
+	ReaderQueries int `yaml:"reader_queries"`
 }
 
 // LocalReader is a read-only user of the embedded server; without a password, one is

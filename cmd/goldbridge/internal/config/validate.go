@@ -314,10 +314,16 @@ func (c *Config) validateClickHouse(v *validator) {
 		if ch.Cluster != "" {
 			v.add("clickhouse.cluster", "the embedded server is a single node; set embedded: false")
 		}
+		if q := ch.Local.ReaderQueries; q < 0 || q > maxReaderQueries {
+			v.add("clickhouse.local.reader_queries", "must be 0 (the default) to %d, got %d", maxReaderQueries, q)
+		}
 		validateLocalUsers(v, ch)
 	} else {
 		if len(ch.Local.Readers) > 0 {
 			v.add("clickhouse.local.readers", "only for the embedded server; create readers on your own server")
+		}
+		if ch.Local.ReaderQueries != 0 {
+			v.add("clickhouse.local.reader_queries", "only for the embedded server; see docs/serving.md for your own server's workloads")
 		}
 		switch {
 		case len(ch.Shards) > 0 && len(ch.Addresses) > 0:
@@ -352,6 +358,10 @@ func (c *Config) validateClickHouse(v *validator) {
 
 // validateLocalUsers checks the embedded server's user names: identifiers, distinct, and
 // not "default" (the user of clickhouse-local's own session, which nobody else may use).
+// maxReaderQueries bounds clickhouse.local.reader_queries: past a few per core, more
+// queries at once only share the cores more finely.
+const maxReaderQueries = 1024
+
 func validateLocalUsers(v *validator, ch ClickHouse) {
 	if ch.User == "default" {
 		v.add("clickhouse.user", "the embedded server keeps \"default\" for its own session; use another name (default %s)", DefaultCHLocalUser)

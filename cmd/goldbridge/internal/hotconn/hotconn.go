@@ -79,8 +79,8 @@ func EmbeddedOptions(cfg *config.Config) (chlocal.Options, error) {
 	}
 	opt := chlocal.Options{
 		Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort,
-		MaxServerMemory: ch.Local.MaxServerMemory,
-		User:            ch.User, Password: pw, Database: ch.Database,
+		MaxServerMemory: ch.Local.MaxServerMemory, ReaderQueries: ch.Local.ReaderQueries,
+		User: ch.User, Password: pw, Database: ch.Database,
 		// A server that lives for the seconds of a run deletes nothing otherwise.
 		PromptCleanup: true,
 	}
