@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -71,26 +70,8 @@ func TestCheckBitmapStates(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, q := range tc.sql {
-				if err := c.Conn().Exec(ctx, q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-			if final() != want {
-				t.Fatal("the tamper changed <t>_final")
-			}
-			drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Contains(gbsync.DriftPartitions(drifts), p) {
-				t.Fatalf("tamper of partition %s not found: %v", p, drifts)
-			}
-			t.Logf("%d drifts, first %+v", len(drifts), drifts[0])
-			syncAndCheck(gbsync.DriftPartitions(drifts))
-			if final() != want {
-				t.Fatal("_final after the repair differs from Gold's rows")
-			}
+			tp := tamper{c: c, m: m, tbl: tbl, clock: clock, final: final, want: want}
+			tp.foundAndRepaired(t, p, tc.sql, true)
 		})
 	}
 	// The repair of the dictionary entry gave the key a new id and left the old one to
@@ -179,7 +160,8 @@ func TestBitmapDictionaryLost(t *testing.T) {
 
 // TestBitmapDictionaryCompacts: when the hot window moves past days whose keys no other
 // day has, the sync that drops them compacts the key dictionary to the ids the rows
-// hold (it would otherwise keep every key ever served, and every push reads it). New
+// hold once it is sparse (it would otherwise keep every key ever served, and every push
+// reads it), not before. New
 // keys after that take new ids: check is clean, the distinct count over the served days
 // exact.
 func TestBitmapDictionaryCompacts(t *testing.T) {
@@ -206,10 +188,17 @@ func TestBitmapDictionaryCompacts(t *testing.T) {
 	if n := scalar[uint64](t, c, "SELECT count() FROM "+ids); n != 30001 {
 		t.Fatalf("dictionary: %d entries, want 30,000 keys and the generation", n)
 	}
-	now = now.AddDate(0, 0, 8) // days 8 and 9 stay hot
+	// One day out: 27,000 ids held, 30,000 entries is not sparse (more than twice the
+	// held ids plus 10,000); nothing removed.
+	now = now.AddDate(0, 0, 1)
 	res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
-	if err != nil || len(res.Dropped) != 8 || res.Purged.DictionaryKeys != 24000 {
-		t.Fatalf("window move: %s %v; want 8 days dropped and 24,000 hashes removed", res.Summary(m.Name), err)
+	if err != nil || len(res.Dropped) != 1 || res.Purged.DictionaryKeys != 0 {
+		t.Fatalf("window move by a day: %s %v; want 1 day dropped and the dictionary kept", res.Summary(m.Name), err)
+	}
+	now = now.AddDate(0, 0, 7) // days 8 and 9 stay hot
+	res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
+	if err != nil || len(res.Dropped) != 7 || res.Purged.DictionaryKeys != 24000 {
+		t.Fatalf("window move: %s %v; want 7 more days dropped and 24,000 hashes removed", res.Summary(m.Name), err)
 	}
 	if n := scalar[uint64](t, c, "SELECT count() FROM "+ids); n != 6001 {
 		t.Fatalf("dictionary after the move: %d entries, want 6,001", n)

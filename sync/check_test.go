@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go/table"
+
 	"goldbridge/lakehouse/gold"
 	"goldbridge/serving"
+	"goldbridge/serving/chconn"
 	"goldbridge/serving/chtarget"
 	"goldbridge/serving/chtest"
 	gbsync "goldbridge/sync"
@@ -245,31 +248,53 @@ func TestCheckRowExact(t *testing.T) {
 			if got := dump(); got != want {
 				t.Fatal("fresh state differs from the first sync")
 			}
-			for _, q := range tc.sql {
-				if err := c.Conn().Exec(ctx, q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-			if sameFinal[tc.name] && dump() != want {
-				t.Fatal("the tamper changed <t>_final")
-			}
-			drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Contains(gbsync.DriftPartitions(drifts), p) {
-				t.Fatalf("tamper of partition %s not found: %v", p, drifts)
-			}
-			t.Logf("%d drifts, first %+v", len(drifts), drifts[0])
-			if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
-				t.Fatalf("repair: %v", err)
-			}
-			if drifts, err := gbsync.Check(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(drifts) > 0 {
-				t.Fatalf("check after repair: %v %v", drifts, err)
-			}
-			if got := dump(); got != want {
-				t.Fatal("_final after the repair differs from Gold's rows")
-			}
+			tp := tamper{c: c, m: m, tbl: tbl, clock: clock, final: dump, want: want}
+			tp.foundAndRepaired(t, p, tc.sql, sameFinal[tc.name])
 		})
+	}
+}
+
+// tamper is a served mart whose rows a test changes behind goldbridge's back.
+type tamper struct {
+	c     *chconn.Client
+	m     *serving.Mart
+	tbl   *table.Table
+	clock func() time.Time
+	final func() string // <t>_final's rows, as text
+	want  string        // final() before the tamper
+}
+
+// foundAndRepaired runs the tamper's statements, then asserts that check finds
+// partition p drifting, that a sync of the drifting partitions leaves check clean,
+// and that <t>_final reads what it did before; sameFinal: the tamper itself must
+// leave <t>_final as it was (it changed states only).
+func (tp tamper) foundAndRepaired(t *testing.T, p string, sql []string, sameFinal bool) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range sql {
+		if err := tp.c.Conn().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if sameFinal && tp.final() != tp.want {
+		t.Fatal("the tamper changed <t>_final")
+	}
+	target := chtarget.NewClickHouse(tp.c)
+	drifts, err := gbsync.Check(ctx, target, tp.m, tp.tbl, gbsync.Options{Now: tp.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(gbsync.DriftPartitions(drifts), p) {
+		t.Fatalf("tamper of partition %s not found: %v", p, drifts)
+	}
+	t.Logf("%d drifts, first %+v", len(drifts), drifts[0])
+	if _, err := gbsync.Sync(ctx, target, tp.m, tp.tbl, gbsync.Options{Now: tp.clock, Only: gbsync.DriftPartitions(drifts)}); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	if drifts, err := gbsync.Check(ctx, target, tp.m, tp.tbl, gbsync.Options{Now: tp.clock}); err != nil || len(drifts) > 0 {
+		t.Fatalf("check after repair: %v %v", drifts, err)
+	}
+	if tp.final() != tp.want {
+		t.Fatal("_final after the repair differs from Gold's rows")
 	}
 }

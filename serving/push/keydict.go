@@ -3,6 +3,7 @@ package push
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"goldbridge/lakehouse/mart"
 	"goldbridge/serving"
@@ -31,22 +32,19 @@ func CompactIdsIfSparse(ctx context.Context, c *chconn.Client, m *serving.Mart) 
 	if ok, err := CanExchange(ctx, c, m); err != nil || !ok {
 		return 0, err
 	}
-	var held, n uint64
+	held := []string{"toUInt64(0)"}
 	for _, ms := range m.Measures {
-		if ms.Agg != mart.CountDistinct {
-			continue
+		if ms.Agg == mart.CountDistinct {
+			held = append(held, "toUInt64(groupBitmapMerge("+serving.Q(ddl.StateColumn(ms))+"))")
 		}
-		var k uint64
-		q := "SELECT toUInt64(groupBitmapMerge(" + serving.Q(ddl.StateColumn(ms)) + ")) FROM " + ddl.Name(m, m.Table)
-		if err := c.Conn().QueryRow(ctx, q).Scan(&k); err != nil {
-			return 0, fmt.Errorf("key dictionary of %s: ids held: %w", m.Name, err)
-		}
-		held += k
 	}
-	if err := c.Conn().QueryRow(ctx, "SELECT toUInt64(count() - 1) FROM "+ddl.Name(m, m.Table+ddl.IdsSuffix)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("key dictionary of %s: %w", m.Name, err)
+	var h, n uint64
+	q := fmt.Sprintf("SELECT %s, (SELECT toUInt64(count() - 1) FROM %s) FROM %s",
+		strings.Join(held, " + "), ddl.Name(m, m.Table+ddl.IdsSuffix), ddl.Name(m, m.Table))
+	if err := c.Conn().QueryRow(ctx, q).Scan(&h, &n); err != nil {
+		return 0, fmt.Errorf("key dictionary of %s: ids held: %w", m.Name, err)
 	}
-	if n <= 2*held+compactSlack {
+	if n <= 2*h+compactSlack {
 		return 0, nil
 	}
 	removed, err := compactIds(ctx, c, m)

@@ -206,7 +206,6 @@ func TestValidationRules(t *testing.T) {
 		{"grain not time", "grain: {column: created_at", "grain: {column: country", "marts.daily_revenue_kpi.grain.column"},
 		{"bad partition", "partition_by: day", "partition_by: week", "marts.daily_revenue_kpi.serving.partition_by"},
 		{"bad distinct", "partition_by: day", "partition_by: day\n      distinct: roaring", "marts.daily_revenue_kpi.serving.distinct"},
-		{"bitmap on a cluster", "embedded: true ", "embedded: false\n  cluster: gb\n  addresses: [h:9000]\n ", "marts.daily_revenue_kpi.serving.distinct"},
 		{"bad table", "table: gold.daily_revenue_kpi", "table: Gold-KPI", "marts.daily_revenue_kpi.table"},
 		{"external without addresses", "embedded: true ", "embedded: false", "clickhouse.addresses"},
 		{"shards without cluster", "embedded: true ", "embedded: false\n  shards: [[h1:9000, h2:9000]]\n ", "clickhouse.cluster"},
@@ -245,26 +244,38 @@ func TestValidationRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := string(base)
-			if tt.name == "bitmap on a cluster" {
-				src = strings.Replace(src, "partition_by: day", "partition_by: day\n      distinct: bitmap", 1)
-			}
-			if !strings.Contains(src, tt.from) {
-				t.Fatalf("example lacks %q", tt.from)
-			}
-			_, err := Parse([]byte(strings.Replace(src, tt.from, tt.to, 1)), "/tmp/s", env(nil))
-			var ps Problems
-			if !errors.As(err, &ps) {
-				t.Fatalf("want Problems, got %v", err)
-			}
-			for _, p := range ps {
-				if p.Path == tt.wantPath {
-					return
-				}
-			}
-			t.Fatalf("no problem at %s; got %v", tt.wantPath, ps)
+			wantProblemAt(t, string(base), tt.wantPath, [2]string{tt.from, tt.to})
 		})
 	}
+	// Two edits: bitmaps, and the mart served by a cluster.
+	t.Run("bitmap on a cluster", func(t *testing.T) {
+		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.distinct",
+			[2]string{"partition_by: day", "partition_by: day\n      distinct: bitmap"},
+			[2]string{"embedded: true ", "embedded: false\n  cluster: gb\n  addresses: [h:9000]\n "})
+	})
+}
+
+// wantProblemAt fails t unless src, with each edit's first text replaced by its second
+// once, parses into Problems with one at path.
+func wantProblemAt(t *testing.T, src, path string, edits ...[2]string) {
+	t.Helper()
+	for _, e := range edits {
+		if !strings.Contains(src, e[0]) {
+			t.Fatalf("example lacks %q", e[0])
+		}
+		src = strings.Replace(src, e[0], e[1], 1)
+	}
+	_, err := Parse([]byte(src), "/tmp/s", env(nil))
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("want Problems, got %v", err)
+	}
+	for _, p := range ps {
+		if p.Path == path {
+			return
+		}
+	}
+	t.Fatalf("no problem at %s; got %v", path, ps)
 }
 
 // TestSharedCatalogConfig: a postgres:// sql catalog over an s3:// warehouse, and a REST
