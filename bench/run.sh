@@ -428,7 +428,7 @@ add_row "clickhouse bulk insert of the synced rows (ceiling)" "$ceil_rows" "$cei
 log "push vs ceiling: 3 interleaved rounds of sync --force and the ceiling load"
 push_rounds=() ceil_rounds=()
 declare -A step_rounds=()
-push_steps="plan clear stage states replace record cleanup"
+push_steps="plan clear stage states replace mark record cleanup"
 for round in 1 2 3; do
 	# At debug level sync logs the push's wall time per step (serving/push.Steps).
 	gb "resync-$round" stages --log-level debug sync --force

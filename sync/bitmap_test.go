@@ -96,9 +96,16 @@ func TestCheckBitmapStates(t *testing.T) {
 // Then its key dictionary is dropped by hand: it is made anew, and would
 // give its first ids again to other keys than the ones <t>'s bitmaps hold. The next
 // sync rebuilds <t> (its comment names the old dictionary); a rebuild that fails before
-// publishing leaves it so named, so the sync after it rebuilds again. After that, check
-// is clean and distinct counts merged across days equal the orders' own.
+// publishing, or after publishing and before naming the new dictionary in the comment,
+// leaves it so named, so the sync after it rebuilds again. After that, check is clean
+// and distinct counts merged across days equal the orders' own.
 func TestBitmapDictionaryLost(t *testing.T) {
+	for _, step := range []string{push.StepReplace, push.StepMark} {
+		t.Run(step, func(t *testing.T) { dictionaryLost(t, step) })
+	}
+}
+
+func dictionaryLost(t *testing.T, failAt string) {
 	ctx := context.Background()
 	db := chtest.Database(t)
 	c := client(t, db)
@@ -123,13 +130,13 @@ func TestBitmapDictionaryLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	faulty := chtarget.WithFault(chtarget.NewClickHouse(c), func(_, step string) error {
-		if step == push.StepReplace {
+		if step == failAt {
 			return push.ErrFault
 		}
 		return nil
 	})
 	if _, err := gbsync.Sync(ctx, faulty, m, tbl, gbsync.Options{Now: clock}); !errors.Is(err, push.ErrFault) {
-		t.Fatalf("the sync after the dictionary was dropped: want a rebuild that fails at %s, got %v", push.StepReplace, err)
+		t.Fatalf("the sync after the dictionary was dropped: want a rebuild that fails at %s, got %v", failAt, err)
 	}
 	// New keys on the last day: with the dictionary's first ids given again, they would
 	// count as keys of the other days.

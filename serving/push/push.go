@@ -118,12 +118,13 @@ const (
 	StepStage   = "stage"
 	StepStates  = "states"
 	StepReplace = "replace"
+	StepMark    = "mark" // a bitmap mart's <t> names its key dictionary (ddl.MarkDictionary)
 	StepRecord  = "record"
 	StepCleanup = "cleanup"
 )
 
 // Steps lists the steps in order.
-var Steps = []string{StepClear, StepStage, StepStates, StepReplace, StepRecord, StepCleanup}
+var Steps = []string{StepClear, StepStage, StepStates, StepReplace, StepMark, StepRecord, StepCleanup}
 
 // Options tune a push.
 type Options struct {
@@ -368,9 +369,14 @@ func Push(ctx context.Context, c *chconn.Client, m *serving.Mart, tbl *table.Tab
 		return Result{}, fmt.Errorf("%s: %s: %w", what, StepReplace, err)
 	}
 
+	if err := fault(StepMark); err != nil {
+		return Result{}, err
+	}
 	if m.Bitmap() {
-		// <t>'s bitmaps now hold ids of this dictionary (ddl.staleBitmaps).
-		if err := exec(StepReplace, ddl.MarkDictionary(m, m.Table, gen)); err != nil {
+		// <t>'s bitmaps now hold ids of this dictionary (ddl.staleBitmaps). A push that
+		// ends before this leaves <t>'s comment naming another generation only when the
+		// dictionary is new; the next sync then rebuilds <t>.
+		if err := exec(StepMark, ddl.MarkDictionary(m, m.Table, gen)); err != nil {
 			return Result{}, err
 		}
 	}
