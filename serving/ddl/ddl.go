@@ -84,6 +84,21 @@ func keyColumns(m *serving.Mart) []Column {
 	return cols
 }
 
+// sortingKey is <t>'s ORDER BY: on a single server the level before the grain, so that a
+// dashboard's question (one level over a range of grains) reads one run of rows in a
+// partition of several grains (serving.partition_by: month) instead of a run per grain:
+// on the 10M bench state, months and bitmaps, the 30-day KPIs 5.55 -> 4.5 ms of server
+// CPU, distinct customers over 30 days 5.25-6.0 -> 4.1, 7 days by country 5.1 -> 4.5, one
+// day unchanged (docs/serving.md). A cluster's tables keep the grain first: changing a
+// live table's key needs a rebuild, which a cluster does only by hand (Ensure).
+func sortingKey(m *serving.Mart) []Column {
+	cols := keyColumns(m)
+	if m.Cluster == "" {
+		cols[0], cols[1] = cols[1], cols[0]
+	}
+	return cols
+}
+
 func avgCountName(ms serving.Measure) string { return mart.CountCol(ms.Name) }
 func avgSumName(ms serving.Measure) string   { return mart.SumCol(ms.Name) }
 
@@ -244,7 +259,7 @@ func TargetTable(m *serving.Mart, table string) string {
 func createTable(m *serving.Mart, table string, replicated, ttl bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s%s\n(\n%s\n)\nENGINE = %s\nPARTITION BY %s\nORDER BY (%s)",
-		Name(m, table), on(m), columnList(TargetColumns(m)), engine(m, table, replicated), m.PartitionExpr(), names(keyColumns(m)))
+		Name(m, table), on(m), columnList(TargetColumns(m)), engine(m, table, replicated), m.PartitionExpr(), names(sortingKey(m)))
 	if ttl && m.TTL > 0 {
 		// toDate32, not toDate: Date wraps grains after 2149-06-06 into the past, and
 		// the TTL would delete them at once.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"goldbridge/serving/hot"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -63,6 +64,14 @@ func Diff(ctx context.Context, conn driver.Conn, m *serving.Mart) (safe, unsafe 
 		for _, h := range have[min(len(have), len(want)):] {
 			unsafe = append(unsafe, Change{Table: table, Column: h.Name, Have: h.Type})
 		}
+		if table != m.Table && table != m.Table+StagingSuffix {
+			continue
+		}
+		if ch, err := keyDrift(ctx, conn, m, table); err != nil {
+			return nil, nil, err
+		} else if ch != nil {
+			unsafe = append(unsafe, *ch)
+		}
 	}
 	if ch, err := ttlDrift(ctx, conn, m); err != nil || ch != nil {
 		if ch != nil {
@@ -71,6 +80,31 @@ func Diff(ctx context.Context, conn driver.Conn, m *serving.Mart) (safe, unsafe 
 		return safe, unsafe, err
 	}
 	return safe, unsafe, nil
+}
+
+// keyDrift compares the sorting key of the live table with the DDL's (sortingKey): a
+// table made before the level came first in it keeps its key until rebuilt, and parts
+// move between tables (REPLACE, ATTACH PARTITION FROM) only with the same key.
+func keyDrift(ctx context.Context, conn driver.Conn, m *serving.Mart, table string) (*Change, error) {
+	var key string
+	err := conn.QueryRow(ctx, "SELECT sorting_key FROM system.tables WHERE database = ? AND name = ?", m.Database, table).Scan(&key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sorting key of %s.%s: %w", m.Database, table, err)
+	}
+	var have, want []string
+	for _, k := range strings.Split(key, ",") {
+		have = append(have, strings.Trim(strings.TrimSpace(k), "`"))
+	}
+	for _, c := range sortingKey(m) {
+		want = append(want, c.Name)
+	}
+	if slices.Equal(have, want) {
+		return nil, nil
+	}
+	return &Change{Table: table, Column: "(sorting key)", Want: strings.Join(want, ", "), Have: key}, nil
 }
 
 var ttlDaysRE = regexp.MustCompile(`TTL .*toIntervalDay\((\d+)\)`)

@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi`
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMMDD(`report_date`)
-ORDER BY (`report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`)
+ORDER BY (`grouping_level`, `report_date`, `country`, `category`, `grouping_country`, `grouping_category`)
 TTL toDate32(`report_date`) + toIntervalDay(120) DELETE
 SETTINGS allow_nullable_key = 1, index_granularity = 16;
 
@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi__staging`
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMMDD(`report_date`)
-ORDER BY (`report_date`, `grouping_level`, `country`, `category`, `grouping_country`, `grouping_category`)
+ORDER BY (`grouping_level`, `report_date`, `country`, `category`, `grouping_country`, `grouping_category`)
 SETTINGS allow_nullable_key = 1, index_granularity = 16;
 
 CREATE TABLE IF NOT EXISTS `marts`.`daily_revenue_kpi__detail`
