@@ -95,12 +95,7 @@ func TestSyncPlansAgainstTheFake(t *testing.T) {
 	}
 
 	late := day0.AddDate(0, 0, 6)
-	var lateRows []goldRow
-	for _, r := range goldRows(append(slices.Clone(orders), order{late, strp("DE"), "books", 12345, "late-customer"})) {
-		if r.day.Equal(late) {
-			lateRows = append(lateRows, r)
-		}
-	}
+	lateRows := rowsOfDay(goldRows(append(slices.Clone(orders), order{late, strp("DE"), "books", 12345, "late-customer"})), late)
 	tbl = writeGold(t, lh, lateRows, []time.Time{late})
 	if res = sync("late change", opt, tbl); !slices.Equal(ids(res.Pushed), []string{"20260507:changed"}) {
 		t.Fatalf("a changed day: %v", ids(res.Pushed))

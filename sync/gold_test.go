@@ -207,6 +207,17 @@ func record(t testing.TB, sch *arrow.Schema, rows []goldRow) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
+// rowsOfDay returns the rows of rows whose grain is day.
+func rowsOfDay(rows []goldRow, day time.Time) []goldRow {
+	var out []goldRow
+	for _, r := range rows {
+		if r.day.Equal(day) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // writeGold replaces the given days of gold.daily_revenue_kpi with rows (creating the
 // table) in one commit and returns the new table.
 func writeGold(t testing.TB, lh *catalog.Lakehouse, rows []goldRow, days []time.Time) *table.Table {

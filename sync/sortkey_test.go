@@ -76,12 +76,7 @@ func TestSortingKeyUpgrade(t *testing.T) {
 		orders = append(orders, order{last, strp("DE"), "books", 100, fmt.Sprintf("late-%d", i)})
 	}
 	rows := goldRows(orders)
-	var changed []goldRow
-	for _, r := range rows {
-		if r.day.Equal(last) {
-			changed = append(changed, r)
-		}
-	}
+	changed := rowsOfDay(rows, last)
 	tbl = writeGold(t, lh, changed, []time.Time{last})
 	if res, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil || len(res.Rebuilt) > 0 || len(res.Pushed) != 1 {
 		t.Fatalf("a day changed: %s %v", res.Summary(m.Name), err)

@@ -218,12 +218,7 @@ func TestSyncAcceptance(t *testing.T) {
 			late := day0.AddDate(0, 0, 6)
 			orders2 := append(slices.Clone(orders), order{late, strp("DE"), "books", 12345, "late-customer"})
 			rows2 := goldRows(orders2)
-			var lateRows []goldRow
-			for _, r := range rows2 {
-				if r.day.Equal(late) {
-					lateRows = append(lateRows, r)
-				}
-			}
+			lateRows := rowsOfDay(rows2, late)
 			tbl = writeGold(t, lh, lateRows, []time.Time{late})
 			res, err = gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock})
 			if err != nil || len(res.Pushed) != 1 || res.Pushed[0].ID != "20260507" || res.Pushed[0].Reason != "changed" {
@@ -320,17 +315,13 @@ func TestFaultSweep(t *testing.T) {
 					tbl = writeGold(t, lh, rows, days)
 				} else {
 					day := day0.AddDate(0, 0, 1)
-					var next, changed []goldRow
+					var next []goldRow
 					for _, r := range gold {
 						if !r.day.Equal(day) {
 							next = append(next, r)
 						}
 					}
-					for _, r := range rows {
-						if r.day.Equal(day) {
-							changed = append(changed, r)
-						}
-					}
+					changed := rowsOfDay(rows, day)
 					gold = append(next, changed...)
 					tbl = writeGold(t, lh, changed, []time.Time{day})
 				}

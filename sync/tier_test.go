@@ -105,12 +105,7 @@ func TestEmptiedPartitionDropped(t *testing.T) {
 		moved = append(moved, o)
 	}
 	rows := goldRows(moved)
-	var d4 []goldRow
-	for _, r := range rows {
-		if r.day.Equal(days[3]) {
-			d4 = append(d4, r)
-		}
-	}
+	d4 := rowsOfDay(rows, days[3])
 	tbl = writeGold(t, lh, d4, days[2:4])
 	if _, err := gbsync.Sync(ctx, chtarget.NewClickHouse(c), m, tbl, gbsync.Options{Now: clock}); err != nil {
 		t.Fatal(err)

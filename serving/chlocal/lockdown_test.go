@@ -33,6 +33,14 @@ func startLocked(t *testing.T) *chlocal.Server {
 	}
 	old := syscall.Umask(0o022)
 	t.Cleanup(func() { syscall.Umask(old) })
+	return startWithReader(t, 0)
+}
+
+// startWithReader starts a private server with the reader grafana (readerQueries of its
+// queries at once; 0 = the default), serving database marts.
+func startWithReader(t *testing.T, readerQueries int) *chlocal.Server {
+	t.Helper()
+	chtest.Require(t)
 	ports, err := chlocal.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +50,8 @@ func startLocked(t *testing.T) *chlocal.Server {
 	srv, err := chlocal.Start(ctx, chlocal.Options{
 		Path: filepath.Join(t.TempDir(), "ch"), TCPPort: ports[0], HTTPPort: ports[1],
 		Password: "admin-pw", Database: "marts",
-		Readers: []chlocal.Reader{{Name: "grafana", Password: "reader-pw"}},
+		Readers:       []chlocal.Reader{{Name: "grafana", Password: "reader-pw"}},
+		ReaderQueries: readerQueries,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,36 +3,21 @@ package chlocal_test
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"goldbridge/serving/chlocal"
-	"goldbridge/serving/chtest"
 )
 
 // TestReadersQueue: the readers' queries run ReaderQueries at a time, the others wait
 // their turn; the admin's never wait behind them; a reader cannot leave the queue; a
 // restarted server has its queue again.
 func TestReadersQueue(t *testing.T) {
-	chtest.Require(t)
-	ports, err := chlocal.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := startWithReader(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, err := chlocal.Start(ctx, chlocal.Options{
-		Path: filepath.Join(t.TempDir(), "ch"), TCPPort: ports[0], HTTPPort: ports[1],
-		Password: "admin-pw", Readers: []chlocal.Reader{{Name: "grafana", Password: "reader-pw"}},
-		ReaderQueries: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 	const admin, adminPW, reader, readerPW = chlocal.DefaultUser, "admin-pw", "grafana", "reader-pw"
 	ask := func(user, pw, q string) string {
 		t.Helper()
