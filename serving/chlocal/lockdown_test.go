@@ -70,6 +70,17 @@ func post(t *testing.T, srv *chlocal.Server, user, password, q string, header ma
 	return code, body
 }
 
+// postOK sends q as post does and fails the test unless the server answers 200; it
+// returns the body.
+func postOK(t *testing.T, srv *chlocal.Server, user, password, q string) string {
+	t.Helper()
+	code, body := post(t, srv, user, password, q, nil)
+	if code != http.StatusOK {
+		t.Fatalf("%s as %s: HTTP %d %s", q, user, code, body)
+	}
+	return body
+}
+
 func tryPost(srv *chlocal.Server, user, password, q string, header map[string]string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodPost, srv.HTTPURL()+"/", strings.NewReader(q))
 	if err != nil {
@@ -93,14 +104,7 @@ func tryPost(srv *chlocal.Server, user, password, q string, header map[string]st
 func TestLockdown(t *testing.T) {
 	srv := startLocked(t)
 	const admin, adminPW, reader, readerPW = chlocal.DefaultUser, "admin-pw", "grafana", "reader-pw"
-	mustOK := func(user, pw, q string) string {
-		t.Helper()
-		code, body := post(t, srv, user, pw, q, nil)
-		if code != http.StatusOK {
-			t.Fatalf("%s as %s: HTTP %d %s", q, user, code, body)
-		}
-		return body
-	}
+	mustOK := func(user, pw, q string) string { t.Helper(); return postOK(t, srv, user, pw, q) }
 	mustOK(admin, adminPW, "CREATE DATABASE IF NOT EXISTS marts")
 	mustOK(admin, adminPW, "CREATE TABLE marts.kpi (d Date, v UInt64) ENGINE = SummingMergeTree ORDER BY d")
 	mustOK(admin, adminPW, "INSERT INTO marts.kpi VALUES ('2026-01-01', 7)")

@@ -19,14 +19,7 @@ func TestReadersQueue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const admin, adminPW, reader, readerPW = chlocal.DefaultUser, "admin-pw", "grafana", "reader-pw"
-	ask := func(user, pw, q string) string {
-		t.Helper()
-		code, body := post(t, srv, user, pw, q, nil)
-		if code != http.StatusOK {
-			t.Fatalf("%s as %s: HTTP %d %s", q, user, code, body)
-		}
-		return body
-	}
+	ask := func(user, pw, q string) string { t.Helper(); return postOK(t, srv, user, pw, q) }
 	queue := func() {
 		t.Helper()
 		got := ask(admin, adminPW, "SELECT create_query FROM system.workloads WHERE name = 'goldbridge_readers'")
