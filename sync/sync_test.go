@@ -417,7 +417,7 @@ func TestSyncEnsuredAhead(t *testing.T) {
 		return scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM system.tables WHERE database = '%s' AND name = 'daily_revenue_kpi_final'", db))
 	}
 	dropView := func() {
-		if err := c.Conn().Exec(ctx, fmt.Sprintf("DROP VIEW `%s`.daily_revenue_kpi_final", db)); err != nil {
+		if err := c.Conn().Exec(ctx, fmt.Sprintf("DROP TABLE `%s`.daily_revenue_kpi_final", db)); err != nil {
 			t.Fatal(err)
 		}
 	}

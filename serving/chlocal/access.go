@@ -98,8 +98,9 @@ var adminGrants = []string{
 	"GRANT TABLE ENGINE ON MergeTree", "GRANT TABLE ENGINE ON SummingMergeTree",
 	"GRANT TABLE ENGINE ON AggregatingMergeTree", "GRANT TABLE ENGINE ON ReplacingMergeTree",
 	"GRANT TABLE ENGINE ON Memory",
-	"GRANT SELECT ON system.*", // parts, columns, databases; processes for the stop
-	"GRANT KILL QUERY ON *.*",  // the stop: KILL QUERY of the holding query
+	"GRANT TABLE ENGINE ON Merge", // <t>_final (serving/ddl)
+	"GRANT SELECT ON system.*",    // parts, columns, databases; processes for the stop
+	"GRANT KILL QUERY ON *.*",     // the stop: KILL QUERY of the holding query
 	// A forget deletes the data of tables dropped earlier now (push.Purge: UNDROP, then
 	// DROP ... SYNC) instead of when the Atomic database gets to it.
 	"GRANT UNDROP TABLE ON *.*",

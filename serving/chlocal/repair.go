@@ -18,7 +18,7 @@ const brokenSuffix = ".bak"
 // cannot parse — empty, or not an ATTACH statement: what a full disk leaves when a
 // CREATE OR REPLACE rewrites it — so that the server starts without the object instead
 // of failing every start with "Cannot parse definition from metadata file"; goldbridge
-// then recreates a missing view, and a missing table is recreated and refilled by sync
+// then recreates a missing _final table, and a missing table of data is recreated and refilled by sync
 // and check --repair. It returns the files it moved (to <file>.bak).
 func repairMetadata(path string) ([]string, error) {
 	var files []string

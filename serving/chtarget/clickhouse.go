@@ -177,7 +177,7 @@ func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Ta
 			return pub, fmt.Errorf("%d partitions not pushed: %w", len(b.Push), err)
 		}
 		if b.Rebuild {
-			if err := t.c.Retry(ctx, func(ctx context.Context) error { return ddl.EnsureView(ctx, t.c.Conn(), m) }); err != nil {
+			if err := t.c.Retry(ctx, func(ctx context.Context) error { return ddl.EnsureFinal(ctx, t.c.Conn(), m) }); err != nil {
 				return pub, err
 			}
 		}

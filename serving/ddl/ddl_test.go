@@ -185,43 +185,91 @@ func liveCols(t *testing.T, conn interface {
 	return s
 }
 
-// TestEnsureViewComparesFirst: an unchanged view is not re-created (its UUID stays), a
-// changed definition or a changed column type under it replaces it.
-func TestEnsureViewComparesFirst(t *testing.T) {
+// TestEnsureFinalComparesFirst: an unchanged _final table is not re-created (its UUID
+// stays), a changed definition replaces it, and so does the _final view of an older
+// goldbridge: readers then find the same rows in the types they saw, in a Merge table.
+func TestEnsureFinalComparesFirst(t *testing.T) {
 	ctx := context.Background()
 	conn := chtest.Conn(t)
 	db := chtest.Database(t)
 	m := kpi(db, "", true)
-	uuid := func() string {
+	final := m.Table + ddl.ViewSuffix
+	table := func() (uuid, engine string) {
 		t.Helper()
-		var u string
-		if err := conn.QueryRow(ctx, "SELECT toString(uuid) FROM system.tables WHERE database = ? AND name = ?", db, m.Table+ddl.ViewSuffix).Scan(&u); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT toString(uuid), engine FROM system.tables WHERE database = ? AND name = ?", db, final).Scan(&uuid, &engine); err != nil {
 			t.Fatal(err)
 		}
-		return u
+		return uuid, engine
 	}
 	if _, err := ddl.Ensure(ctx, conn, m); err != nil {
 		t.Fatal(err)
 	}
-	first := uuid()
+	first, engine := table()
+	if engine != "Merge" {
+		t.Fatalf("%s is a %s, want a Merge table", final, engine)
+	}
 	for range 2 {
 		if _, err := ddl.Ensure(ctx, conn, m); err != nil {
 			t.Fatal(err)
 		}
-		if err := ddl.EnsureView(ctx, conn, m); err != nil {
+		if err := ddl.EnsureFinal(ctx, conn, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := uuid(); got != first {
-		t.Fatalf("unchanged view re-created: uuid %s -> %s", first, got)
+	if got, _ := table(); got != first {
+		t.Fatalf("unchanged _final table re-created: uuid %s -> %s", first, got)
 	}
-	// Another definition (a dimension fewer in the view's SELECT) replaces it.
+	// Another definition (a measure fewer) replaces it.
 	m.Measures = m.Measures[:len(m.Measures)-1]
-	if err := ddl.EnsureView(ctx, conn, m); err != nil {
+	if err := ddl.EnsureFinal(ctx, conn, m); err != nil {
 		t.Fatal(err)
 	}
-	if got := uuid(); got == first {
-		t.Fatal("changed view not replaced")
+	second, _ := table()
+	if second == first {
+		t.Fatal("changed _final table not replaced")
+	}
+
+	// The view an older goldbridge made, with a row of today in <t> (TTL): replaced by the Merge table,
+	// which serves the row as the view did, column by column in the same types.
+	exec := func(q string) {
+		t.Helper()
+		if err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(fmt.Sprintf("INSERT INTO `%s`.`%s` (report_date, grouping_level, country, grouping_country, revenue, orders) SELECT today(), 'by_country', 'DE', 0, 12.5, 3", db, m.Table))
+	exec(fmt.Sprintf("CREATE OR REPLACE VIEW `%s`.`%s` AS %s", db, final, ddl.FinalSelect(m, m.Table)))
+	described := func() string {
+		t.Helper()
+		var s string
+		if err := conn.QueryRow(ctx, "SELECT arrayStringConcat(groupArray(name || ' ' || type), ', ') FROM system.columns WHERE database = ? AND table = ?", db, final).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	read := func() string {
+		t.Helper()
+		var s string
+		if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT toString(tuple(*)) FROM `%s`.`%s`", db, final)).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	viewCols, viewRow := described(), read()
+	if _, engine := table(); engine != "View" {
+		t.Fatalf("the old view is a %s", engine)
+	}
+	if err := ddl.EnsureFinal(ctx, conn, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, engine := table(); engine != "Merge" {
+		t.Fatalf("the old view was not replaced: %s", engine)
+	}
+	if got := described(); got != viewCols {
+		t.Errorf("columns %s, the view's %s", got, viewCols)
+	}
+	if got := read(); got != viewRow {
+		t.Errorf("row %s, the view's %s", got, viewRow)
 	}
 }
 

@@ -221,7 +221,7 @@ func Ensure(ctx context.Context, conn driver.Conn, m *serving.Mart) (Outcome, er
 	if out.Rebuild {
 		return out, nil
 	}
-	return out, EnsureView(ctx, conn, m)
+	return out, EnsureFinal(ctx, conn, m)
 }
 
 // staleBitmaps returns a Change when a bitmap mart's <t> holds rows whose ids are not
@@ -251,55 +251,35 @@ func staleBitmaps(ctx context.Context, conn driver.Conn, m *serving.Mart) (*Chan
 	return nil, nil
 }
 
-// EnsureView creates or replaces the mart's _final view, unless the live one already
-// has its SELECT (as the server formats it) and the columns that SELECT gives now: DDL
-// that did not change is not re-executed (each CREATE OR REPLACE rewrites the view's
-// metadata file, which a full disk can leave empty).
-func EnsureView(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
-	same, err := viewCurrent(ctx, conn, m)
-	if err != nil {
-		return fmt.Errorf("ddl %s view: %w", m.Name, err)
+// EnsureFinal creates or replaces the mart's _final table, unless the live one already
+// is the one finalCreate describes (as the server formats it): DDL that did not change
+// is not re-executed (each CREATE OR REPLACE rewrites the table's metadata file, which
+// a full disk can leave empty). It replaces a _final view of an older goldbridge in one
+// step in an Atomic database; in another it drops it first (readers miss it meanwhile).
+func EnsureFinal(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
+	var same uint64
+	err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ? AND create_table_query = formatQuerySingleLine(?)",
+		m.Database, m.Table+ViewSuffix, finalCreate(m)).Scan(&same)
+	if err != nil || same > 0 {
+		return wrapFinal(m, err)
 	}
-	if same {
-		return nil
+	var engine string
+	if err := conn.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", m.Database).Scan(&engine); err != nil {
+		return wrapFinal(m, err)
 	}
-	if err := conn.Exec(ctx, View(m)); err != nil {
-		return fmt.Errorf("ddl %s view: %w", m.Name, err)
+	if engine != "Atomic" && engine != "Replicated" {
+		if err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s%s SYNC", Name(m, m.Table+ViewSuffix), on(m))); err != nil {
+			return wrapFinal(m, err)
+		}
 	}
-	return nil
+	return wrapFinal(m, conn.Exec(ctx, Final(m)))
 }
 
-// viewCurrent reports whether the live _final view has the SELECT of viewSelect and the
-// columns it would have if created now (the table's types may have changed under it).
-func viewCurrent(ctx context.Context, conn driver.Conn, m *serving.Mart) (bool, error) {
-	sel := viewSelect(m)
-	var same uint64
-	err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ? AND as_select = formatQuerySingleLine(?)",
-		m.Database, m.Table+ViewSuffix, sel).Scan(&same)
-	if err != nil || same == 0 {
-		return false, err
-	}
-	have, err := liveColumns(ctx, conn, m.Database, m.Table+ViewSuffix)
+func wrapFinal(m *serving.Mart, err error) error {
 	if err != nil {
-		return false, err
+		return fmt.Errorf("ddl %s final table: %w", m.Name, err)
 	}
-	rows, err := conn.Query(ctx, "DESCRIBE TABLE ("+sel+")")
-	if err != nil {
-		return false, fmt.Errorf("describe view select: %w", err)
-	}
-	defer rows.Close()
-	i := 0
-	for rows.Next() {
-		var name, typ, defType, defExpr, comment, codec, ttl string
-		if err := rows.Scan(&name, &typ, &defType, &defExpr, &comment, &codec, &ttl); err != nil {
-			return false, err
-		}
-		if i >= len(have) || have[i].Name != name || have[i].Type != typ {
-			return false, rows.Err()
-		}
-		i++
-	}
-	return i == len(have), rows.Err()
+	return nil
 }
 
 // TargetDrift returns the differences of the live <t> from the DDL (empty if <t> does
@@ -323,11 +303,8 @@ func TargetDrift(ctx context.Context, conn driver.Conn, m *serving.Mart) ([]Chan
 // its ids.
 func Drop(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
 	for _, t := range []string{m.Table + ViewSuffix, m.Table, m.Table + StagingSuffix, m.Table + DetailSuffix, m.Table + PrevSuffix, m.Table + DistSuffix, m.Table + IdsSuffix} {
-		kind := "TABLE"
-		if strings.HasSuffix(t, ViewSuffix) {
-			kind = "VIEW"
-		}
-		if err := conn.Exec(ctx, fmt.Sprintf("DROP %s IF EXISTS %s%s SYNC", kind, Name(m, t), on(m))); err != nil {
+		// DROP TABLE drops a _final view of an older goldbridge as well.
+		if err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s%s SYNC", Name(m, t), on(m))); err != nil {
 			return fmt.Errorf("drop %s: %w", t, err)
 		}
 	}

@@ -82,21 +82,22 @@ ENGINE = MergeTree
 PARTITION BY toYYYYMMDD(`report_date`)
 ORDER BY tuple();
 
-CREATE OR REPLACE VIEW `marts`.`daily_revenue_kpi_final` AS
-SELECT
-    `report_date`,
-    `country`,
-    `category`,
-    `grouping_country`,
-    `grouping_category`,
-    `grouping_level`,
-    CAST(`revenue`, 'Nullable(Decimal(38, 2))') AS `revenue`,
-    CAST(`orders`, 'Int64') AS `orders`,
-    CAST(`customers`, 'Int64') AS `customers`,
-    CAST(`avg_order`, 'Nullable(Decimal(38, 8))') AS `avg_order`,
-    CAST(`max_order`, 'Nullable(Decimal(38, 2))') AS `max_order`,
-    CAST(`p_order`, 'Array(Float64)') AS `p_order`
-FROM `marts`.`daily_revenue_kpi`;
+CREATE OR REPLACE TABLE `marts`.`daily_revenue_kpi_final`
+(
+    `report_date` Date32,
+    `country` Nullable(String),
+    `category` Nullable(String),
+    `grouping_country` UInt8,
+    `grouping_category` UInt8,
+    `grouping_level` LowCardinality(String),
+    `revenue` Nullable(Decimal(38, 2)),
+    `orders` Int64,
+    `customers` Int64,
+    `avg_order` Nullable(Decimal(38, 8)),
+    `max_order` Nullable(Decimal(38, 2)),
+    `p_order` Array(Float64)
+)
+ENGINE = Merge('marts', '^daily_revenue_kpi$');
 
 -- states of partition 20260501
 INSERT INTO `marts`.`daily_revenue_kpi__staging` (`report_date`, `country`, `category`, `grouping_country`, `grouping_category`, `grouping_level`, `revenue`, `orders`, `customers__state`, `avg_order__sum`, `avg_order__count`, `max_order`, `p_order__state`, `customers`, `avg_order`, `p_order`)

@@ -46,14 +46,15 @@ PARTITION BY toYYYYMMDD(`report_date`)
 ORDER BY (`grouping_level`, `report_date`, `country`, `category`, `grouping_country`, `grouping_category`)
 SETTINGS allow_nullable_key = 1, index_granularity = 16;
 
-CREATE OR REPLACE VIEW `marts`.`daily_revenue_kpi_final` AS
-SELECT
-    `report_date`,
-    `country`,
-    `category`,
-    `grouping_country`,
-    `grouping_category`,
-    `grouping_level`,
-    CAST(`revenue`, 'Nullable(Decimal(38, 2))') AS `revenue`,
-    CAST(`orders`, 'Int64') AS `orders`
-FROM `marts`.`daily_revenue_kpi`;
+CREATE OR REPLACE TABLE `marts`.`daily_revenue_kpi_final`
+(
+    `report_date` Date32,
+    `country` Nullable(String),
+    `category` Nullable(String),
+    `grouping_country` UInt8,
+    `grouping_category` UInt8,
+    `grouping_level` LowCardinality(String),
+    `revenue` Nullable(Decimal(38, 2)),
+    `orders` Int64
+)
+ENGINE = Merge('marts', '^daily_revenue_kpi$');
