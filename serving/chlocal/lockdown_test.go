@@ -111,6 +111,12 @@ func TestLockdown(t *testing.T) {
 	if got := mustOK(reader, readerPW, "SELECT sum(v) FROM marts.kpi"); got != "7" {
 		t.Fatalf("reader reads %q, want 7", got)
 	}
+	// A Merge table (what <t>_final is) reads only the tables its reader may see, and
+	// answers no rows otherwise: the reader's grants must cover the table under it.
+	mustOK(admin, adminPW, "CREATE TABLE marts.kpi_final (d Date, v UInt64) ENGINE = Merge('marts', '^kpi$')")
+	if got := mustOK(reader, readerPW, "SELECT sum(v) FROM marts.kpi_final"); got != "7" {
+		t.Fatalf("reader reads %q through the Merge table, want 7", got)
+	}
 
 	refused := []struct{ user, pw, q string }{
 		{"", "", "SELECT 1"},         // no credentials at all
