@@ -263,8 +263,8 @@ func EnsureFinal(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
 	if err != nil || same > 0 {
 		return wrapFinal(m, err)
 	}
-	var engine string
-	if err := conn.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", m.Database).Scan(&engine); err != nil {
+	engine, err := DatabaseEngine(ctx, conn, m.Database)
+	if err != nil {
 		return wrapFinal(m, err)
 	}
 	if engine != "Atomic" && engine != "Replicated" {
@@ -273,6 +273,16 @@ func EnsureFinal(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
 		}
 	}
 	return wrapFinal(m, conn.Exec(ctx, Final(m)))
+}
+
+// DatabaseEngine returns the engine of database db ("Atomic", "Replicated", "Ordinary",
+// ...): what decides whether a table can be replaced or exchanged in one step.
+func DatabaseEngine(ctx context.Context, conn driver.Conn, db string) (string, error) {
+	var engine string
+	if err := conn.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", db).Scan(&engine); err != nil {
+		return "", fmt.Errorf("engine of database %s: %w", db, err)
+	}
+	return engine, nil
 }
 
 func wrapFinal(m *serving.Mart, err error) error {

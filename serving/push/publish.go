@@ -22,11 +22,8 @@ func CanExchange(ctx context.Context, c *chconn.Client, m *serving.Mart) (bool, 
 	if m.Cluster != "" && !m.Sharded {
 		return false, nil
 	}
-	var engine string
-	if err := c.Conn().QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", m.Database).Scan(&engine); err != nil {
-		return false, fmt.Errorf("database engine: %w", err)
-	}
-	return engine == "Atomic", nil
+	engine, err := ddl.DatabaseEngine(ctx, c.Conn(), m.Database)
+	return engine == "Atomic", err
 }
 
 // publishExchange publishes the push as the next version of <t>, swapped in by one
