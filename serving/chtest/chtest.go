@@ -172,10 +172,23 @@ func open(t testing.TB, proto clickhouse.Protocol, addr string, srv *chlocal.Ser
 // Database creates a fresh database named after the test and drops it at cleanup.
 func Database(t testing.TB) string {
 	t.Helper()
+	return DatabaseOf(t, "")
+}
+
+// DatabaseOf is Database with the database engine given ("" = the server's default,
+// Atomic): "Memory" is the database engine the embedded admin may create that can
+// neither EXCHANGE nor RENAME tables, what goldbridge does without in a non-Atomic
+// database.
+func DatabaseOf(t testing.TB, engine string) string {
+	t.Helper()
 	conn := Conn(t)
 	name := fmt.Sprintf("%s_%d", sanitize(t.Name()), dbSeq.Add(1))
 	ctx := context.Background()
-	if err := conn.Exec(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+	create := "CREATE DATABASE `" + name + "`"
+	if engine != "" {
+		create += " ENGINE = " + engine
+	}
+	if err := conn.Exec(ctx, create); err != nil {
 		t.Fatalf("chtest: create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {

@@ -267,12 +267,14 @@ func EnsureFinal(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
 	if err != nil {
 		return wrapFinal(m, err)
 	}
-	if engine != "Atomic" && engine != "Replicated" {
-		if err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s%s SYNC", Name(m, m.Table+ViewSuffix), on(m))); err != nil {
-			return wrapFinal(m, err)
-		}
+	if engine == "Atomic" || engine == "Replicated" {
+		return wrapFinal(m, conn.Exec(ctx, Final(m)))
 	}
-	return wrapFinal(m, conn.Exec(ctx, Final(m)))
+	// Another database may not replace (rename) a table: drop, then create.
+	if err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s%s SYNC", Name(m, m.Table+ViewSuffix), on(m))); err != nil {
+		return wrapFinal(m, err)
+	}
+	return wrapFinal(m, conn.Exec(ctx, "CREATE TABLE "+Name(m, m.Table+ViewSuffix)+on(m)+finalBody(m)))
 }
 
 // DatabaseEngine returns the engine of database db ("Atomic", "Replicated", "Ordinary",

@@ -137,14 +137,19 @@ func BitmapHashes(col string) string {
 // row of <t> holds (and its generation), swapped in by one EXCHANGE, the old one
 // dropped with SYNC (its data deleted now: a forget's purge). A crash leaves either
 // dictionary whole, and the leftover table is dropped by the next run (push.Cleanup,
-// or the next compaction). Run it with no push in progress.
-func CompactIds(m *serving.Mart) []string {
+// or the next compaction). In a database that cannot EXCHANGE (exchange false) it is
+// one mutation that deletes the ids no row holds; ClickHouse deletes the parts it
+// replaces after old_parts_lifetime. Run it with no push in progress.
+func CompactIds(m *serving.Mart, exchange bool) []string {
 	ids, next := Name(m, m.Table+IdsSuffix), Name(m, m.Table+IdsNextSuffix)
 	var held []string
 	for _, ms := range m.Measures {
 		if ms.Agg == mart.CountDistinct {
 			held = append(held, fmt.Sprintf("SELECT arrayJoin(bitmapToArray(groupBitmapMergeState(%s))) FROM %s", serving.Q(StateColumn(ms)), Name(m, m.Table)))
 		}
+	}
+	if !exchange {
+		return []string{fmt.Sprintf("ALTER TABLE %s DELETE WHERE id != 0 AND id NOT IN (%s) SETTINGS mutations_sync = 2", ids, strings.Join(held, " UNION DISTINCT "))}
 	}
 	return []string{
 		"DROP TABLE IF EXISTS " + next + " SYNC",

@@ -18,8 +18,7 @@ import (
 // more than twice the ids the rows of <t> hold, plus compactSlack: keys of days that
 // left the hot window stay in the dictionary until then, and every push reads it, so a
 // long life would otherwise pay for every key it ever served. A sync calls it after
-// dropping partitions. It returns how many hashes it removed (0: not compacted; always
-// on a database that cannot EXCHANGE TABLES, which a compaction needs). The
+// dropping partitions. It returns how many hashes it removed (0: not compacted). The
 // ids <t>'s rows hold are counted per measure and added, an upper bound of their union.
 // Run with no push in progress: <t>__prev is then equal to <t> (settlePrev), and a
 // push never publishes a partition of it that differs from <t>'s (prepareNext), so no
@@ -28,8 +27,8 @@ func CompactIdsIfSparse(ctx context.Context, c *chconn.Client, m *serving.Mart) 
 	if !m.Bitmap() {
 		return 0, nil
 	}
-	// The compaction swaps the dictionary by EXCHANGE TABLES: an Atomic database.
-	if ok, err := CanExchange(ctx, c, m); err != nil || !ok {
+	exchange, err := CanExchange(ctx, c, m)
+	if err != nil {
 		return 0, err
 	}
 	held := []string{"toUInt64(0)"}
@@ -47,7 +46,7 @@ func CompactIdsIfSparse(ctx context.Context, c *chconn.Client, m *serving.Mart) 
 	if n <= 2*h+compactSlack {
 		return 0, nil
 	}
-	removed, err := compactIds(ctx, c, m)
+	removed, err := compactIds(ctx, c, m, exchange)
 	if err != nil {
 		return 0, fmt.Errorf("key dictionary of %s: %w", m.Name, err)
 	}
@@ -59,8 +58,9 @@ func CompactIdsIfSparse(ctx context.Context, c *chconn.Client, m *serving.Mart) 
 const compactSlack = 10_000
 
 // compactIds keeps in the mart's key dictionary only the ids a row of <t> holds
-// (ddl.CompactIds) and returns how many it removed.
-func compactIds(ctx context.Context, c *chconn.Client, m *serving.Mart) (int, error) {
+// (ddl.CompactIds; exchange: the database can EXCHANGE TABLES) and returns how many it
+// removed.
+func compactIds(ctx context.Context, c *chconn.Client, m *serving.Mart, exchange bool) (int, error) {
 	count := func() (uint64, error) {
 		var n uint64
 		err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+ddl.Name(m, m.Table+ddl.IdsSuffix)).Scan(&n)
@@ -70,7 +70,7 @@ func compactIds(ctx context.Context, c *chconn.Client, m *serving.Mart) (int, er
 	if err != nil {
 		return 0, fmt.Errorf("key dictionary: %w", err)
 	}
-	for _, q := range ddl.CompactIds(m) {
+	for _, q := range ddl.CompactIds(m, exchange) {
 		if err := c.Conn().Exec(ctx, q); err != nil {
 			return 0, fmt.Errorf("compact the key dictionary: %w", err)
 		}

@@ -62,7 +62,7 @@ func Purge(ctx context.Context, c *chconn.Client, m *serving.Mart) (Purged, erro
 		res.DroppedTables++
 	}
 	if m.Bitmap() {
-		n, err := compactIds(ctx, c, m)
+		n, err := compactIds(ctx, c, m, true) // ok: CanExchange
 		if err != nil {
 			return fail(err)
 		}
