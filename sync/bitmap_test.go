@@ -201,9 +201,20 @@ func testBitmapDictionaryCompacts(t *testing.T, engine string) {
 		t.Fatal(err)
 	}
 	ids := ddl.Name(m, m.Table+ddl.IdsSuffix)
+	// What the metrics report of the dictionary (goldbridge_clickhouse_dictionary_*):
+	// its entries, and the bytes of its active parts.
+	reported := func(want uint64) {
+		t.Helper()
+		s, err := chtarget.NewClickHouse(c).Storage(ctx, m)
+		bytes := scalar[uint64](t, c, fmt.Sprintf("SELECT sum(bytes_on_disk) FROM system.parts WHERE database = '%s' AND table = '%s' AND active", db, m.Table+ddl.IdsSuffix))
+		if err != nil || s.DictionaryKeys != int64(want) || s.DictionaryBytes != int64(bytes) || bytes == 0 {
+			t.Fatalf("storage reported %+v %v; want %d dictionary keys in %d bytes", s, err, want, bytes)
+		}
+	}
 	if n := scalar[uint64](t, c, "SELECT count() FROM "+ids); n != 30001 {
 		t.Fatalf("dictionary: %d entries, want 30,000 keys and the generation", n)
 	}
+	reported(30001)
 	// One day out: 27,000 ids held, 30,000 entries is not sparse (more than twice the
 	// held ids plus 10,000); nothing removed.
 	now = now.AddDate(0, 0, 1)
@@ -219,6 +230,7 @@ func testBitmapDictionaryCompacts(t *testing.T, engine string) {
 	if n := scalar[uint64](t, c, "SELECT count() FROM "+ids); n != 6001 {
 		t.Fatalf("dictionary after the move: %d entries, want 6,001", n)
 	}
+	reported(6001)
 	// A new day: 100 new customers and 100 of day 9's.
 	day := day0.AddDate(0, 0, 10)
 	var next []order

@@ -280,6 +280,8 @@ func (s *Sharded) Storage(ctx context.Context, m *serving.Mart) (hot.Storage, er
 		sum.Bytes += st.Bytes
 		sum.InactiveParts += st.InactiveParts
 		sum.InactiveBytes += st.InactiveBytes
+		sum.DictionaryKeys += st.DictionaryKeys
+		sum.DictionaryBytes += st.DictionaryBytes
 		return err
 	})
 	return sum, err

@@ -169,6 +169,11 @@ type Storage struct {
 	// with an active one (a hard link) counts in both, so this bounds the disk they
 	// hold from above.
 	InactiveBytes int64
+	// DictionaryKeys and DictionaryBytes are what a bitmap mart's key dictionary
+	// (<t>__ids) holds in its active parts: its entries (the keys it numbers and its
+	// generation) and their bytes on disk; zero for other marts.
+	DictionaryKeys  int64
+	DictionaryBytes int64
 }
 
 // Change is one difference between a live served table and the mart's definition.

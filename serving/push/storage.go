@@ -7,6 +7,7 @@ import (
 
 	"goldbridge/serving"
 	"goldbridge/serving/chconn"
+	"goldbridge/serving/ddl"
 )
 
 // Storage is what a served table holds on disk (serving/hot).
@@ -14,24 +15,29 @@ type Storage = hot.Storage
 
 // TableStorage reads the Storage of the mart's served table.
 func TableStorage(ctx context.Context, c *chconn.Client, m *serving.Mart) (Storage, error) {
-	rows, err := c.Conn().Query(ctx, `SELECT active, count(), sum(bytes_on_disk) FROM system.parts
-		WHERE database = ? AND (table = ? OR startsWith(table, ?)) AND (NOT active OR table = ?) GROUP BY active`,
-		m.Database, m.Table, m.Table+"__", m.Table)
+	ids := m.Table + ddl.IdsSuffix
+	rows, err := c.Conn().Query(ctx, `SELECT active, table = ? AS dict, count(), sum(rows), sum(bytes_on_disk) FROM system.parts
+		WHERE database = ? AND (table = ? OR startsWith(table, ?)) AND (NOT active OR table IN (?, ?)) GROUP BY active, dict`,
+		ids, m.Database, m.Table, m.Table+"__", m.Table, ids)
 	if err != nil {
 		return Storage{}, fmt.Errorf("parts of %s: %w", m.Table, err)
 	}
 	defer rows.Close()
 	var s Storage
 	for rows.Next() {
-		var active uint8
-		var n, bytes uint64
-		if err := rows.Scan(&active, &n, &bytes); err != nil {
+		var active, dict uint8
+		var n, keys, bytes uint64
+		if err := rows.Scan(&active, &dict, &n, &keys, &bytes); err != nil {
 			return Storage{}, fmt.Errorf("parts of %s: %w", m.Table, err)
 		}
-		if active == 1 {
+		switch {
+		case active == 0:
+			s.InactiveParts += int64(n)
+			s.InactiveBytes += int64(bytes)
+		case dict == 1:
+			s.DictionaryKeys, s.DictionaryBytes = int64(keys), int64(bytes)
+		default:
 			s.Parts, s.Bytes = int64(n), int64(bytes)
-		} else {
-			s.InactiveParts, s.InactiveBytes = int64(n), int64(bytes)
 		}
 	}
 	if err := rows.Err(); err != nil {

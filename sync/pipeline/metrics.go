@@ -51,6 +51,8 @@ type Metrics struct {
 	CHBytes         *prometheus.GaugeVec // mart: their bytes on disk
 	CHInactiveParts *prometheus.GaugeVec // mart: parts of its tables still on disk that no reader reads
 	CHInactiveBytes *prometheus.GaugeVec // mart: their bytes
+	CHDictKeys      *prometheus.GaugeVec // mart: entries of a bitmap mart's key dictionary
+	CHDictBytes     *prometheus.GaugeVec // mart: their bytes on disk
 	// The embedded ClickHouse's data directory, measured after each sync
 	// (chlocal.DiskUsage); no labels, absent without an embedded server.
 	CHDataPartDirs *prometheus.GaugeVec
@@ -134,6 +136,12 @@ func NewMetrics() *Metrics {
 		CHInactiveBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_clickhouse_inactive_bytes", Help: "Bytes on disk of those inactive parts, a file shared with an active part counted in both.",
 		}, []string{"mart"}),
+		CHDictKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_clickhouse_dictionary_keys", Help: "Entries of a bitmap mart's key dictionary in ClickHouse (the keys it numbers), after the last sync.",
+		}, []string{"mart"}),
+		CHDictBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "goldbridge_clickhouse_dictionary_bytes", Help: "Bytes on disk of the active parts of a bitmap mart's key dictionary, after the last sync.",
+		}, []string{"mart"}),
 		CHDataPartDirs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_clickhouse_data_part_directories", Help: "Part directories in the embedded ClickHouse's data directory, active or not, after the last sync.",
 		}, nil),
@@ -144,7 +152,7 @@ func NewMetrics() *Metrics {
 	r.MustRegister(m.StageDuration, m.Runs, m.Rows, m.LastSuccess, m.DataNewest, m.SyncLag, m.DQFailures,
 		m.CircuitOpen, m.Drift, m.HotPartitions, m.SkippedRuns, m.CalculatedAt, m.FilesQuarantined, m.QuarantineGate,
 		m.SilverCheckFailures, m.SilverUndeclared, m.EmbeddedRestarts, m.TableSnapshots, m.TableDataFiles, m.TableDeleteFiles, m.TableManifests, m.TableMetadataBytes,
-		m.MaintenanceLastSuccess, m.CHParts, m.CHBytes, m.CHInactiveParts, m.CHInactiveBytes, m.CHDataPartDirs, m.CHDataBytes,
+		m.MaintenanceLastSuccess, m.CHParts, m.CHBytes, m.CHInactiveParts, m.CHInactiveBytes, m.CHDictKeys, m.CHDictBytes, m.CHDataPartDirs, m.CHDataBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -320,6 +320,10 @@ func (r *Runner) storageMetrics(ctx context.Context, t gbsync.Target, j servedJo
 	r.Metrics.CHBytes.WithLabelValues(j.name).Set(float64(s.Bytes))
 	r.Metrics.CHInactiveParts.WithLabelValues(j.name).Set(float64(s.InactiveParts))
 	r.Metrics.CHInactiveBytes.WithLabelValues(j.name).Set(float64(s.InactiveBytes))
+	if j.m.Bitmap() {
+		r.Metrics.CHDictKeys.WithLabelValues(j.name).Set(float64(s.DictionaryKeys))
+		r.Metrics.CHDictBytes.WithLabelValues(j.name).Set(float64(s.DictionaryBytes))
+	}
 }
 
 // dataDirMetrics records what the embedded ClickHouse's data directory takes on disk
