@@ -13,14 +13,14 @@ import (
 )
 
 // TestEmbeddedDiskBounded (issue 36): the orders example run as from cron, each run
-// landing one new file of 1,000 events, 24 times against the embedded ClickHouse, which
+// landing one new file of 1,000 events, 12 times against the embedded ClickHouse, which
 // lives for the seconds of each run. Afterwards its data directory holds at most 3× the
 // part directories and 2× the bytes of the one of a lake that got the same files in one
 // run (before PromptCleanup, ClickHouse deleted neither replaced parts nor dropped
 // tables: 180 such runs left 546 MB for 5.5 MB of live parts), the last run's metrics
 // report that directory as measured and the served table's parts, and check is clean.
 func TestEmbeddedDiskBounded(t *testing.T) {
-	const runs, events = 24, 1000
+	const runs, events = 12, 1000
 	inc := newExampleEnv(t, "orders.yaml", func(cfg map[string]any) {
 		cfg["metrics"] = map[string]any{"textfile": "${STATE_DIR}/goldbridge.prom"}
 	})
@@ -52,7 +52,7 @@ func TestEmbeddedDiskBounded(t *testing.T) {
 	for i, f := range files {
 		land(inc, f)
 		inc.run("run")
-		if i%6 == 5 {
+		if i%4 == 3 {
 			u := usage(inc)
 			t.Logf("after run %d: %d part directories, %d bytes", i+1, u.PartDirs, u.Bytes)
 		}
