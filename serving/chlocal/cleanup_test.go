@@ -19,9 +19,9 @@ import (
 
 // TestPromptCleanup: a server with ClickHouse's defaults (as an external server) keeps
 // the parts a merge replaced and the data of a dropped table on disk; started on the
-// same data with Options.PromptCleanup it deletes them at start, then deletes within
-// seconds the parts it replaces, except one that a running query reads, which that
-// query reads to the end.
+// same data with Options.PromptCleanup it deletes them at start (a stop right after
+// the start waits for it), then deletes within seconds the parts it replaces, except one
+// that a running query reads, which that query reads to the end.
 func TestPromptCleanup(t *testing.T) {
 	chtest.Require(t)
 	ctx := context.Background()
@@ -93,6 +93,19 @@ func TestPromptCleanup(t *testing.T) {
 	if u := usage(); u.PartDirs != int(parts)+1 {
 		t.Fatalf("%d part directories after a stop with the defaults, want %d", u.PartDirs, parts+1)
 	}
+
+	// A prompt server deletes them from its cleanup task, which first runs about a
+	// second after it starts (not at its shutdown): a stop waits for it, so that a life
+	// of a few hundred milliseconds (a cron run's) leaves only the live part.
+	srv, _ = start(true)
+	t0 := time.Now()
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u := usage(); u.PartDirs != 1 {
+		t.Fatalf("%d part directories after a prompt server's start and stop, want 1", u.PartDirs)
+	}
+	t.Logf("prompt cleanup by a start and a stop: %s", time.Since(t0))
 
 	srv, conn = start(true)
 	t.Logf("prompt cleanup at start: %s", waitParts(1, 10*time.Second))

@@ -208,11 +208,12 @@ const cleanupWait = 3 * time.Second
 const leftToClean = "SELECT (SELECT count() FROM system.parts WHERE NOT active) + (SELECT count() FROM system.dropped_tables)"
 
 // awaitCleanup waits, at most cleanupWait, until the server has deleted the parts and
-// tables it no longer serves (it does within about a second, cleanup.go): a server that
-// lives for the seconds of a run and stops at once leaves them on disk, and its next
-// life, as short, may not get to them either (30 cron runs left 1,037 part directories
-// for the one-shot's 61 when the stop stopped waiting for the holding query's
-// second-long sleep). Any error ends the wait; the stop goes on.
+// tables it no longer serves. ClickHouse deletes outdated parts from a table's cleanup
+// task, which first runs about a second after the table starts (cleanup.go), not at
+// shutdown: a server that lives for the seconds of a run and stops at once leaves them,
+// and so does its next life, as short (30 cron runs left 1,037 part directories for the
+// one-shot's 61 once the stop no longer waited for the holding query's second-long
+// sleep; TestPromptCleanup). Any error ends the wait; the stop goes on.
 func (s *Server) awaitCleanup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, cleanupWait)
 	defer cancel()
