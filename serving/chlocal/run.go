@@ -23,10 +23,10 @@ import (
 
 // holderQuery opens both listeners and then runs forever (a row every 50 ms,
 // discarded); the listeners close when it ends. ClickHouse notices a KILL QUERY
-// between blocks, so a block's sleep is what a stop waits: with a row a second,
-// stopping the embedded server took up to 1.1 s of every `goldbridge run` (0.16-0.19 s
-// now, plus the wait for the cleanup, Server.awaitCleanup); an idle server's 20 rows a
-// second cost ~0.3% of a core.
+// between blocks, so a block's sleep is what a stop waits: with a row a second, a
+// stop waited for the next whole second of the server's life. What a stop waits for is
+// Server.awaitCleanup's to decide; an idle server's 20 rows a second cost ~0.3% of a
+// core.
 const holderQuery = "SYSTEM START LISTEN TCP; SYSTEM START LISTEN HTTP; " +
 	"SELECT sleepEachRow(0.05) FROM system.numbers SETTINGS max_block_size = 1 FORMAT Null"
 
