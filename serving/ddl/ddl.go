@@ -304,18 +304,16 @@ ORDER BY (mart, partition)`, serving.Q(db), serving.Q(SyncTable), onc, eng)
 // through the Merge table and 2.6 read from <t> itself (docs/serving.md).
 
 // Final returns the CREATE OR REPLACE TABLE of <t>_final.
-func Final(m *serving.Mart) string {
-	return "CREATE OR REPLACE TABLE " + Name(m, m.Table+ViewSuffix) + on(m) + finalBody(m)
-}
+func Final(m *serving.Mart) string { return finalDDL(m, "CREATE OR REPLACE TABLE ", on(m)) }
 
 // finalCreate is <t>_final's CREATE TABLE as system.tables keeps it once formatted (no
 // ON CLUSTER): what EnsureFinal compares the live table with.
-func finalCreate(m *serving.Mart) string {
-	return "CREATE TABLE " + Name(m, m.Table+ViewSuffix) + finalBody(m)
-}
+func finalCreate(m *serving.Mart) string { return finalDDL(m, "CREATE TABLE ", "") }
 
-func finalBody(m *serving.Mart) string {
-	return fmt.Sprintf("\n(\n%s\n)\nENGINE = Merge(%s, %s)", columnList(finalColumns(m)), serving.QS(m.Database), serving.QS(finalPattern(m)))
+// finalDDL is <t>_final's statement: verb, the name, cluster (an ON CLUSTER or ""), the body.
+func finalDDL(m *serving.Mart, verb, cluster string) string {
+	return fmt.Sprintf("%s%s%s\n(\n%s\n)\nENGINE = Merge(%s, %s)", verb, Name(m, m.Table+ViewSuffix), cluster,
+		columnList(finalColumns(m)), serving.QS(m.Database), serving.QS(finalPattern(m)))
 }
 
 // finalPattern is the Merge table's regular expression: exactly the table it reads.

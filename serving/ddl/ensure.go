@@ -274,7 +274,7 @@ func EnsureFinal(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
 	if err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s%s SYNC", Name(m, m.Table+ViewSuffix), on(m))); err != nil {
 		return wrapFinal(m, err)
 	}
-	return wrapFinal(m, conn.Exec(ctx, "CREATE TABLE "+Name(m, m.Table+ViewSuffix)+on(m)+finalBody(m)))
+	return wrapFinal(m, conn.Exec(ctx, finalDDL(m, "CREATE TABLE ", on(m))))
 }
 
 // DatabaseEngine returns the engine of database db ("Atomic", "Replicated", "Ordinary",

@@ -27,10 +27,6 @@ func CompactIdsIfSparse(ctx context.Context, c *chconn.Client, m *serving.Mart) 
 	if !m.Bitmap() {
 		return 0, nil
 	}
-	exchange, err := CanExchange(ctx, c, m)
-	if err != nil {
-		return 0, err
-	}
 	held := []string{"toUInt64(0)"}
 	for _, ms := range m.Measures {
 		if ms.Agg == mart.CountDistinct {
@@ -45,6 +41,10 @@ func CompactIdsIfSparse(ctx context.Context, c *chconn.Client, m *serving.Mart) 
 	}
 	if n <= 2*h+compactSlack {
 		return 0, nil
+	}
+	exchange, err := CanExchange(ctx, c, m)
+	if err != nil {
+		return 0, fmt.Errorf("key dictionary of %s: %w", m.Name, err)
 	}
 	removed, err := compactIds(ctx, c, m, exchange)
 	if err != nil {
