@@ -61,6 +61,7 @@ type engine struct {
 	lookupPruner *keyPruner // the stored-version lookup's, for its counts (nil: none)
 
 	group, groups int // the key group of this pass, of groups (see Options.PassRows)
+	budget        passBudget
 	// rowGroup is the key group of each Bronze row of the range being read, in read
 	// order (otherGroup: quarantined), recorded by the first pass so that the others
 	// skip other groups' rows unparsed; nil when not recorded. rowsRead counts the rows

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"goldbridge/demo"
+	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
 )
 
@@ -52,6 +53,37 @@ func oracleFullBuild(t *testing.T, dir string) Counts {
 // events and duplicates against the stored versions. Silver, the quarantine and the
 // counts must be the oracle's, each run one Silver commit.
 func TestPassesEqualOracle(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opt      Options
+		restarts [3]int // of each run
+	}{
+		{"pass_rows", Options{PassRows: 3000}, [3]int{}},
+		// A byte bound below what any pass holds: every run stops in its first pass
+		// and starts again at the groups' cap, where it is never stopped.
+		{"pass_bytes", Options{PassRows: -1, PassBytes: 1}, [3]int{1, 1, 1}},
+		// A run in three passes whose second pass holds too much: it stops after the
+		// first pass wrote its files (which must be deleted) and starts again in more.
+		{"pass_bytes in the second pass", Options{PassRows: 3400, PassBytes: 1 << 40, overPass: overOnce(1)}, [3]int{1, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testPassesEqualOracle(t, tc.opt, tc.restarts) })
+	}
+}
+
+// overOnce is an Options.overPass that makes the first pass of group g it sees hold
+// too much, and no other.
+func overOnce(g int) func(int) bool {
+	done := false
+	return func(group int) bool {
+		if group != g || done {
+			return false
+		}
+		done = true
+		return true
+	}
+}
+
+func testPassesEqualOracle(t *testing.T, opt Options, restarts [3]int) {
 	ctx := context.Background()
 	all := t.TempDir()
 	if _, err := demo.Generate(ctx, demo.Options{OutDir: all, Events: 30000, Seed: 11, Files: 3, End: time.Date(2026, 6, 30, 0, 0, 0, 0, time.UTC)}); err != nil {
@@ -61,7 +93,8 @@ func TestPassesEqualOracle(t *testing.T) {
 	sort.Strings(files)
 	spec := ordersSpec()
 	spec.Buckets = 16 // room for several groups of whole buckets
-	lh := lakehousetest.Open(t)
+	dir := t.TempDir()
+	lh := lakehousetest.OpenDir(t, dir)
 	landing := t.TempDir()
 	var total Counts
 	for i, f := range files {
@@ -69,13 +102,17 @@ func TestPassesEqualOracle(t *testing.T) {
 			t.Fatal(err)
 		}
 		ingest(t, lh, landing)
-		res, err := Run(ctx, lh, spec, "bronze.orders", Options{PassRows: 3000})
+		res, err := Run(ctx, lh, spec, "bronze.orders", opt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Passes < 3 {
-			t.Fatalf("run %d built Silver in %d passes, want at least 3", i, res.Passes)
+			t.Fatalf("run %d built Silver in %d passes (%d restarts), want at least 3", i, res.Passes, res.Restarts)
 		}
+		if res.Restarts != restarts[i] {
+			t.Fatalf("run %d started again %d times, want %d", i, res.Restarts, restarts[i])
+		}
+		noStrayFiles(t, lh, dir, spec.Table, spec.QuarantineTable)
 		c := res.Counts
 		if i == 0 {
 			if want := oracleFullBuild(t, landing); c != want {
@@ -123,6 +160,49 @@ func TestPassesEqualOracle(t *testing.T) {
 			t.Fatalf("bronze event %s quarantined twice", id)
 		}
 		seen[id] = true
+	}
+}
+
+// noStrayFiles fails when a data file under dir's warehouse for the tables is in none
+// of their snapshots (a stopped pass must delete what it wrote).
+func noStrayFiles(t *testing.T, lh *catalog.Lakehouse, dir string, tables ...string) {
+	t.Helper()
+	ctx := context.Background()
+	live := map[string]bool{}
+	for _, ident := range tables {
+		tbl, err := lh.LoadTable(ctx, ident)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := tbl.FS(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, snap := range tbl.Metadata().Snapshots() {
+			mans, err := snap.Manifests(fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range mans {
+				for e, err := range m.Entries(fs, false) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					live[filepath.Base(e.DataFile().FilePath())] = true
+				}
+			}
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "warehouse", "silver.db", "*", "data", "*", "*.parquet"))
+	more, _ := filepath.Glob(filepath.Join(dir, "warehouse", "silver.db", "*", "data", "*.parquet"))
+	files = append(files, more...)
+	if len(files) == 0 {
+		t.Fatal("no Silver data file found on disk: the check would prove nothing")
+	}
+	for _, f := range files {
+		if !live[filepath.Base(f)] {
+			t.Errorf("%s is on disk but in no snapshot", f)
+		}
 	}
 }
 

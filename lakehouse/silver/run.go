@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -32,8 +33,18 @@ type Options struct {
 	// one snapshot at the end. 0 means DefaultPassRows; a negative value, one pass
 	// whatever the size.
 	PassRows int64
+	// PassBytes bounds the same memory by what the winners of one pass hold (their
+	// records, strings, keys and index; see winners.heldBytes), which rows cannot tell
+	// before reading: wide rows, or about one row per key, hold more a row. When a pass
+	// holds more, the run stops, deletes what it wrote, and starts again in more
+	// passes (estimated from what it held per row read), up to the groups the key's
+	// buckets allow. 0 means DefaultPassBytes; a negative value, no byte bound.
+	PassBytes int64
+
+	minGroups int // a restart's groups: at least this many passes (see PassBytes)
 
 	afterPass   func(group int)          // test hook: after each pass's data files are written
+	overPass    func(group int) bool     // test hook: true makes the pass of this group hold too much (see PassBytes)
 	afterWrite  func()                   // test hook: between writing Silver data files and committing
 	afterCommit func(ident string) error // test hook: after each table commit; an error stops the run there
 }
@@ -62,6 +73,7 @@ type Result struct {
 	QuarantineSnapshotID int64
 	KeysSnapshotID       int64 // new keys-table snapshot (append mode with a keys table)
 	Passes               int   // the passes over Bronze that built Silver (see Options.PassRows)
+	Restarts             int   // the times the run started again in more passes (see Options.PassBytes)
 	Counts
 	Quality Quality
 	Elapsed time.Duration
@@ -106,23 +118,93 @@ func Replay(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeI
 // key, ten columns); see docs/silver.md.
 const DefaultPassRows = 12_000_000
 
+// DefaultPassBytes is what the winners of one Silver pass hold at most by default (see
+// Options.PassBytes): the demo's orders hold 726 MB at 10M events (one pass, 1.55 GB
+// peak RSS); 4M taxi trips, 760 MB (3.5 GB); see docs/silver.md.
+const DefaultPassBytes = 1 << 30
+
+// overBudgetError stops a pass whose winners hold more than Options.PassBytes: run
+// starts again in groups passes.
+type overBudgetError struct {
+	held, read, budget int64 // bytes held after read rows of the pass; the bound
+	groups             int
+}
+
+func (e *overBudgetError) Error() string {
+	return fmt.Sprintf("a pass held %d bytes after %d rows, over pass_bytes %d: %d passes needed", e.held, e.read, e.budget, e.groups)
+}
+
 // maxPasses bounds the key groups of a run (a group is a uint8 in chunk.shard and
 // engine.rowGroup, below otherGroup).
 const maxPasses = 254
 
 // passes is the number of key groups a run of rows Bronze rows builds Silver in.
-func (e *engine) passes(rows, limit int64) int {
+func (e *engine) passes(rows, limit int64, minGroups int) int {
 	if limit == 0 {
 		limit = DefaultPassRows
 	}
-	if limit < 0 || rows <= limit {
-		return 1
+	p := 1
+	if limit > 0 && rows > limit {
+		p = int((rows + limit - 1) / limit)
 	}
-	p := int((rows + limit - 1) / limit)
+	return max(min(max(p, minGroups), e.groupCap()), 1)
+}
+
+// passBudget is the bound on what one pass's winners hold (Options.PassBytes).
+type passBudget struct {
+	bytes int64 // the bound; 0: none
+	rows  int64 // the Silver rows of the run (every pass reads them all)
+	read  int64 // the Silver rows read so far in this pass
+
+	over func(group int) bool // Options.overPass
+}
+
+// setBudget sets the pass's byte bound for a run over rows Silver rows.
+func (e *engine) setBudget(rows, limit int64, over func(int) bool) {
+	if limit == 0 {
+		limit = DefaultPassBytes
+	}
+	e.budget = passBudget{bytes: max(limit, 0), rows: rows, over: over}
+}
+
+// overBudget counts n more rows read in this pass and returns an overBudgetError when
+// the winners hold more than the bound and more groups are possible. The groups it asks
+// for are those the winners held per row read so far would need for the run's rows,
+// with a quarter to spare (a key's later versions add nothing, so this overestimates).
+func (e *engine) overBudget(n int) error {
+	b := &e.budget
+	if b.bytes == 0 || e.groups >= e.groupCap() {
+		return nil
+	}
+	b.read += int64(n)
+	held := e.held()
+	if b.over != nil && b.over(e.group) {
+		held = b.bytes + 1
+	}
+	if held <= b.bytes || b.read == 0 {
+		return nil
+	}
+	whole := float64(held) * float64(b.rows) / float64(b.read) * float64(e.groups)
+	g := int(math.Ceil(whole * 1.25 / float64(b.bytes)))
+	g = min(max(g, e.groups+1), e.groupCap())
+	return &overBudgetError{held: held, read: b.read, budget: b.bytes, groups: g}
+}
+
+// held is what the winners held after the last batch each shard offered.
+func (e *engine) held() int64 {
+	var n int64
+	for _, w := range e.ws {
+		n += w.held.Load()
+	}
+	return n
+}
+
+// groupCap is the most key groups a run can be built in.
+func (e *engine) groupCap() int {
 	if maxG := e.maxGroups(); maxG > 0 {
-		p = min(p, maxG)
+		return min(maxG, maxPasses)
 	}
-	return max(min(p, maxPasses), 1)
+	return maxPasses
 }
 
 // sink is a table a range of Bronze rows is read for.
@@ -138,7 +220,23 @@ const (
 func run(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIdent string, opt Options, replay bool) (Result, error) {
 	w := lh.BeginWrite(spec.Table, spec.QuarantineTable, spec.KeysTable)
 	res, err := runWrite(ctx, lh, spec, bronzeIdent, opt, replay)
-	return res, w.End(ctx, err)
+	err = w.End(ctx, err)
+	restarts := 0
+	for over := (*overBudgetError)(nil); errors.As(err, &over); over = nil {
+		// Each restart has more groups than the last, and a run at the groups' cap is
+		// never stopped, so this ends.
+		restarts++
+		opt.minGroups = over.groups
+		if opt.Log != nil {
+			opt.Log.Info("silver starts again in more passes: a pass held more than pass_bytes",
+				"held_bytes", over.held, "rows_read", over.read, "pass_bytes", over.budget, "passes", over.groups)
+		}
+		w = lh.BeginWrite(spec.Table, spec.QuarantineTable, spec.KeysTable)
+		res, err = runWrite(ctx, lh, spec, bronzeIdent, opt, replay)
+		err = w.End(ctx, err)
+	}
+	res.Restarts = restarts
+	return res, err
 }
 
 func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronzeIdent string, opt Options, replay bool) (Result, error) {
@@ -279,7 +377,8 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 		}
 		ranges = append(ranges, r)
 	}
-	e.groups = e.passes(silverRows, opt.PassRows)
+	e.groups = e.passes(silverRows, opt.PassRows, opt.minGroups)
+	e.setBudget(silverRows, opt.PassBytes, opt.overPass)
 	res.Passes = e.groups
 	if e.groups > 1 {
 		opt.Log.Info("silver builds in passes", "bronze_rows", silverRows, "passes", e.groups)
@@ -368,7 +467,7 @@ func (e *engine) buildPasses(ctx context.Context, lh *catalog.Lakehouse, t passT
 	for g := range e.groups {
 		if g > 0 {
 			// The next group: the winners of the last are written, Bronze is read again.
-			e.group = g
+			e.group, e.budget.read = g, 0
 			e.resetWinners()
 			if err := e.scanRanges(ctx, t.bronze, ranges, opt); err != nil {
 				return written, err

@@ -73,7 +73,7 @@ func (e *engine) scanRanges(ctx context.Context, bt *table.Table, ranges []bronz
 		if err := e.scanGroups(ctx, bt, r); err != nil {
 			return err
 		}
-		opt.Log.Debug("silver scan", "from", r.from, "to", r.to, "pass", e.group, "keys", e.winnerCount(), "seconds", time.Since(t0).Seconds())
+		opt.Log.Debug("silver scan", "from", r.from, "to", r.to, "pass", e.group, "keys", e.winnerCount(), "held_bytes", e.held(), "seconds", time.Since(t0).Seconds())
 	}
 	return nil
 }
@@ -180,6 +180,7 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 				defer shardWG.Done()
 				for c := range shardIn[s] {
 					e.offerShard(w, s, c, width)
+					w.held.Store(w.heldBytes())
 					release(c)
 				}
 			}()
@@ -236,6 +237,9 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 		for _, in := range shardIn {
 			in <- c
 		}
+		if ctxErr = e.overBudget(c.n); ctxErr != nil {
+			close(stop)
+		}
 	}
 	for _, in := range shardIn {
 		if in != nil {
@@ -244,6 +248,10 @@ func (e *engine) consume(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, 
 	}
 	shardWG.Wait()
 	wg.Wait()
+	if ctxErr == nil && scanErr == nil && shardIn[0] != nil {
+		// The shards' last batches, which the checks above may not have seen.
+		ctxErr = e.overBudget(0)
+	}
 	if ctxErr != nil {
 		return ctxErr
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -330,6 +331,8 @@ type winners struct {
 	keyCol    int  // the column that is the whole key when it is one string column, else -1
 
 	toast *toastState // a Debezium entity's: the columns a version does not carry (debezium_toast.go)
+
+	held atomic.Int64 // heldBytes after the last batch the shard offered (read by the accounting)
 }
 
 // Meta fields of a record, after the values.
@@ -805,3 +808,30 @@ func (q *seq[T]) append(v T) {
 
 // at returns the element i (< len).
 func (q *seq[T]) at(i int) *T { return &q.chunks[i>>seqShift][i&(seqChunk-1)] }
+
+// heldBytes is about what w holds: its records, strings, keys, index and per-row
+// hashes (the memory a pass over key groups bounds; see Options.PassBytes). It costs a
+// step per string column and per very long string, so a shard recounts after every
+// batch it offers.
+func (w *winners) heldBytes() int64 {
+	n := int64(len(w.chunks)) * recordsPerChunk * int64(w.stride) * 8
+	n += w.keys.bytes() + int64(cap(w.index.tab))*16 + int64(len(w.index.coll))*40
+	n += int64(cap(w.fate)) + int64(len(w.hashes))*8 + int64(len(w.otherIDs))*56
+	for i := range w.strs {
+		st := &w.strs[i]
+		n += st.arena.bytes() + int64(len(st.dict))*64
+	}
+	if w.toast != nil {
+		n += int64(len(w.toast.fill)) * 64
+	}
+	return n
+}
+
+// bytes is what a holds.
+func (a *arena) bytes() int64 {
+	n := int64(len(a.chunks)) * arenaChunk
+	for _, s := range a.long {
+		n += int64(len(s)) + 16
+	}
+	return n
+}

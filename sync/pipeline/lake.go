@@ -148,7 +148,7 @@ func (r *Runner) Silver(ctx context.Context, entities []string) (err error) {
 			return err
 		}
 		res, err := silver.Run(ctx, r.Lake, spec, e.Bronze, silver.Options{
-			Log: r.Log.With("stage", "silver", "entity", name), Decrypt: decrypt, PassRows: e.PassRows,
+			Log: r.Log.With("stage", "silver", "entity", name), Decrypt: decrypt, PassRows: e.PassRows, PassBytes: e.PassBytes,
 		})
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -362,7 +362,7 @@ func (r *Runner) Replay(ctx context.Context, name string) error {
 		return err
 	}
 	res, err := silver.Replay(ctx, r.Lake, e.Silver, e.Bronze, silver.Options{
-		Log: r.Log.With("stage", "replay", "entity", name), Decrypt: decrypt, PassRows: e.PassRows,
+		Log: r.Log.With("stage", "replay", "entity", name), Decrypt: decrypt, PassRows: e.PassRows, PassBytes: e.PassBytes,
 	})
 	r.observeQuality(name, res)
 	if errors.Is(err, silver.ErrCriticalCheck) {

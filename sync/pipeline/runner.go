@@ -59,6 +59,7 @@ type Entity struct {
 	Files     []bronze.FileSource
 	Silver    silver.EntitySpec
 	PassRows  int64    // silver.Options.PassRows
+	PassBytes int64    // silver.Options.PassBytes
 	Lookups   []string // the entities whose Silver tables its lookups read
 }
 

@@ -6,11 +6,13 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -201,8 +203,9 @@ type Silver struct {
 	Lookback        Duration            `yaml:"lookback"`
 	KeysTable       string              `yaml:"keys_table"`
 	Buckets         int                 `yaml:"buckets"`
-	PassRows        int64               `yaml:"pass_rows"` // Bronze rows per pass over key groups (0: silver.DefaultPassRows, -1: one pass)
-	SortBy          []string            `yaml:"sort_by"`   // columns the data files are sorted by (e.g. a mart's grain)
+	PassRows        int64               `yaml:"pass_rows"`  // Bronze rows per pass over key groups (0: silver.DefaultPassRows, -1: one pass)
+	PassBytes       ByteSize            `yaml:"pass_bytes"` // what one pass's winners hold at most, e.g. 2GiB (0: silver.DefaultPassBytes, -1: no bound)
+	SortBy          []string            `yaml:"sort_by"`    // columns the data files are sorted by (e.g. a mart's grain)
 	// IgnoredFields are top-level payload fields the entity does not read on purpose:
 	// not reported as undeclared (silver.EntitySpec.IgnoredFields).
 	IgnoredFields []string  `yaml:"ignored_fields"`
@@ -520,6 +523,28 @@ func (d Duration) String() string {
 		return fmt.Sprintf("%dd", td/(24*time.Hour))
 	}
 	return td.String()
+}
+
+// ByteSize is a number of bytes, written as one ("1500000000") or with a unit ("1.5GB",
+// "2GiB", "512MiB"; go-humanize's ParseBytes). -1 is kept as -1 (no bound).
+type ByteSize int64
+
+// UnmarshalText parses a byte size.
+func (b *ByteSize) UnmarshalText(t []byte) error {
+	s := strings.TrimSpace(string(t))
+	if s == "-1" {
+		*b = -1
+		return nil
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		return fmt.Errorf("byte size %q: want a number of bytes, e.g. 2GiB or 512MB", s)
+	}
+	if n > math.MaxInt64 {
+		return fmt.Errorf("byte size %q too large", s)
+	}
+	*b = ByteSize(n)
+	return nil
 }
 
 // TableNames lists every lake table of the pipeline: each entity's Bronze, Silver,

@@ -187,6 +187,21 @@ func TestDuration(t *testing.T) {
 	}
 }
 
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{"2GiB": 2 << 30, "1.5GB": 1_500_000_000, "512MiB": 512 << 20, "1000": 1000, "0": 0, "-1": -1, " 3 MB ": 3_000_000} {
+		var b ByteSize
+		if err := b.UnmarshalText([]byte(in)); err != nil || b != want {
+			t.Errorf("ByteSize(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, bad := range []string{"", "lots", "-2", "-1GB", "1XB", "99999999999EB"} {
+		var b ByteSize
+		if err := b.UnmarshalText([]byte(bad)); err == nil {
+			t.Errorf("ByteSize(%q) = %d, want an error", bad, b)
+		}
+	}
+}
+
 func TestValidationRules(t *testing.T) {
 	base, err := os.ReadFile("../../../../examples/orders.yaml")
 	if err != nil {
@@ -228,6 +243,8 @@ func TestValidationRules(t *testing.T) {
 		{"snapshot with grain column", "    filter: not is_deleted", "    mode: snapshot\n    filter: not is_deleted", "marts.daily_revenue_kpi.grain.column"},
 		{"join column clash", "    filter: not is_deleted", "    joins: [{entity: orders, on: {order_id: order_id}, columns: [country]}]\n    filter: not is_deleted", "marts.daily_revenue_kpi.joins[0].columns"},
 		{"is_deleted filter on append", "      mode: upsert\n", "      mode: append\n      event_time: created_at\n", "marts.daily_revenue_kpi.filter"},
+		{"bad pass bytes", "      mode: upsert\n", "      mode: upsert\n      pass_bytes: lots\n", "entities.orders.silver.pass_bytes"},
+		{"negative pass bytes", "      mode: upsert\n", "      mode: upsert\n      pass_bytes: -2GB\n", "entities.orders.silver.pass_bytes"},
 		{"negative gold pass rows", "    filter: not is_deleted", "    pass_rows: -2\n    filter: not is_deleted", "marts.daily_revenue_kpi.pass_rows"},
 		{"filter unknown column", "    filter: not is_deleted", "    filter: not is_deleted and channel == \"web\"", "marts.daily_revenue_kpi.filter"},
 		{"pii nested field", "    bronze:\n      table: bronze.orders\n", "    bronze:\n      table: bronze.orders\n    pii: {subject: $.user_id, fields: [$.customer.email]}\n", "entities.orders.pii.fields[0]"},

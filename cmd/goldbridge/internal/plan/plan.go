@@ -361,7 +361,7 @@ func (p Plan) Entity(name string) (pipeline.Entity, error) {
 	e := p.cfg.Entities[name]
 	return pipeline.Entity{
 		Bronze: e.Bronze.Table, BatchRows: e.Bronze.BatchRows, Files: FileSources(p.cfg, name),
-		Silver: spec, PassRows: e.Silver.PassRows, Lookups: p.cfg.LookupEntities(name),
+		Silver: spec, PassRows: e.Silver.PassRows, PassBytes: int64(e.Silver.PassBytes), Lookups: p.cfg.LookupEntities(name),
 	}, nil
 }
 
