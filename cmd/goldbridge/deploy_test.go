@@ -58,6 +58,8 @@ var promExprs = map[string]exprCheck{
 	`goldbridge_clickhouse_parts`:                                                                        {sync: true},
 	`goldbridge_clickhouse_inactive_parts`:                                                               {sync: true},
 	`goldbridge_clickhouse_data_part_directories`:                                                        {sync: true},
+	`goldbridge_clickhouse_dictionary_keys`:                                                              {sync: true},
+	`goldbridge_clickhouse_dictionary_bytes`:                                                             {sync: true},
 
 	// deploy/prometheus/alerts.yml
 	`up{job="goldbridge"} == 0`:                                                                       {inner: `up{job="goldbridge"}`},

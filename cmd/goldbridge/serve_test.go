@@ -268,6 +268,8 @@ func writeServeConfig(t *testing.T, path, listen string, tcpPort, httpPort int, 
 		"fast": map[string]any{"cron": "@every 2s", "stages": []string{"ingest", "silver", "gold", "sync", "check"}},
 	}
 	cfg["server"] = map[string]any{"listen": listen, "shutdown_timeout": shutdown.String()}
+	// Bitmaps: the dashboard's dictionary panel needs its metrics.
+	cfg["marts"].(map[string]any)["daily_revenue_kpi"].(map[string]any)["serving"].(map[string]any)["distinct"] = "bitmap"
 	if failing {
 		m := cfg["marts"].(map[string]any)["daily_revenue_kpi"].(map[string]any)
 		m["checks"] = append(m["checks"].([]any), map[string]any{
