@@ -62,6 +62,7 @@ type engine struct {
 
 	group, groups int // the key group of this pass, of groups (see Options.PassRows)
 	budget        passBudget
+	writeBatch    int // Options.writeBatch
 	// rowGroup is the key group of each Bronze row of the range being read, in read
 	// order (otherGroup: quarantined), recorded by the first pass so that the others
 	// skip other groups' rows unparsed; nil when not recorded. rowsRead counts the rows

@@ -45,6 +45,7 @@ type Options struct {
 
 	afterPass   func(group int)          // test hook: after each pass's data files are written
 	overPass    func(group int) bool     // test hook: true makes the pass of this group hold too much (see PassBytes)
+	writeBatch  int                      // test hook: rows per batch written to Silver (0: batchRows)
 	afterWrite  func()                   // test hook: between writing Silver data files and committing
 	afterCommit func(ident string) error // test hook: after each table commit; an error stops the run there
 }
@@ -257,7 +258,7 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 		return fail(err)
 	}
 	e.runID = res.RunID
-	e.decrypt = opt.Decrypt
+	e.decrypt, e.writeBatch = opt.Decrypt, opt.writeBatch
 	silverTbl, err := e.openSilver(ctx, lh, replay)
 	if err != nil {
 		return fail(err)

@@ -2,6 +2,7 @@ package silver
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,14 @@ func TestSortedSilverFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkSorted(t, tasks, "created_at")
+}
+
+// checkSorted fails unless every file of tasks holds its rows in col's order (a
+// timestamp column, nulls first).
+func checkSorted(t *testing.T, tasks []table.FileScanTask, col string) {
+	t.Helper()
+	ctx := context.Background()
 	for _, task := range tasks {
 		path := strings.TrimPrefix(task.File.FilePath(), "file://")
 		r, err := file.OpenParquetFile(path, false)
@@ -76,25 +85,104 @@ func TestSortedSilverFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		col := tbl.Column(int(tbl.Schema().FieldIndices("created_at")[0]))
+		c := tbl.Column(tbl.Schema().FieldIndices(col)[0])
 		prev, seenValue := int64(0), false
-		for _, ch := range col.Data().Chunks() {
+		for _, ch := range c.Data().Chunks() {
 			ts := ch.(*array.Timestamp)
 			for i := range ts.Len() {
 				if ts.IsNull(i) {
 					if seenValue {
-						t.Fatalf("%s: a NULL created_at after values (nulls first)", path)
+						t.Fatalf("%s: a NULL %s after values (nulls first)", path, col)
 					}
 					continue
 				}
 				v := int64(ts.Value(i))
 				if seenValue && v < prev {
-					t.Fatalf("%s: created_at %d after %d", path, v, prev)
+					t.Fatalf("%s: %s %d after %d", path, col, v, prev)
 				}
 				prev, seenValue = v, true
 			}
 		}
 		tbl.Release()
 		r.Close()
+	}
+}
+
+// A pass writes one data file per partition, with the same rows as unsorted, in the
+// sort_by order across batches: where each bucket is one shard's (the fanout, one
+// worker: several had handed a bucket's batches over in any order), where the shards
+// share buckets, and where they share days (an append table partitioned by day, sorted
+// by another column); in the last two the shards' runs are merged (writeData).
+func TestOneFilePerPartition(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := demo.Generate(ctx, demo.Options{OutDir: dir, Events: 20000, Seed: 5, Files: 2, Days: 20, End: time.Date(2026, 6, 30, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		spec  func() EntitySpec
+		parts int // at least
+	}{
+		{"buckets", func() EntitySpec {
+			spec := ordersSpec()
+			spec.Buckets = 16
+			return spec
+		}, 16},
+		{"shared buckets", func() EntitySpec {
+			spec := ordersSpec()
+			spec.Buckets = 2 // fewer than two a shard: every shard has rows of both
+			return spec
+		}, 2},
+		{"days", func() EntitySpec {
+			spec := ordersSpec()
+			spec.Mode, spec.EventTime, spec.UpdatedAt, spec.Op = ModeAppend, "created_at", "", ""
+			return spec
+		}, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(sortBy []string) ([]string, []table.FileScanTask) {
+				lh := lakehousetest.Open(t)
+				ingest(t, lh, dir)
+				spec := tc.spec()
+				spec.SortBy = sortBy
+				// Batches of 500 rows: a day's rows span batches, which iceberg-go sorts
+				// each on its own.
+				if _, err := Run(ctx, lh, spec, "bronze.orders", Options{writeBatch: 500}); err != nil {
+					t.Fatal(err)
+				}
+				tbl, err := lh.LoadTable(ctx, spec.Table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tasks, err := tbl.Scan().PlanFiles(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tableRows(t, lh, spec.Table, ColRunID, ColUpdatedTS, ColEventID), tasks
+			}
+			plain, _ := run(nil)
+			sorted, tasks := run([]string{"updated_at"})
+			if len(plain) == 0 || len(sorted) != len(plain) {
+				t.Fatalf("%d rows sorted, %d unsorted", len(sorted), len(plain))
+			}
+			for i := range plain {
+				if sorted[i] != plain[i] {
+					t.Fatalf("row %d sorted\n %s\nunsorted\n %s", i, sorted[i], plain[i])
+				}
+			}
+			parts := map[string]string{}
+			for _, task := range tasks {
+				p := fmt.Sprint(task.File.Partition())
+				if other, ok := parts[p]; ok {
+					t.Fatalf("partition %s in two files: %s and %s", p, other, task.File.FilePath())
+				}
+				parts[p] = task.File.FilePath()
+			}
+			if len(parts) < min(10, tc.parts) {
+				t.Fatalf("%d partitions: the test would prove little", len(parts))
+			}
+			checkSorted(t, tasks, "updated_at")
+		})
 	}
 }
