@@ -699,8 +699,9 @@ func (e *engine) partitionOf(tbl *table.Table) func(w *winners, slot int) int32 
 }
 
 // partitionStreams spreads the rows to write over one stream per shard, a partition's
-// rows all in one stream (each shard's rows in writeOrder, the shards computed in
-// parallel); orderStream then orders each.
+// rows all in one stream, in partition order, and within a partition each shard's rows
+// in writeOrder, the lower shard's first (the shards' orders computed in parallel; a
+// counting sort places them: a stream holds few partitions).
 func (e *engine) partitionStreams(part func(w *winners, slot int) int32) [][]rowRef {
 	n := len(e.ws)
 	byShard := make([][]rowRef, n)
@@ -716,21 +717,37 @@ func (e *engine) partitionStreams(part func(w *winners, slot int) int32) [][]row
 		})
 	}
 	wg.Wait()
-	streams := make([][]rowRef, n)
+	at := map[int32]int{} // rows of a partition, then where its next row goes
 	for _, refs := range byShard {
 		for _, r := range refs {
-			i := int(uint32(r.part) % uint32(n))
-			streams[i] = append(streams[i], r)
+			at[r.part]++
+		}
+	}
+	size := make([]int, n)
+	for _, p := range slices.Sorted(maps.Keys(at)) {
+		i := streamOf(p, n)
+		size[i], at[p] = size[i]+at[p], size[i]
+	}
+	streams := make([][]rowRef, n)
+	for i := range streams {
+		streams[i] = make([]rowRef, size[i])
+	}
+	for _, refs := range byShard {
+		for _, r := range refs {
+			streams[streamOf(r.part, n)][at[r.part]] = r
+			at[r.part]++
 		}
 	}
 	return streams
 }
 
-// orderStream orders a stream's rows by partition and, within a partition, by
+// streamOf is the stream of n that writes partition p.
+func streamOf(p int32, n int) int { return int(uint32(p) % uint32(n)) }
+
+// orderStream orders a stream's rows (partitionStreams) within each partition by
 // writeOrder (the sort_by order, nulls first, or else slot order), merging the shards'
 // runs where a partition has rows of several.
 func (e *engine) orderStream(refs []rowRef) []rowRef {
-	refs = clusterByPart(refs)
 	if len(e.sortBy) == 0 {
 		return refs
 	}
@@ -745,27 +762,6 @@ func (e *engine) orderStream(refs []rowRef) []rowRef {
 		lo = hi
 	}
 	return refs
-}
-
-// clusterByPart returns refs ordered by partition, keeping their order within one (a
-// counting sort: a stream holds few partitions, and a stable sort of its rows cost
-// more).
-func clusterByPart(refs []rowRef) []rowRef {
-	at := map[int32]int{}
-	for _, r := range refs {
-		at[r.part]++
-	}
-	parts := slices.Sorted(maps.Keys(at))
-	n := 0
-	for _, p := range parts {
-		n, at[p] = n+at[p], n
-	}
-	out := make([]rowRef, len(refs))
-	for _, r := range refs {
-		out[at[r.part]] = r
-		at[r.part]++
-	}
-	return out
 }
 
 // mergeRuns orders refs, one run per shard each in the sort_by order, by sort_by
