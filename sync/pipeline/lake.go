@@ -250,6 +250,16 @@ func (r *Runner) PrintSilverResult(stage string, spec silver.EntitySpec, res sil
 		fmt.Fprintf(r.Out, "%s %s: %d bronze rows = %d current + %d superseded + %d duplicates + %d quarantined%s; silver +%d new, %d updated (%d deleted)",
 			stage, name, c.Read, c.Current, c.Superseded, c.Duplicates, c.Quarantined, skipped, c.Inserted, c.Updated, c.Deleted)
 	}
+	if res.Passes > 1 {
+		fmt.Fprintf(r.Out, "; in %d passes", res.Passes)
+		switch res.Restarts {
+		case 0:
+		case 1:
+			fmt.Fprint(r.Out, " (started again once: a pass held more than pass_bytes)")
+		default:
+			fmt.Fprintf(r.Out, " (started again %d times: a pass held more than pass_bytes)", res.Restarts)
+		}
+	}
 	fmt.Fprintf(r.Out, "; %.0f rows/s, run %s, snapshot %d\n", float64(c.Read)/max(res.Elapsed.Seconds(), 1e-9), res.RunID, res.SnapshotID)
 	for _, l := range res.Quality.Lines() {
 		fmt.Fprintf(r.Out, "  %s\n", l)
