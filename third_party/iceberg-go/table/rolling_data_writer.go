@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/parquet/variant"
@@ -570,7 +571,7 @@ func (r *RollingDataWriter) stream(outputDataFilesCh chan<- iceberg.DataFile) {
 		// per-file: rows are not merged into one globally sorted run across
 		// batches. See resolveSortKeys for the full list of limitations.
 		if len(r.factory.sortKeys) > 0 {
-			sorted, err := compute.SortRecordBatch(r.ctx, converted, r.factory.sortKeys)
+			sorted, err := sortRecordBatch(r.ctx, converted, r.factory.sortKeys)
 			converted.Release()
 			if err != nil {
 				return err
@@ -858,4 +859,38 @@ func (w *writerFactory) writerList() (writers []*RollingDataWriter) {
 	})
 
 	return
+}
+
+// sortRecordBatch is compute.SortRecordBatch that returns batch itself (retained) when
+// it is in order already: a writer handed sorted batches skips the copy a Take makes.
+func sortRecordBatch(ctx context.Context, batch arrow.RecordBatch, keys []compute.SortKey) (arrow.RecordBatch, error) {
+	indices, err := compute.SortIndicesRecordBatch(ctx, batch, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer indices.Release()
+	if idx, ok := indices.(*array.Uint64); ok {
+		inOrder := true
+		for i, v := range idx.Uint64Values() {
+			if v != uint64(i) {
+				inOrder = false
+
+				break
+			}
+		}
+		if inOrder {
+			batch.Retain()
+
+			return batch, nil
+		}
+	}
+	taken, err := compute.Take(ctx, *compute.DefaultTakeOptions(), compute.NewDatumWithoutOwning(batch), compute.NewDatumWithoutOwning(indices))
+	if err != nil {
+		return nil, err
+	}
+	defer taken.Release()
+	sorted := taken.(*compute.RecordDatum).Value
+	sorted.Retain()
+
+	return sorted, nil
 }
