@@ -2,6 +2,8 @@
 // registry, quarantine with a reason, CDC dedup and a MERGE that late events cannot roll
 // back (upsert), or anti-join dedup of immutable facts (append); incremental from the last
 // Bronze snapshot processed, with the watermark committed atomically with the data.
+// A run's memory is bounded (Options.PassRows, Options.PassBytes): a pass over the
+// byte bound starts the run again in more passes, and nothing it wrote stays.
 package silver
 
 import (
