@@ -81,9 +81,14 @@ func TestEmbeddedDiskBounded(t *testing.T) {
 		}
 	}
 	const mart = `{mart="daily_revenue_kpi"}`
+	// About one part a partition after a push: a partition whose grains span two insert
+	// blocks gets two parts until a background merge (serving/push groups.go; CI saw 86
+	// parts for 80 partitions once).
 	parts, hot := prom["goldbridge_clickhouse_parts"+mart], prom[`goldbridge_hot_partitions{mart="daily_revenue_kpi",tier="clickhouse"}`]
-	if parts == "" || parts != hot { // one part per partition after a push
-		t.Errorf("goldbridge_clickhouse_parts = %q, hot partitions %q", parts, hot)
+	np, errP := strconv.Atoi(parts)
+	nh, errH := strconv.Atoi(hot)
+	if errP != nil || errH != nil || nh == 0 || np < nh || np > 2*nh {
+		t.Errorf("goldbridge_clickhouse_parts = %q, hot partitions %q: want one or two parts a partition", parts, hot)
 	}
 	for _, name := range []string{"goldbridge_clickhouse_bytes", "goldbridge_clickhouse_inactive_parts", "goldbridge_clickhouse_inactive_bytes"} {
 		if _, ok := prom[name+mart]; !ok {
