@@ -43,24 +43,32 @@ func benchBatch(n int) arrow.RecordBatch {
 }
 
 // BenchmarkSilverParse types Bronze rows on one parse worker (JSON parse, typing,
-// rules, key), the per-core share of a Silver run.
+// rules, key), the per-core share of a Silver run: by the flat path (flatjson.go) and
+// by the general one.
 func BenchmarkSilverParse(b *testing.B) {
-	e, err := newEngine(ordersSpec(), Options{})
-	if err != nil {
-		b.Fatal(err)
+	for _, path := range []string{"flat", "general"} {
+		b.Run(path, func(b *testing.B) {
+			e, err := newEngine(ordersSpec(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rec := benchBatch(chunkRows)
+			defer rec.Release()
+			pw, err := e.newParseWorker()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if path == "general" {
+				pw.parser.flat = nil
+			}
+			c := &chunk{b: newBronzeBatch(rec), n: chunkRows}
+			b.ReportAllocs()
+			for b.Loop() {
+				pw.parse(c, len(e.cols))
+			}
+			b.ReportMetric(float64(b.N*chunkRows)/b.Elapsed().Seconds(), "rows/s")
+		})
 	}
-	rec := benchBatch(chunkRows)
-	defer rec.Release()
-	pw, err := e.newParseWorker()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := &chunk{b: newBronzeBatch(rec), n: chunkRows}
-	b.ReportAllocs()
-	for b.Loop() {
-		pw.parse(c, len(e.cols))
-	}
-	b.ReportMetric(float64(b.N*chunkRows)/b.Elapsed().Seconds(), "rows/s")
 }
 
 // BenchmarkSilverConsume runs the parse workers and the ordered merge into the winners

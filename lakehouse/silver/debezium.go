@@ -408,7 +408,8 @@ func jsonUint(v *fastjson.Value) (uint64, bool) {
 // columns types the declared columns from the row image; present is as parser.columns'.
 func (d *dbzParser) columns(image *fastjson.Value, row []Value) (reason string, present int) {
 	ev := &d.ev
-	for i, c := range d.cols {
+	for i := range d.cols {
+		c := &d.cols[i]
 		v := image.Get(d.paths[i]...)
 		if v != nil && d.topCol[i] {
 			present++
@@ -448,7 +449,7 @@ func (d *dbzParser) columns(image *fastjson.Value, row []Value) (reason string, 
 // convert types one value as the connector writes it: decimals as decimal_handling
 // says, and Debezium's VariableScaleDecimal struct {"scale", "value"}; everything else
 // as any payload's (epoch formats read io.debezium.time values: docs/silver.md).
-func (d *dbzParser) convert(c ColumnSpec, v *fastjson.Value) (Value, error) {
+func (d *dbzParser) convert(c *ColumnSpec, v *fastjson.Value) (Value, error) {
 	if c.Type.Kind == Decimal {
 		switch {
 		case v.Type() == fastjson.TypeObject:
@@ -477,7 +478,7 @@ const maxDbzDecimalBytes = 32
 
 // precise reads a base64 big-endian two's-complement unscaled value at scale into the
 // column's decimal(p,s), rounding half away from zero when s is smaller.
-func (d *dbzParser) precise(c ColumnSpec, b64 []byte, scale int) (Value, error) {
+func (d *dbzParser) precise(c *ColumnSpec, b64 []byte, scale int) (Value, error) {
 	bad := func() (Value, error) {
 		return Value{}, fmt.Errorf("not a precise decimal (base64 unscaled bytes; set decimal_handling for text) %q", clip(string(b64)))
 	}

@@ -119,7 +119,7 @@ func TestPreciseDecimals(t *testing.T) {
 		v := int64(uint64(i)*0x9e3779b97f4a7c15>>uint(i%64)) * []int64{1, -1}[i%2]
 		scale := i % 6
 		b64 := base64.StdEncoding.EncodeToString(demo.TwosComplement(v))
-		got, err := d.precise(col, []byte(b64), scale)
+		got, err := d.precise(&col, []byte(b64), scale)
 		// The oracle: v / 10^scale, rounded half away from zero to 2 decimals.
 		r := new(big.Rat).SetFrac(big.NewInt(v), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil))
 		r.Mul(r, big.NewRat(100, 1))
@@ -154,12 +154,12 @@ func TestEpochFormats(t *testing.T) {
 		{"epoch_days", "-3000", Date, -3000},
 		{"epoch_days", "19000", Timestamp, 19000 * 86400e6},
 	} {
-		v, err := convertString(ColumnSpec{Name: "c", Type: Type{Kind: tc.kind}, Format: tc.format}, tc.in)
+		v, err := convertString(&ColumnSpec{Name: "c", Type: Type{Kind: tc.kind}, Format: tc.format}, tc.in)
 		if err != nil || v.I != tc.want {
 			t.Errorf("%s %s: %v %v, want %d", tc.format, tc.in, v.I, err, tc.want)
 		}
 	}
-	if _, err := convertString(ColumnSpec{Name: "c", Type: Type{Kind: Date}, Format: "epoch_days"}, "99999999999999"); err == nil {
+	if _, err := convertString(&ColumnSpec{Name: "c", Type: Type{Kind: Date}, Format: "epoch_days"}, "99999999999999"); err == nil {
 		t.Error("epoch_days out of range was read")
 	}
 }

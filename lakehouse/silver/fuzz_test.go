@@ -63,7 +63,7 @@ func FuzzParseTimestamp(f *testing.F) {
 		checkFastRFC3339(t, s)
 		for _, kind := range []Kind{Timestamp, Date} {
 			c := ColumnSpec{Name: "ts", Type: Type{Kind: kind}, Format: format}
-			v, err := convertString(c, s)
+			v, err := convertString(&c, s)
 			if err != nil {
 				continue
 			}

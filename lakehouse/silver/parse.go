@@ -37,6 +37,7 @@ type parser struct {
 	known  map[string]struct{}
 	topCol []bool
 	tally  *fieldTally
+	flat   *flatScanner // nil unless every column reads a top-level field of its own
 }
 
 func newParser(cols []ColumnSpec) (*parser, error) {
@@ -48,7 +49,7 @@ func newParser(cols []ColumnSpec) (*parser, error) {
 		}
 		ps.paths[i] = strings.Split(path, ".")
 		if c.Default != nil {
-			v, err := convertString(c, *c.Default)
+			v, err := convertString(&c, *c.Default)
 			if err != nil {
 				return nil, fmt.Errorf("column %s: default: %w", c.Name, err)
 			}
@@ -56,6 +57,7 @@ func newParser(cols []ColumnSpec) (*parser, error) {
 		}
 	}
 	ps.known, ps.topCol = knownFields(ps.paths)
+	ps.flat = newFlatScanner(ps.paths)
 	return ps, nil
 }
 
@@ -66,6 +68,11 @@ func (ps *parser) parse(payload []byte, row []Value) string {
 	}
 	if len(bytes.TrimSpace(payload)) == 0 || payload[0] != '{' && bytes.TrimSpace(payload)[0] != '{' {
 		return "invalid_json: not a JSON object"
+	}
+	if ps.flat != nil {
+		if reason, ok := ps.parseFlat(payload, row); ok {
+			return reason
+		}
 	}
 	doc, err := ps.p.ParseBytes(payload)
 	if err != nil {
@@ -88,7 +95,8 @@ func (ps *parser) parse(payload []byte, row []Value) string {
 // present is the number of distinct top-level fields the columns found (see topCol),
 // -1 after a failure.
 func (ps *parser) columns(doc *fastjson.Value, row []Value) (reason string, present int) {
-	for i, c := range ps.cols {
+	for i := range ps.cols {
+		c := &ps.cols[i]
 		v := doc.Get(ps.paths[i]...)
 		if v != nil && ps.topCol[i] {
 			present++
@@ -124,24 +132,39 @@ func firstLine(s string) string {
 // convert types one JSON value. Numbers are accepted for string columns (as written),
 // and numeric strings for number columns, as CDC tools often emit them that way.
 // A string result points into ps.arena.
-func (ps *parser) convert(c ColumnSpec, v *fastjson.Value) (Value, error) {
+func (ps *parser) convert(c *ColumnSpec, v *fastjson.Value) (Value, error) {
 	switch v.Type() {
 	case fastjson.TypeString:
-		b := v.GetStringBytes()
-		if !utf8.Valid(b) {
+		return ps.convertRaw(c, flatString, unsafeString(v.GetStringBytes()))
+	case fastjson.TypeNumber:
+		ps.num = v.MarshalTo(ps.num[:0])
+		return ps.convertRaw(c, flatNumber, unsafeString(ps.num))
+	case fastjson.TypeTrue:
+		return ps.convertRaw(c, flatTrue, "")
+	case fastjson.TypeFalse:
+		return ps.convertRaw(c, flatFalse, "")
+	default:
+		return Value{}, fmt.Errorf("%s for a %s", v.Type(), c.Type)
+	}
+}
+
+// convertRaw types a scalar JSON value of kind: raw is a string's (unescaped) bytes or
+// a number's text, only read during the call.
+func (ps *parser) convertRaw(c *ColumnSpec, kind flatKind, raw string) (Value, error) {
+	switch kind {
+	case flatString:
+		if !utf8.ValidString(raw) {
 			return Value{}, fmt.Errorf("not valid UTF-8")
 		}
 		if c.Type.Kind == String {
-			return Value{S: ps.keep(b)}, nil
+			return Value{S: ps.keep(raw)}, nil
 		}
 		// Only read during the call (errors copy what they quote).
-		return convertString(c, unsafeString(b))
-	case fastjson.TypeNumber:
-		ps.num = v.MarshalTo(ps.num[:0])
+		return convertString(c, raw)
+	case flatNumber:
 		if c.Type.Kind == String {
-			return Value{S: ps.keep(ps.num)}, nil
+			return Value{S: ps.keep(raw)}, nil
 		}
-		raw := unsafeString(ps.num)
 		switch c.Type.Kind {
 		case Timestamp, Date:
 			if c.Format == "" || c.Format == "rfc3339" {
@@ -149,21 +172,22 @@ func (ps *parser) convert(c ColumnSpec, v *fastjson.Value) (Value, error) {
 			}
 		}
 		return convertString(c, raw)
-	case fastjson.TypeTrue, fastjson.TypeFalse:
+	default: // flatTrue, flatFalse
 		if c.Type.Kind == Bool {
-			return Value{B: v.Type() == fastjson.TypeTrue}, nil
+			return Value{B: kind == flatTrue}, nil
 		}
 		if c.Type.Kind == String {
-			return Value{S: v.String()}, nil
+			if kind == flatTrue {
+				return Value{S: "true"}, nil
+			}
+			return Value{S: "false"}, nil
 		}
 		return Value{}, fmt.Errorf("boolean for a %s", c.Type)
-	default:
-		return Value{}, fmt.Errorf("%s for a %s", v.Type(), c.Type)
 	}
 }
 
 // keep copies b to the arena and returns it as a string pointing there.
-func (ps *parser) keep(b []byte) string {
+func (ps *parser) keep(b string) string {
 	if len(b) == 0 {
 		return ""
 	}
@@ -177,7 +201,7 @@ func (ps *parser) keep(b []byte) string {
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // convertString types a textual value.
-func convertString(c ColumnSpec, s string) (Value, error) {
+func convertString(c *ColumnSpec, s string) (Value, error) {
 	switch c.Type.Kind {
 	case String:
 		return Value{S: s}, nil

@@ -416,7 +416,7 @@ func canonicalLookup(t LookupTable, keyCols []ColumnSpec, width int) (LookupTabl
 				buf = append(buf, p...)
 				continue
 			}
-			v, err := convertString(c, p)
+			v, err := convertString(&c, p)
 			if err != nil {
 				ok = false
 				break

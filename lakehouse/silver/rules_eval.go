@@ -173,7 +173,7 @@ func ruleResultValue(c ColumnSpec, out any) (Value, error) {
 		if c.Type.Kind == String {
 			return Value{S: x}, nil
 		}
-		return convertString(c, x)
+		return convertString(&c, x)
 	case bool:
 		if c.Type.Kind == Bool {
 			return Value{B: x}, nil

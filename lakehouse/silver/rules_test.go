@@ -37,7 +37,7 @@ func ruleRow(t testing.TB, extra int, cells ...string) []Value {
 		if s == "<null>" {
 			continue
 		}
-		v, err := convertString(ruleCols[i], s)
+		v, err := convertString(&ruleCols[i], s)
 		if err != nil {
 			t.Fatal(err)
 		}

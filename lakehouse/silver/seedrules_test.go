@@ -98,7 +98,7 @@ func TestSeedRulesAsDocumented(t *testing.T) {
 		for i := range row {
 			row[i] = Value{Null: true}
 			if i < len(tc.cells) && tc.cells[i] != N {
-				if row[i], err = convertString(cols[i], tc.cells[i]); err != nil {
+				if row[i], err = convertString(&cols[i], tc.cells[i]); err != nil {
 					t.Fatal(err)
 				}
 			}

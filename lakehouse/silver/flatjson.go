@@ -1,0 +1,310 @@
+package silver
+
+import (
+	"strings"
+
+	"github.com/valyala/fastjson"
+
+	"goldbridge/lakehouse/jsonscan"
+)
+
+// The schema-directed path of parse (issue 41). A payload of an entity whose columns
+// all read top-level fields is scanned once, left to right, without building
+// fastjson's tree (which copies the payload, then allocates a value per field, then
+// is searched key by key for each column): each key is matched against the column
+// expected next (payloads of one source keep their field order), else looked up by
+// name; the value of a column is kept as the span fastjson would give it, and skipped
+// otherwise. It accepts only what it is sure of: a payload that is not valid JSON by
+// fastjson's grammar, a key or a column's string with an escape, a column twice, a
+// column holding an object or array, or a field no column reads while undeclared
+// fields are tallied all go to the general path, which gives them the reason (or
+// value) they always had. Where it accepts, the row is the general path's, value for
+// value (FuzzFlatMatchesGeneral). Measured side by side (docs/silver.md, "Parsing
+// rules"): a parse worker 0.94 -> 0.56 µs a row (BenchmarkSilverParse, one core); a
+// replay of 10M orders events 16.4-17.4 -> 14.5-15.5 s, of 2M taxi trips 11.5-11.7 ->
+// 9.8-10.9 s.
+
+// flatKind is the JSON kind of a column's value found by the flat scan.
+type flatKind uint8
+
+const (
+	flatNull flatKind = iota + 1 // 0: not found
+	flatString
+	flatNumber
+	flatTrue
+	flatFalse
+)
+
+// flatField is the value of column i found in the current payload (gen: which one).
+type flatField struct {
+	gen  uint32
+	kind flatKind
+	raw  string // a string's bytes (no escapes) or a number's text, inside the payload
+}
+
+// flatScanner is the state of the flat path, set up by newParser when every column
+// reads a top-level field of its own.
+type flatScanner struct {
+	names  []string       // column i's field
+	byName map[string]int // field -> column
+	found  []flatField
+	gen    uint32
+}
+
+func newFlatScanner(paths [][]string) *flatScanner {
+	fs := &flatScanner{names: make([]string, len(paths)), byName: make(map[string]int, len(paths)), found: make([]flatField, len(paths))}
+	for i, p := range paths {
+		if len(p) != 1 || strings.IndexByte(p[0], '\\') >= 0 {
+			return nil
+		}
+		if _, dup := fs.byName[p[0]]; dup {
+			return nil
+		}
+		fs.names[i], fs.byName[p[0]] = p[0], i
+	}
+	return fs
+}
+
+// parseFlat is parse's flat path: ok false sends the payload to the general path.
+func (ps *parser) parseFlat(payload []byte, row []Value) (reason string, ok bool) {
+	fs := ps.flat
+	fs.gen++
+	if fs.gen == 0 { // wrapped: stale generations could match
+		clear(fs.found)
+		fs.gen = 1
+	}
+	if !ps.scanFlat(unsafeString(payload)) {
+		return "", false
+	}
+	for i := range ps.cols {
+		c, f := &ps.cols[i], &fs.found[i]
+		if f.gen != fs.gen || f.kind == flatNull {
+			if ps.hasDf[i] {
+				row[i] = ps.defs[i]
+				continue
+			}
+			if c.Required {
+				return "missing_" + c.Name, true
+			}
+			row[i] = Value{Null: true}
+			continue
+		}
+		val, err := ps.convertRaw(c, f.kind, f.raw)
+		if err != nil {
+			return "invalid_" + c.Name + ": " + err.Error(), true
+		}
+		row[i] = val
+	}
+	return "", true
+}
+
+// scanFlat walks one payload object, recording the columns' values; false when the
+// payload needs the general path (see above).
+func (ps *parser) scanFlat(s string) bool {
+	fs := ps.flat
+	s = skipSpace(s)
+	if len(s) == 0 || s[0] != '{' {
+		return false
+	}
+	s = skipSpace(s[1:])
+	if len(s) > 0 && s[0] == '}' {
+		return skipSpace(s[1:]) == ""
+	}
+	next := 0 // the column expected next
+	for {
+		if len(s) == 0 || s[0] != '"' {
+			return false
+		}
+		end := plainString(s)
+		if end < 0 {
+			return false
+		}
+		key := s[1:end]
+		s = skipSpace(s[end+1:])
+		if len(s) == 0 || s[0] != ':' {
+			return false
+		}
+		s = skipSpace(s[1:])
+		col := -1
+		if next < len(fs.names) && fs.names[next] == key {
+			col = next
+		} else if i, ok := fs.byName[key]; ok {
+			col = i
+		} else if _, ok := ps.known[key]; !ok && ps.tally != nil {
+			return false // an undeclared field: the general path tallies it
+		}
+		var ok bool
+		if col >= 0 {
+			f := &fs.found[col]
+			if f.gen == fs.gen {
+				return false // a column twice: fastjson's first wins, as the general path gives it
+			}
+			f.gen = fs.gen
+			if s, ok = scanFlatValue(s, f); !ok {
+				return false
+			}
+			next = col + 1
+		} else if s, ok = skipJSONValue(s, 2); !ok { // the payload is depth 1
+			return false
+		}
+		s = skipSpace(s)
+		if len(s) == 0 {
+			return false
+		}
+		switch s[0] {
+		case ',':
+			s = skipSpace(s[1:])
+		case '}':
+			return skipSpace(s[1:]) == ""
+		default:
+			return false
+		}
+	}
+}
+
+// scanFlatValue reads a column's scalar value at the start of s into f and returns
+// the rest; false for an object, an array, a string with an escape, or bad JSON.
+func scanFlatValue(s string, f *flatField) (string, bool) {
+	if len(s) == 0 {
+		return s, false
+	}
+	switch s[0] {
+	case '"':
+		end := plainString(s)
+		if end < 0 {
+			return s, false
+		}
+		f.kind, f.raw = flatString, s[1:end]
+		return s[end+1:], true
+	case '{', '[':
+		return s, false
+	case 't':
+		f.kind = flatTrue
+		return literal(s, "true")
+	case 'f':
+		f.kind = flatFalse
+		return literal(s, "false")
+	case 'n':
+		f.kind = flatNull
+		return literal(s, "null") // "nan" (a number to fastjson) goes to the general path
+	}
+	num, rest, ok := jsonNumber(s)
+	f.kind, f.raw = flatNumber, num
+	return rest, ok
+}
+
+// plainString is the index of the quote closing the string that opens s, or -1 when
+// a backslash comes first (or none). A byte loop: the fields of a payload are short,
+// and two strings.IndexByte calls (the quote, then a backslash before it) cost 2.3 s of
+// CPU in a 10M-row Silver build, the loop a fraction of it (see above).
+func plainString(s string) int {
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			return i
+		case '\\':
+			return -1
+		}
+	}
+	return -1
+}
+
+// skipJSONValue skips one value of fastjson's grammar at the start of s (depth: its
+// nesting, at most fastjson.MaxDepth) and returns the rest.
+func skipJSONValue(s string, depth int) (string, bool) {
+	if len(s) == 0 || depth > fastjson.MaxDepth {
+		return s, false
+	}
+	switch s[0] {
+	case '{':
+		return skipJSONContainer(s, '}', depth, true)
+	case '[':
+		return skipJSONContainer(s, ']', depth, false)
+	case '"':
+		return skipString(s)
+	case 't':
+		return literal(s, "true")
+	case 'f':
+		return literal(s, "false")
+	case 'n':
+		return literal(s, "null")
+	}
+	_, rest, ok := jsonNumber(s)
+	return rest, ok
+}
+
+// skipJSONContainer skips an object (keyed) or array starting at s[0].
+func skipJSONContainer(s string, closing byte, depth int, keyed bool) (string, bool) {
+	s = skipSpace(s[1:])
+	if len(s) > 0 && s[0] == closing {
+		return s[1:], true
+	}
+	for {
+		var ok bool
+		if keyed {
+			if len(s) == 0 || s[0] != '"' {
+				return s, false
+			}
+			if s, ok = skipString(s); !ok {
+				return s, false
+			}
+			s = skipSpace(s)
+			if len(s) == 0 || s[0] != ':' {
+				return s, false
+			}
+			s = skipSpace(s[1:])
+		}
+		if s, ok = skipJSONValue(s, depth+1); !ok {
+			return s, false
+		}
+		s = skipSpace(s)
+		if len(s) == 0 {
+			return s, false
+		}
+		switch s[0] {
+		case ',':
+			s = skipSpace(s[1:])
+		case closing:
+			return s[1:], true
+		default:
+			return s, false
+		}
+	}
+}
+
+// skipString skips the string that opens s (fastjson ends it, as jsonscan does, at a
+// quote after an even run of backslashes).
+func skipString(s string) (string, bool) {
+	end := jsonscan.SkipString(s, 0)
+	if end < 0 {
+		return s, false
+	}
+	return s[end:], true
+}
+
+// jsonNumber is fastjson's number token at the start of s: a run of digits, signs,
+// points and exponents, checked by whoever types it; anything else (inf, nan: kept
+// for the general path) is not one.
+func jsonNumber(s string) (num, rest string, ok bool) {
+	for i := range len(s) {
+		ch := s[i]
+		if ch >= '0' && ch <= '9' || ch == '.' || ch == '-' || ch == 'e' || ch == 'E' || ch == '+' {
+			continue
+		}
+		if i == 0 || i == 1 && (s[0] == '-' || s[0] == '+') {
+			return "", s, false
+		}
+		return s[:i], s[i:], true
+	}
+	return s, "", true
+}
+
+func literal(s, lit string) (string, bool) {
+	if !strings.HasPrefix(s, lit) {
+		return s, false
+	}
+	return s[len(lit):], true
+}
+
+// skipSpace skips JSON whitespace, as fastjson does.
+func skipSpace(s string) string { return s[jsonscan.SkipWS(s, 0):] }
