@@ -67,7 +67,8 @@ test: seaweedfs-background clickhouse prometheus postgres lint
 ##       mid-call (golang/go#75804, fixed in go1.27); a count has no deadline to race.
 FUZZ_TIME ?= 3000x
 FUZZ_TARGETS := lakehouse/silver:FuzzParseDecimal lakehouse/silver:FuzzParseTimestamp \
-	lakehouse/silver:FuzzParsePayload lakehouse/silver:FuzzRuleEval lakehouse/silver:FuzzDebeziumEvent \
+	lakehouse/silver:FuzzParsePayload lakehouse/silver:FuzzFlatMatchesGeneral lakehouse/silver:FuzzRuleEval \
+	lakehouse/silver:FuzzDebeziumEvent \
 	lakehouse/bronze:FuzzReadCSV lakehouse/bronze:FuzzReadLines \
 	lakehouse/jsonscan:FuzzSkipValue serving/lakesql:FuzzRewriteLakeSQL
 fuzz:
