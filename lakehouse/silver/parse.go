@@ -152,8 +152,8 @@ func (ps *parser) convert(c *ColumnSpec, v *fastjson.Value) (Value, error) {
 // a number's text, only read during the call.
 func (ps *parser) convertRaw(c *ColumnSpec, kind flatKind, raw string) (Value, error) {
 	switch kind {
-	case flatString:
-		if !utf8.ValidString(raw) {
+	case flatString, flatASCII:
+		if kind == flatString && !utf8.ValidString(raw) {
 			return Value{}, fmt.Errorf("not valid UTF-8")
 		}
 		if c.Type.Kind == String {

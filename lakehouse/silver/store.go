@@ -333,6 +333,8 @@ type winners struct {
 	toast *toastState // a Debezium entity's: the columns a version does not carry (debezium_toast.go)
 
 	held atomic.Int64 // heldBytes after the last batch the shard offered (read by the accounting)
+
+	warmSink uint64 // what warm loaded, kept so that its loads are not optimized away
 }
 
 // Meta fields of a record, after the values.
@@ -408,6 +410,40 @@ func (w *winners) op(slot int) byte { return byte(w.record(slot)[w.meta+metaMisc
 func (w *winners) distinctPayloads() int64 {
 	slices.Sort(w.hashes)
 	return int64(len(slices.Compact(w.hashes)))
+}
+
+// warm loads, for each row of c that shard s takes, the index entry of its key and the
+// record that entry names (each of its cache lines), so that offer finds them in the
+// cache. With millions of keys both are cache misses, which offer, a few hundred
+// instructions a row, takes one at a time; these loops are short, so the CPU keeps many
+// of their loads in flight at once. The chunk's entries and records (~1k of each a
+// shard) fit in the L2 cache. Profiles of a 10M-event replay: lookup 3.1 -> 1.2 s of
+// CPU and hold 3.1 -> 2.5 s, for 0.9 s in warm.
+func (w *winners) warm(c *chunk, s int) {
+	tab := w.index.tab
+	if len(tab) == 0 {
+		return
+	}
+	mask := uint64(len(tab) - 1)
+	var sink uint64
+	for j := range c.n {
+		if int(c.shard[j]) == s {
+			sink += tab[c.kh[j].Lo&mask][1]
+		}
+	}
+	for j := range c.n {
+		if int(c.shard[j]) != s {
+			continue
+		}
+		if e := tab[c.kh[j].Lo&mask]; e[1] != 0 && e[0] == c.kh[j].Lo {
+			r := w.record(int(e[1] - 1))
+			for k := 0; k < len(r); k += 8 { // each cache line of it: offer may update any
+				sink += r[k]
+			}
+			sink += r[len(r)-1]
+		}
+	}
+	w.warmSink = sink
 }
 
 // lookup returns the slot of the key whose hash (keyHash) is h.

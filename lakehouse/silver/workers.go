@@ -328,6 +328,7 @@ func (e *engine) merge(c *chunk, sinks sink, width int) {
 // offerShard offers the valid rows of a chunk whose keys shard s owns to its winners.
 func (e *engine) offerShard(w *winners, s int, c *chunk, width int) {
 	b := c.b
+	w.warm(c, s)
 	for j := range c.n {
 		if c.reason[j] != "" || int(c.shard[j]) != s {
 			continue
