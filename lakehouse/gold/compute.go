@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"iter"
+	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
+	"golang.org/x/sync/errgroup"
 
 	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
@@ -92,6 +96,15 @@ type rowFilter struct {
 	memo   map[string]bool
 	memoOK bool
 	keyBuf []byte
+}
+
+// clone is rf with state of its own (VM, environment, memo) for another goroutine; the
+// compiled program is shared (nil for nil).
+func (rf *rowFilter) clone() *rowFilter {
+	if rf == nil {
+		return nil
+	}
+	return &rowFilter{prog: rf.prog, names: rf.names, env: maps.Clone(rf.env), tri: rf.tri, null: make([]bool, len(rf.names)), memo: map[string]bool{}, memoOK: rf.memoOK}
 }
 
 // memoLimit bounds the memo; a filter over many distinct values runs the program.
@@ -248,18 +261,161 @@ func compileExpr(what, src string, cols map[string]silver.Type) (*rowFilter, err
 // ps.keep, when set, selects the grain values to aggregate; rows of other grains are
 // skipped before anything else of them is read (a cheap stand-in for a residual filter
 // that cannot prune files).
+//
+// The rows are aggregated by scanWorkers goroutines, each into a partial of its own
+// holding the grain values g with g mod workers = its number, which p then absorbs: a
+// grain's rows are all one worker's, in scan order, so every group and distinct set is
+// the one a single scan builds, value for value (TestParallelScanEqualsSerial).
 func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int64, ps pass, rf *rowFilter) (int64, error) {
+	pl := p.planScan(ps, rf)
+	opts := []table.ScanOption{table.WithSelectedFields(pl.fields...), table.WithRowFilter(ps.filter)}
+	if snapshot != 0 {
+		opts = append(opts, table.WithSnapshotID(snapshot))
+	}
+	scan := tbl.Scan(opts...)
+	tasks, err := scan.PlanFiles(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("plan %s: %w", p.m.SourceTable, err)
+	}
+	// The pass's grain ranges prune row groups by their statistics in the direct read
+	// (none in a full build or a snapshot run: passOf(nil)).
+	recs, direct := readSilverDirect(ctx, tbl, tasks, pl.fields, p.m.GrainColumn, ps.ranges, ps.readNulls)
+	if !direct {
+		if _, recs, err = scan.ReadTasks(ctx, tasks); err != nil {
+			return 0, fmt.Errorf("scan %s: %w", p.m.SourceTable, err)
+		}
+	}
+	n := p.workers
+	if n <= 0 {
+		n = scanWorkers()
+	}
+	if n == 1 || pl.grainSlot < 0 {
+		return p.scanRows(ctx, recs, pl, rf, nil)
+	}
+	return p.scanParallel(ctx, recs, pl, rf, n)
+}
+
+// scanWorkers is the number of goroutines that aggregate a scan: one per core, up to 4.
+func scanWorkers() int { return min(runtime.GOMAXPROCS(0), 4) }
+
+// scanParallel is scanSilver's aggregation by n workers (see there).
+func (p *partial) scanParallel(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, error], pl *scanPlan, rf *rowFilter, n int) (int64, error) {
+	parts := make([]*partial, n)
+	parts[0] = p
+	for k := 1; k < n; k++ {
+		q, err := newPartial(p.m)
+		if err != nil {
+			return 0, err
+		}
+		q.fixedGrain, q.joins = p.fixedGrain, p.joins
+		parts[k] = q
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	queues := make([]chan arrow.RecordBatch, n)
+	rows := make([]int64, n)
+	for k := range n {
+		queues[k] = make(chan arrow.RecordBatch, 2)
+		wrf := rf
+		if k > 0 {
+			wrf = rf.clone()
+		}
+		own := func(grain int64, null bool) bool {
+			if null {
+				return k == 0
+			}
+			return int(uint64(grain)%uint64(n)) == k
+		}
+		g.Go(func() error {
+			var err error
+			rows[k], err = parts[k].scanRows(gctx, chanSeq(queues[k]), pl, wrf, own)
+			for rec := range queues[k] { // a failed worker still drains its queue
+				rec.Release()
+			}
+			return err
+		})
+	}
+	g.Go(func() error {
+		defer func() {
+			for _, q := range queues {
+				close(q)
+			}
+		}()
+		for rec, err := range recs {
+			if err != nil {
+				return fmt.Errorf("scan %s: %w", p.m.SourceTable, err)
+			}
+			for _, q := range queues {
+				rec.Retain()
+				select {
+				case q <- rec:
+				case <-gctx.Done():
+					rec.Release()
+					rec.Release()
+					return gctx.Err()
+				}
+			}
+			rec.Release()
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for k, q := range parts {
+		if k > 0 {
+			p.absorb(q)
+		}
+		total += rows[k]
+	}
+	return total, nil
+}
+
+// chanSeq yields the batches of ch until it is closed.
+func chanSeq(ch <-chan arrow.RecordBatch) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec := range ch {
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	}
+}
+
+// scanPlan is where scanRows finds each input of a row: the Silver fields read, then
+// each join's columns, as slots of one row of values.
+type scanPlan struct {
+	fields     []string
+	ps         pass
+	runSlot    int // a delta pass: the slot of the run id (the rows of ps.runs only), else -1
+	joinBase   []int
+	types      map[string]silver.Type
+	grainSlot  int
+	grainT     silver.Type
+	dimSlot    []int
+	valSlot    []int
+	bySlot     []int
+	counts     []bool // per measure: the aggregate takes no input (it counts a mark per row)
+	filterSlot []int
+	filterType []silver.Type
+	condSlot   [][]int
+	condTypes  [][]silver.Type
+	onSlot     [][]int
+	nslots     int
+}
+
+// planScan lays out the slots of a scan of p's mart for pass ps and filter rf.
+func (p *partial) planScan(ps pass, rf *rowFilter) *scanPlan {
 	m := p.m
-	// Slots: the source fields read, then each join's columns.
-	var fields []string
+	pl := &scanPlan{ps: ps, runSlot: -1, types: m.rowColumns(), grainSlot: -1, grainT: m.SourceColumns[m.GrainColumn]}
 	slot := map[string]int{}
 	need := func(n string) {
 		if _, ok := slot[n]; ok || n == "" {
 			return
 		}
 		if _, src := m.SourceColumns[n]; src {
-			slot[n] = len(fields)
-			fields = append(fields, n)
+			slot[n] = len(pl.fields)
+			pl.fields = append(pl.fields, n)
 		}
 	}
 	if !m.snapshot() {
@@ -284,88 +440,73 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 			need(on.Local)
 		}
 	}
-	if len(fields) == 0 { // e.g. a snapshot count(*) without dimensions
+	if len(pl.fields) == 0 { // e.g. a snapshot count(*) without dimensions
 		for _, k := range m.SourceKey {
 			need(k)
 		}
 	}
-	runSlot := -1 // a delta pass: the rows of ps.runs only
 	if ps.runs != nil {
-		runSlot = len(fields)
-		fields = append(fields, silver.ColRunID)
+		pl.runSlot = len(pl.fields)
+		pl.fields = append(pl.fields, silver.ColRunID)
 	}
-	nslots := len(fields)
-	joinBase := make([]int, len(p.joins))
+	pl.nslots = len(pl.fields)
+	pl.joinBase = make([]int, len(p.joins))
 	for ji, j := range p.joins {
-		joinBase[ji] = nslots
+		pl.joinBase[ji] = pl.nslots
 		for _, c := range j.spec.Columns {
-			slot[c] = nslots
-			nslots++
+			slot[c] = pl.nslots
+			pl.nslots++
 		}
 	}
-	types := m.rowColumns()
 	slotOf := func(n string) int {
 		if i, ok := slot[n]; ok {
 			return i
 		}
 		return -1
 	}
-	grainSlot, grainT := -1, m.SourceColumns[m.GrainColumn]
 	if !m.snapshot() {
-		grainSlot = slotOf(m.GrainColumn)
+		pl.grainSlot = slotOf(m.GrainColumn)
 	}
-	dimSlot := make([]int, len(m.Dims))
+	pl.dimSlot = make([]int, len(m.Dims))
 	for i, d := range m.Dims {
-		dimSlot[i] = slotOf(d.Name)
+		pl.dimSlot[i] = slotOf(d.Name)
 	}
-	valSlot, bySlot := make([]int, len(m.Measures)), make([]int, len(m.Measures))
-	counts := make([]bool, len(m.Measures)) // the aggregate takes no input: it counts a mark per row
+	pl.valSlot, pl.bySlot = make([]int, len(m.Measures)), make([]int, len(m.Measures))
+	pl.counts = make([]bool, len(m.Measures))
 	for i, ms := range m.Measures {
-		valSlot[i], bySlot[i] = slotOf(ms.Column), slotOf(ms.By)
+		pl.valSlot[i], pl.bySlot[i] = slotOf(ms.Column), slotOf(ms.By)
 		d, _ := ms.Agg.Desc()
-		counts[i] = d.Input == mart.InputNone
+		pl.counts[i] = d.Input == mart.InputNone
 	}
 	exprSlots := func(rf *rowFilter) (slots []int, ts []silver.Type) {
 		if rf != nil {
 			for _, n := range rf.names {
 				slots = append(slots, slotOf(n))
-				ts = append(ts, types[n])
+				ts = append(ts, pl.types[n])
 			}
 		}
 		return slots, ts
 	}
-	filterSlot, filterTypes := exprSlots(rf)
-	condSlot := make([][]int, len(m.Measures))
-	condTypes := make([][]silver.Type, len(m.Measures))
+	pl.filterSlot, pl.filterType = exprSlots(rf)
+	pl.condSlot = make([][]int, len(m.Measures))
+	pl.condTypes = make([][]silver.Type, len(m.Measures))
 	for i, c := range p.conds {
-		condSlot[i], condTypes[i] = exprSlots(c)
+		pl.condSlot[i], pl.condTypes[i] = exprSlots(c)
 	}
-	onSlot := make([][]int, len(p.joins))
+	pl.onSlot = make([][]int, len(p.joins))
 	for ji, j := range p.joins {
 		for _, on := range j.spec.On {
-			onSlot[ji] = append(onSlot[ji], slotOf(on.Local))
+			pl.onSlot[ji] = append(pl.onSlot[ji], slotOf(on.Local))
 		}
 	}
+	return pl
+}
 
-	keep := ps.keep
-	opts := []table.ScanOption{table.WithSelectedFields(fields...), table.WithRowFilter(ps.filter)}
-	if snapshot != 0 {
-		opts = append(opts, table.WithSnapshotID(snapshot))
-	}
-	scan := tbl.Scan(opts...)
-	tasks, err := scan.PlanFiles(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("plan %s: %w", m.SourceTable, err)
-	}
-	// The pass's grain ranges prune row groups by their statistics in the direct read
-	// (none in a full build or a snapshot run: passOf(nil)).
-	recs, direct := readSilverDirect(ctx, tbl, tasks, fields, m.GrainColumn, ps.ranges, ps.readNulls)
-	if !direct {
-		if _, recs, err = scan.ReadTasks(ctx, tasks); err != nil {
-			return 0, fmt.Errorf("scan %s: %w", m.SourceTable, err)
-		}
-	}
-	row := make([]silver.Value, nslots)
+// scanRows aggregates the rows of recs into p, filtered by rf; own, when set, picks the
+// rows by their grain value (null: the row has none) and the others are skipped.
+func (p *partial) scanRows(ctx context.Context, recs iter.Seq2[arrow.RecordBatch, error], pl *scanPlan, rf *rowFilter, own func(grain int64, null bool) bool) (int64, error) {
+	m := p.m
+	row := make([]silver.Value, pl.nslots)
 	dims := make([]silver.Value, len(m.Dims))
 	vals, bys := make([]silver.Value, len(m.Measures)), make([]silver.Value, len(m.Measures))
 	null, mark := silver.Value{Null: true}, silver.Value{I: 1}
@@ -380,7 +521,7 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 	// emit filters and aggregates the enriched row.
 	emit := func() {
 		if rf != nil {
-			keep, err := rf.test(at, filterSlot, filterTypes)
+			keep, err := rf.test(at, pl.filterSlot, pl.filterType)
 			if err != nil {
 				errFilter = err
 				return
@@ -391,27 +532,27 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		}
 		grain := p.fixedGrain
 		if !m.snapshot() {
-			gv := at(grainSlot)
+			gv := at(pl.grainSlot)
 			if gv.Null {
 				// No grain, no partition: such rows cannot be reported by time. They
 				// leave the chain counted (Result.NullGrainRows, the null_grain check).
 				p.nullGrain++
 				return
 			}
-			grain = m.grainOf(gv, grainT)
+			grain = m.grainOf(gv, pl.grainT)
 		}
 		for i := range m.Dims {
-			dims[i] = at(dimSlot[i])
+			dims[i] = at(pl.dimSlot[i])
 		}
 		for i := range m.Measures {
-			vals[i], bys[i] = at(valSlot[i]), at(bySlot[i])
-			if counts[i] {
+			vals[i], bys[i] = at(pl.valSlot[i]), at(pl.bySlot[i])
+			if pl.counts[i] {
 				vals[i] = mark
 			}
 			if c := p.conds[i]; c != nil {
 				// A conditional aggregate (count_if, sum_if) takes the rows its expression
 				// is true for: the others' input is NULL, which every aggregate skips.
-				keep, err := c.test(at, condSlot[i], condTypes[i])
+				keep, err := c.test(at, pl.condSlot[i], pl.condTypes[i])
 				if err != nil {
 					errFilter = fmt.Errorf("measure %s: if: %w", m.Measures[i].Name, err)
 					return
@@ -438,17 +579,17 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 		var matches [][]silver.Value
 		matched := true
 		for i, on := range j.spec.On {
-			v := at(onSlot[ji][i])
+			v := at(pl.onSlot[ji][i])
 			if v.Null {
 				matched = false
 				break
 			}
-			key = appendJoinKey(key, v, types[on.Local])
+			key = appendJoinKey(key, v, pl.types[on.Local])
 		}
 		if matched {
 			matches = j.rows[string(key)]
 		}
-		base := joinBase[ji]
+		base := pl.joinBase[ji]
 		if len(matches) == 0 {
 			if j.spec.Type == "inner" {
 				return
@@ -464,26 +605,38 @@ func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int
 			expand(ji + 1)
 		}
 	}
+	ps, grainSlot, grainT := pl.ps, pl.grainSlot, pl.grainT
 	for rec, err := range recs {
 		if err != nil {
 			return rows, fmt.Errorf("scan %s: %w", m.SourceTable, err)
 		}
-		srcA := make([]arrow.Array, len(fields))
-		for i, n := range fields {
+		if err := ctx.Err(); err != nil {
+			rec.Release()
+			return rows, err
+		}
+		srcA := make([]arrow.Array, len(pl.fields))
+		for i, n := range pl.fields {
 			srcA[i] = rec.Column(rec.Schema().FieldIndices(n)[0])
 		}
 		for r := range int(rec.NumRows()) {
-			if runSlot >= 0 && !ps.runs[srcA[runSlot].(*array.String).Value(r)] {
+			if pl.runSlot >= 0 && !ps.runs[srcA[pl.runSlot].(*array.String).Value(r)] {
 				continue
 			}
-			if keep != nil {
+			if ps.keep != nil || own != nil {
 				gv := silver.ValueAt(srcA[grainSlot], r, grainT)
-				if gv.Null && ps.skipNulls || !gv.Null && !keep[m.grainOf(gv, grainT)] {
+				var g int64
+				if !gv.Null {
+					g = m.grainOf(gv, grainT)
+				}
+				if ps.keep != nil && (gv.Null && ps.skipNulls || !gv.Null && !ps.keep[g]) {
 					continue // a NULL grain goes on to be filtered and counted (in one pass)
 				}
+				if own != nil && !own(g, gv.Null) {
+					continue
+				}
 			}
-			for i, n := range fields {
-				if i != runSlot {
+			for i, n := range pl.fields {
+				if i != pl.runSlot {
 					row[i] = silver.ValueAt(srcA[i], r, m.SourceColumns[n])
 				}
 			}

@@ -18,8 +18,15 @@ import (
 
 // TestLevelsMatchNaiveGroupBy checks CUBE and explicit grouping sets (levels merged from
 // the base groups, including sets without a detail level) with sum, count,
-// count_distinct, avg, min and max against a naive GROUP BY over the live Silver rows.
+// count_distinct, avg, min and max against a naive GROUP BY over the live Silver rows,
+// aggregated by one goroutine and by three (scanParallel: each its grains, absorbed).
 func TestLevelsMatchNaiveGroupBy(t *testing.T) {
+	for _, workers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) { testLevelsMatchNaiveGroupBy(t, workers) })
+	}
+}
+
+func testLevelsMatchNaiveGroupBy(t *testing.T, workers int) {
 	ctx := context.Background()
 	lh := lakehousetest.Open(t)
 	landing := t.TempDir()
@@ -47,7 +54,7 @@ func TestLevelsMatchNaiveGroupBy(t *testing.T) {
 			m.Measures = append(m.Measures,
 				MeasureSpec{Name: "min_amount", Agg: "min", Column: "amount", InputType: typ("decimal(18,2)")},
 				MeasureSpec{Name: "max_user", Agg: "max", Column: "user_id", InputType: typ("string")})
-			if _, err := Run(ctx, lh, m, Options{}); err != nil {
+			if _, err := Run(ctx, lh, m, Options{scanWorkers: workers}); err != nil {
 				t.Fatal(err)
 			}
 			// Oracle: every live row into every set's group.

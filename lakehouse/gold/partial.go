@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strings"
 
@@ -36,6 +37,7 @@ type partial struct {
 	joins      []*joined    // loaded joins, in MartSpec.Joins order
 	fixedGrain int64        // snapshot mode: the grain of every row
 	nullGrain  int64        // rows read that passed the filter with a NULL grain (not aggregated)
+	workers    int          // goroutines of scanSilver (0: scanWorkers)
 }
 
 // baseGroup is one group of the base level.
@@ -72,6 +74,35 @@ func newPartial(m MartSpec) (*partial, error) {
 		}
 	}
 	return p, nil
+}
+
+// absorb moves q's groups and distinct sets into p. q holds none of p's grain values
+// (scanParallel splits the rows by grain), so no group meets another: only q's
+// dimension codes are renumbered into p's.
+func (p *partial) absorb(q *partial) {
+	recode := make([][]int32, len(q.dims))
+	for d := range q.dims {
+		recode[d] = make([]int32, len(q.dims[d].vals))
+		for c, v := range q.dims[d].vals {
+			recode[d][c] = p.dims[d].code(v)
+		}
+	}
+	for _, g := range q.base {
+		b := binary.LittleEndian.AppendUint64(p.keyBuf[:0], uint64(g.grain))
+		for _, d := range p.baseDims {
+			g.codes[d] = recode[d][g.codes[d]]
+			b = binary.LittleEndian.AppendUint32(b, uint32(g.codes[d]))
+		}
+		p.keyBuf = b
+		p.index[string(b)] = int32(len(p.base))
+		p.base = append(p.base, g)
+	}
+	for i, ks := range q.distinct {
+		if ks != nil {
+			maps.Copy(p.distinct[i].byGrain, ks.byGrain)
+		}
+	}
+	p.nullGrain += q.nullGrain
 }
 
 // add folds one Silver row (grain value, dimension values, measure inputs and the by

@@ -266,7 +266,7 @@ func (m MartSpec) computePasses(ctx context.Context, gt, src *table.Table, passe
 		if err != nil {
 			return nil, nil, err
 		}
-		p.fixedGrain, p.joins = snapGrain, joins
+		p.fixedGrain, p.joins, p.workers = snapGrain, joins, opt.scanWorkers
 		n, err := p.scanSilver(ctx, src, res.SilverTo, ps, rf)
 		if err != nil {
 			return nil, nil, err

@@ -39,6 +39,7 @@ type Options struct {
 	beforeCommit func(attempt int) // test hook: in each commit attempt, on the fresh table
 	now          func() time.Time  // test hook: the run's clock (snapshot grain, _calculated_at)
 	noDelta      bool              // test hook: recompute an increment that only added rows
+	scanWorkers  int               // test hook: the goroutines that aggregate a scan (0: scanWorkers())
 }
 
 // Result summarises one Gold run.
