@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
@@ -208,32 +210,53 @@ func beats(by, v, byB, vB silver.Value, ms MeasureSpec) bool {
 }
 
 // finish puts the distinct ids of every base group in rank order (the order of the
-// values' text), sorted and without duplicates.
+// values' text), sorted and without duplicates. The grains' sets are ranked, and the
+// groups' ids renumbered, on every core (scanWorkers): each is on its own.
 func (p *partial) finish() {
 	if p.finished {
 		return
 	}
 	p.finished = true
+	n := p.workers
+	if n <= 0 {
+		n = scanWorkers()
+	}
 	for i, ks := range p.distinct {
 		if ks == nil {
 			continue
 		}
-		ranks := make(map[int64][]uint32, len(ks.byGrain))
-		for g, in := range ks.byGrain {
-			ranks[g] = in.rank()
+		grains := slices.Collect(maps.Keys(ks.byGrain))
+		ranks := make([][]uint32, len(grains))
+		at := make(map[int64]int, len(grains))
+		for j, g := range grains {
+			at[g] = j
 		}
-		for gi := range p.base {
-			rank := ranks[p.base[gi].grain]
-			ids := p.base[gi].accs[i].ids
-			for j, id := range ids {
-				ids[j] = rank[id]
+		parallel(n, len(grains), func(j int) { ranks[j] = ks.byGrain[grains[j]].rank() })
+		parallel(n, len(p.base), func(gi int) {
+			a := &p.base[gi].accs[i]
+			rank := ranks[at[p.base[gi].grain]]
+			for j, id := range a.ids {
+				a.ids[j] = rank[id]
 			}
-			slices.Sort(ids)
-			ids = slices.Compact(ids)
-			p.base[gi].accs[i].ids = ids
-			p.base[gi].accs[i].distinct = int64(len(ids))
-		}
+			slices.Sort(a.ids)
+			a.ids = slices.Compact(a.ids)
+			a.distinct = int64(len(a.ids))
+		})
 	}
+}
+
+// parallel calls f(0) .. f(n-1) on up to workers goroutines, each taking the next index.
+func parallel(workers, n int, f func(int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // rows returns the groups of every grouping set, merged from the base groups, sorted by
