@@ -265,7 +265,7 @@ func compileExpr(what, src string, cols map[string]silver.Type) (*rowFilter, err
 // The rows are aggregated by scanWorkers goroutines, each into a partial of its own
 // holding the grain values g with g mod workers = its number, which p then absorbs: a
 // grain's rows are all one worker's, in scan order, so every group and distinct set is
-// the one a single scan builds, value for value (TestParallelScanEqualsSerial).
+// the one a single scan builds, value for value (TestLevelsMatchNaiveGroupBy runs both).
 func (p *partial) scanSilver(ctx context.Context, tbl *table.Table, snapshot int64, ps pass, rf *rowFilter) (int64, error) {
 	pl := p.planScan(ps, rf)
 	opts := []table.ScanOption{table.WithSelectedFields(pl.fields...), table.WithRowFilter(ps.filter)}
