@@ -134,3 +134,40 @@ func FuzzFlatMatchesGeneral(f *testing.F) {
 		parseBoth(t, payload)
 	})
 }
+
+// TestPlainString compares plainString with a byte-by-byte reading of the same
+// strings: every length to 40, with a quote, a backslash or a non-ASCII byte (or none)
+// at every position, so that each falls in a whole word, across two, or in the tail.
+func TestPlainString(t *testing.T) {
+	naive := func(s string) (int, bool) {
+		ascii := true
+		for i := 1; i < len(s); i++ {
+			switch s[i] {
+			case '"':
+				return i, ascii
+			case '\\':
+				return -1, false
+			}
+			ascii = ascii && s[i] < 0x80
+		}
+		return -1, false
+	}
+	for n := 1; n <= 40; n++ {
+		for at := 1; at < n; at++ {
+			for _, c := range []byte{'"', '\\', 0xc3, 'x'} {
+				for _, closed := range []bool{false, true} {
+					b := []byte(`"` + strings.Repeat("a", n-1))
+					b[at] = c
+					if closed {
+						b = append(b, '"')
+					}
+					e, a := plainString(string(b))
+					we, wa := naive(string(b))
+					if e != we || a != wa {
+						t.Fatalf("plainString(%q) = %d, %v; want %d, %v", b, e, a, we, wa)
+					}
+				}
+			}
+		}
+	}
+}
