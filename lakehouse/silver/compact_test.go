@@ -18,32 +18,42 @@ import (
 // liveFiles counts the live data and delete files of a table's current snapshot.
 func liveFiles(t *testing.T, lh *catalog.Lakehouse, ident string) (data, deletes int) {
 	t.Helper()
-	ctx := context.Background()
-	tbl, err := lh.LoadTable(ctx, ident)
+	tbl, err := lh.LoadTable(context.Background(), ident)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := tbl.FS(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifests, err := tbl.CurrentSnapshot().Manifests(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range manifests {
-		for en, err := range m.Entries(fs, true) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if en.DataFile().ContentType() == iceberg.EntryContentData {
-				data++
-			} else {
-				deletes++
-			}
+	for _, en := range manifestEntries(t, tbl, tbl.CurrentSnapshot(), true) {
+		if en.DataFile().ContentType() == iceberg.EntryContentData {
+			data++
+		} else {
+			deletes++
 		}
 	}
 	return data, deletes
+}
+
+// manifestEntries are the entries of snap's manifests (without the deleted ones when
+// live).
+func manifestEntries(t *testing.T, tbl *table.Table, snap *table.Snapshot, live bool) []iceberg.ManifestEntry {
+	t.Helper()
+	fs, err := tbl.FS(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mans, err := snap.Manifests(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []iceberg.ManifestEntry
+	for _, m := range mans {
+		for en, err := range m.Entries(fs, live) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, en)
+		}
+	}
+	return out
 }
 
 // TestCompact: after several upsert runs with updates, compaction keeps every row and

@@ -174,22 +174,9 @@ func noStrayFiles(t *testing.T, lh *catalog.Lakehouse, dir string, tables ...str
 		if err != nil {
 			t.Fatal(err)
 		}
-		fs, err := tbl.FS(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, snap := range tbl.Metadata().Snapshots() {
-			mans, err := snap.Manifests(fs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range mans {
-				for e, err := range m.Entries(fs, false) {
-					if err != nil {
-						t.Fatal(err)
-					}
-					live[filepath.Base(e.DataFile().FilePath())] = true
-				}
+			for _, e := range manifestEntries(t, tbl, &snap, false) {
+				live[filepath.Base(e.DataFile().FilePath())] = true
 			}
 		}
 	}
