@@ -22,8 +22,7 @@ import (
 // value) they always had. Where it accepts, the row is the general path's, value for
 // value (FuzzFlatMatchesGeneral). Measured side by side (docs/silver.md, "Parsing
 // rules"): a parse worker 0.94 -> 0.56 µs a row (BenchmarkSilverParse, one core); a
-// replay of 10M orders events 16.4-17.4 -> 14.5-15.5 s, of 2M taxi trips 11.5-11.7 ->
-// 9.8-10.9 s.
+// replay of 10M orders events 16.4-17.4 -> 14.5-15.5 s, of 2M taxi trips 5-15% faster.
 
 // flatKind is the JSON kind of a column's value found by the flat scan.
 type flatKind uint8
