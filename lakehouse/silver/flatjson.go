@@ -17,9 +17,9 @@ import (
 // name; the value of a column is kept as the span fastjson would give it, and skipped
 // otherwise. It accepts only what it is sure of: a payload that is not valid JSON by
 // fastjson's grammar, a key or a column's string with an escape, a column twice, a
-// column holding an object or array, or a field no column reads while undeclared
-// fields are tallied all go to the general path, which gives them the reason (or
-// value) they always had. Where it accepts, the row is the general path's, value for
+// column holding an object or array, or an undeclared field the tally has not seen
+// yet (it keeps the first value's text) all go to the general path, which gives them
+// the reason (or value) they always had. Where it accepts, the row is the general path's, value for
 // value (FuzzFlatMatchesGeneral). Measured side by side (docs/silver.md, "Parsing
 // rules"): a parse worker 0.94 -> 0.56 µs a row (BenchmarkSilverParse, one core); a
 // replay of 10M orders events 16.4-17.4 -> 14.5-15.5 s, of 2M taxi trips 5-15% faster.
@@ -50,6 +50,12 @@ type flatScanner struct {
 	byName map[string]int // field -> column
 	found  []flatField
 	gen    uint32
+	// The undeclared fields of the current payload that the tally has already seen
+	// (their index in it), and the occurrences past its bound: counted when the
+	// payload is the flat path's (noteFlat).
+	seen  []int
+	over  int64
+	taken int64 // payloads the flat path took (tests)
 }
 
 func newFlatScanner(paths [][]string) *flatScanner {
@@ -74,9 +80,12 @@ func (ps *parser) parseFlat(payload []byte, row []Value) (reason string, ok bool
 		clear(fs.found)
 		fs.gen = 1
 	}
+	fs.seen, fs.over = fs.seen[:0], 0
 	if !ps.scanFlat(unsafeString(payload)) {
 		return "", false
 	}
+	fs.taken++
+	ps.noteFlat()
 	for i := range ps.cols {
 		c, f := &ps.cols[i], &fs.found[i]
 		if f.gen != fs.gen || f.kind == flatNull {
@@ -135,8 +144,8 @@ func (ps *parser) scanFlat(s string) bool {
 			col = next
 		} else if i, ok := fs.byName[key]; ok {
 			col = i
-		} else if _, ok := ps.known[key]; !ok && ps.tally != nil {
-			return false // an undeclared field: the general path tallies it
+		} else if _, ok := ps.known[key]; !ok && ps.tally != nil && !ps.seenField(key) {
+			return false // an undeclared field new to the tally: the general path keeps its first value
 		}
 		var ok bool
 		if col >= 0 {
@@ -165,6 +174,42 @@ func (ps *parser) scanFlat(s string) bool {
 			return false
 		}
 	}
+}
+
+// seenField notes an undeclared field of the current payload if the tally has seen it
+// (or is full: then it is an occurrence past the bound); false when the tally would
+// take it as new, which needs its first value as fastjson writes it.
+func (ps *parser) seenField(key string) bool {
+	t, fs := ps.tally, ps.flat
+	if len(key) > maxFieldName {
+		key = key[:maxFieldName]
+	}
+	if i, ok := t.idx[key]; ok {
+		fs.seen = append(fs.seen, i)
+		return true
+	}
+	if len(t.fields) >= MaxUndeclaredFields {
+		fs.over++
+		return true
+	}
+	return false
+}
+
+// noteFlat counts the undeclared fields a payload taken by the flat path has, as
+// noteFields counts them: a field once a row, each occurrence past the bound.
+func (ps *parser) noteFlat() {
+	fs, t := ps.flat, ps.tally
+	if len(fs.seen) == 0 && fs.over == 0 {
+		return
+	}
+	t.seq++
+	for _, i := range fs.seen {
+		if t.last[i] != t.seq {
+			t.fields[i].Rows++
+			t.last[i] = t.seq
+		}
+	}
+	t.overflow += fs.over
 }
 
 // scanFlatValue reads a column's scalar value at the start of s into f and returns

@@ -1,6 +1,8 @@
 package silver
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,13 +28,15 @@ func flatCols() []ColumnSpec {
 }
 
 // parseBoth parses payload by the flat path and by the general path (fastjson's tree),
-// each with a tally of undeclared fields, and fails t where they differ.
+// each with a tally of undeclared fields, twice (the second time the tally has seen
+// the payload's fields), and fails t where they differ; flatTaken: the flat path took
+// the first.
 func parseBoth(t *testing.T, payload []byte) (flatTaken bool) {
 	t.Helper()
 	cols := flatCols()
 	var outs [2]struct {
-		reason string
-		row    []Value
+		reason [2]string
+		row    [2][]Value
 		tally  fieldTally
 	}
 	for i := range outs {
@@ -47,18 +51,23 @@ func parseBoth(t *testing.T, payload []byte) (flatTaken bool) {
 		ps.tally = &outs[i].tally
 		if i == 1 {
 			ps.flat = nil
-		} else if _, ok := ps.parseFlat(payload, make([]Value, len(cols))); ok {
-			flatTaken = true
 		}
-		outs[i].row = make([]Value, len(cols))
-		outs[i].reason = ps.parse(payload, outs[i].row)
+		for round := range 2 {
+			outs[i].row[round] = make([]Value, len(cols))
+			outs[i].reason[round] = ps.parse(payload, outs[i].row[round])
+			if i == 0 && round == 0 {
+				flatTaken = ps.flat.taken == 1
+			}
+		}
 	}
 	f, g := outs[0], outs[1]
-	if f.reason != g.reason {
-		t.Fatalf("%q: reason %q by the flat path, %q by the general one", payload, f.reason, g.reason)
-	}
-	if f.reason == "" && !reflect.DeepEqual(f.row, g.row) {
-		t.Fatalf("%q: row\n%v by the flat path,\n%v by the general one", payload, f.row, g.row)
+	for round := range 2 {
+		if f.reason[round] != g.reason[round] {
+			t.Fatalf("%q: reason %q by the flat path, %q by the general one", payload, f.reason[round], g.reason[round])
+		}
+		if f.reason[round] == "" && !reflect.DeepEqual(f.row[round], g.row[round]) {
+			t.Fatalf("%q: row\n%v by the flat path,\n%v by the general one", payload, f.row[round], g.row[round])
+		}
 	}
 	if !reflect.DeepEqual(f.tally.fields, g.tally.fields) || f.tally.overflow != g.tally.overflow {
 		t.Fatalf("%q: undeclared fields %v by the flat path, %v by the general one", payload, f.tally.fields, g.tally.fields)
@@ -169,5 +178,60 @@ func TestPlainString(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFlatTallyMatchesGeneral parses one stream of payloads with undeclared fields (120
+// names, past the tally's bound of 100; some twice in a payload; some payloads bad) by
+// a parser with the flat path and by one without: every reason and row, and the tally
+// at the end, must be the same, and the flat path must take the payloads whose fields
+// the tally has seen.
+func TestFlatTallyMatchesGeneral(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	cols := flatCols()
+	var ps [2]*parser
+	var tallies [2]fieldTally
+	for i := range ps {
+		p, err := newParser(cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.known["ignored"] = struct{}{}
+		p.tally = &tallies[i]
+		ps[i] = p
+	}
+	ps[1].flat = nil
+	const n = 5000
+	for j := range n {
+		var b strings.Builder
+		fmt.Fprintf(&b, `{"id":"o%d","at":"2026-11-20T10:00:00Z"`, j)
+		for range rng.IntN(4) {
+			name := fmt.Sprintf("u%d", rng.IntN(min(120, 1+j/20))) // new names come slowly
+			fmt.Fprintf(&b, `,%q:%s`, name, []string{`1`, `"x"`, `[1,{"a":null}]`, `{ "b" : 2 }`, `tru`}[rng.IntN(5)])
+		}
+		if rng.IntN(3) == 0 {
+			b.WriteString(`,"ignored":"y"`)
+		}
+		b.WriteString("}")
+		payload := []byte(b.String())
+		var reasons [2]string
+		var rows [2][]Value
+		for i, p := range ps {
+			rows[i] = make([]Value, len(cols))
+			reasons[i] = p.parse(payload, rows[i])
+		}
+		if reasons[0] != reasons[1] || reasons[0] == "" && !reflect.DeepEqual(rows[0], rows[1]) {
+			t.Fatalf("%s: %q %v by the flat path, %q %v by the general one", payload, reasons[0], rows[0], reasons[1], rows[1])
+		}
+	}
+	if !reflect.DeepEqual(tallies[0].fields, tallies[1].fields) || tallies[0].overflow != tallies[1].overflow {
+		t.Fatalf("tally by the flat path %v (+%d past the bound), by the general one %v (+%d)",
+			tallies[0].fields, tallies[0].overflow, tallies[1].fields, tallies[1].overflow)
+	}
+	if tallies[0].overflow == 0 || len(tallies[0].fields) != MaxUndeclaredFields {
+		t.Errorf("the stream did not reach the bound: %d fields, %d past it", len(tallies[0].fields), tallies[0].overflow)
+	}
+	if taken := ps[0].flat.taken; taken < n/2 {
+		t.Errorf("the flat path took %d of %d payloads", taken, n)
 	}
 }
