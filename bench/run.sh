@@ -26,6 +26,8 @@
 #                      the distinct counts the dashboards read (default bitmap),
 #                      BENCH_BI_PARTITION their mart's serving.partition_by (default
 #                      month: the dashboards' layout docs/bi.md recommends)
+#   BENCH_CODEC=c      lakehouse.compression of every layer's tables as "bronze silver gold"
+#                      codecs (e.g. "lz4raw zstd zstd"; default: the config's, zstd level 1)
 #   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
 #
 # Input: `goldbridge demo generate --seed 42 --end 2026-06-30` of N + N/1000 events; the
@@ -136,6 +138,13 @@ avail_kb=$(df -Pk "$W" | awk 'NR == 2 {print $4}')
 rm -rf "$W/run"
 R="$W/run"
 mkdir -p "$R/gen" "$R/landing/base" "$R/landing/full" "$R/logs"
+if [[ -n "${BENCH_CODEC:-}" ]]; then
+	read -r cb cs cg <<<"$BENCH_CODEC"
+	[[ -n "$cg" ]] || die "BENCH_CODEC wants three codecs (bronze silver gold), got '$BENCH_CODEC'"
+	sed "s|^  warehouse: \(.*\)\$|  warehouse: \1\n  compression: {bronze: \"$cb\", silver: \"$cs\", gold: \"$cg\"}|" "$CONFIG" >"$R/orders.yaml"
+	grep -q '^  compression:' "$R/orders.yaml" || die "BENCH_CODEC: no lakehouse.warehouse line in $CONFIG"
+	CONFIG="$R/orders.yaml"
+fi
 log "build bench/bilat (the BI load generator)"
 go build -o "$R/bilat" "$root/bench/bilat" || die "go build ./bench/bilat failed"
 
@@ -568,6 +577,7 @@ table=$(
 	echo "$(nproc) cores ($cpu), ${memgb} GB RAM, load average at the end $load; binary: $gbver (repository at $commit);"
 	echo "DuckDB $DUCK_VERSION (node $(node --version)), ClickHouse $chver. Input $input_mb MB JSONL in $FILES file(s); generated in ${gen_secs}s."
 	if [[ "${BENCH_PROFILE:-}" == 1 ]]; then echo "The full \`run\` ran with --cpuprofile/--memprofile (BENCH_PROFILE=1)."; fi
+	if [[ -n "${BENCH_CODEC:-}" ]]; then echo "Codecs of Bronze, Silver and Gold (BENCH_CODEC): $BENCH_CODEC."; fi
 	echo
 	echo "| stage | rows | seconds | rows/s | peak RSS | × DuckDB | × ClickHouse |"
 	echo "|---|---:|---:|---:|---:|---:|---:|"

@@ -44,6 +44,9 @@ type Options struct {
 	// pii.Codec.Encrypt); an error stops the write.
 	Transform func(payload []byte) ([]byte, error)
 	Log       *slog.Logger
+	// Codec compresses the table's data files (the zero value: catalog.DefaultCodec); a
+	// table written with another is set to it before the run writes.
+	Codec catalog.Codec
 
 	// afterWrite is a test hook between writing the data files and committing them.
 	afterWrite func()
@@ -351,7 +354,7 @@ func NewRun(ctx context.Context, lh *catalog.Lakehouse, ident string, opt Option
 	if opt.BatchRows <= 0 {
 		opt.BatchRows = 16_384
 	}
-	tbl, _, err := lh.LoadOrCreateTable(ctx, ident, Schema(), PartitionSpec(), TableProperties())
+	tbl, _, err := lh.LoadOrCreateTable(ctx, ident, Schema(), PartitionSpec(), TableProperties(opt.Codec))
 	if err == nil {
 		tbl, err = addKeyColumns(ctx, lh, ident, tbl)
 	}

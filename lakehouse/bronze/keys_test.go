@@ -27,7 +27,7 @@ func TestKafkaKeysAndHeaders(t *testing.T) {
 	lh := lakehousetest.Open(t)
 	// A Bronze table as goldbridge created it before: seven columns.
 	old := iceberg.NewSchema(0, Schema().Fields()[:7]...)
-	if _, _, err := lh.LoadOrCreateTable(ctx, ident, old, PartitionSpec(), TableProperties()); err != nil {
+	if _, _, err := lh.LoadOrCreateTable(ctx, ident, old, PartitionSpec(), TableProperties(catalog.DefaultCodec())); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))

@@ -154,7 +154,7 @@ func TestSourcePosAddedToOldTable(t *testing.T) {
 	dir := t.TempDir()
 	old := iceberg.NewSchema(0, Schema().Fields()[:7]...)
 	oldArrow := arrow.NewSchema(arrowSchema.Fields()[:7], nil)
-	if _, _, err := lh.LoadOrCreateTable(ctx, ident, old, PartitionSpec(), TableProperties()); err != nil {
+	if _, _, err := lh.LoadOrCreateTable(ctx, ident, old, PartitionSpec(), TableProperties(catalog.DefaultCodec())); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "old.jsonl"), []byte("{\"n\":1}\n"))

@@ -8,6 +8,7 @@ package bronze
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
@@ -94,22 +95,19 @@ func addSourcePos(ctx context.Context, lh *catalog.Lakehouse, ident string, tbl 
 			return nil, fmt.Errorf("add column %s: %w", ColSourcePos, err)
 		}
 		key := "write.parquet.dict-encoding-enabled.column." + ColSourcePos
-		if err := tx.SetProperties(iceberg.Properties{key: TableProperties()[key]}); err != nil {
+		if err := tx.SetProperties(iceberg.Properties{key: TableProperties(catalog.DefaultCodec())[key]}); err != nil {
 			return nil, err
 		}
 		return tx.Commit(ctx)
 	})
 }
 
-// TableProperties are set when a Bronze table is created: zstd Parquet, format v2.
-func TableProperties() iceberg.Properties {
-	return iceberg.Properties{
-		"format-version":                  "2",
-		"write.format.default":            "parquet",
-		"write.parquet.compression-codec": "zstd",
-		// zstd level 1 ("fastest"): on ~200-byte JSON lines it writes files within 2%
-		// of level 3's size for ~40% less compression CPU, which bounds ingestion speed.
-		"write.parquet.compression-level": "1",
+// TableProperties are set when a Bronze table is created: Parquet compressed with codec
+// (lakehouse.compression.bronze), format v2.
+func TableProperties(codec catalog.Codec) iceberg.Properties {
+	props := iceberg.Properties{
+		"format-version":       "2",
+		"write.format.default": "parquet",
 		// The writer buffers a whole row group in memory: 128k rows or 16 MB written
 		// keeps ingestion memory constant whatever the file size.
 		"write.parquet.row-group-limit":      "131072",
@@ -129,6 +127,8 @@ func TableProperties() iceberg.Properties {
 		"write.parquet.dict-encoding-enabled.column._batch_id":      "false",
 		"write.parquet.dict-encoding-enabled.column._source_system": "false",
 	}
+	maps.Copy(props, codec.Properties())
+	return props
 }
 
 // arrowSchema is the Arrow form of Schema, as written.

@@ -651,8 +651,9 @@ func (l *Lakehouse) LoadTable(ctx context.Context, ident string) (*table.Table, 
 // LoadOrCreateTable loads "ns.table", or creates it (and its namespace) with
 // the given schema, partition spec, table properties (plus MetadataProperties) and
 // extra create options (a sort order). created reports whether this call created it. Concurrent creators
-// are tolerated: the loser loads the winner's table. An existing table is returned as is; its schema
-// and spec are not compared with the arguments.
+// are tolerated: the loser loads the winner's table. An existing table's schema and spec are not
+// compared with the arguments; when props name a codec (PropCodec) and the table has another, the
+// table is set to props' codec (EnsureCodec) and returned as committed.
 func (l *Lakehouse) LoadOrCreateTable(ctx context.Context, ident string, sch *iceberg.Schema, spec iceberg.PartitionSpec, props iceberg.Properties,
 	extra ...icecat.CreateTableOpt) (*table.Table, bool, error) {
 	id, err := ParseIdent(ident)
@@ -661,7 +662,10 @@ func (l *Lakehouse) LoadOrCreateTable(ctx context.Context, ident string, sch *ic
 	}
 	tbl, err := l.loadTable(ctx, id)
 	if err == nil {
-		return tbl, false, nil
+		if c, ok := codecOf(props); ok {
+			tbl, err = l.EnsureCodec(ctx, ident, tbl, c)
+		}
+		return tbl, false, err
 	}
 	if !errors.Is(err, icecat.ErrNoSuchTable) {
 		return nil, false, fmt.Errorf("load table %s: %w", ident, err)

@@ -11,6 +11,7 @@ package gold
 import (
 	"fmt"
 
+	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 )
@@ -101,6 +102,10 @@ type MartSpec struct {
 	// Silver rows each, all committed in one snapshot. 0 means DefaultPassRows; a
 	// negative value, one pass.
 	PassRows int64
+	// Codec compresses the mart's data files (the zero value: catalog.DefaultCodec); a
+	// table written with another is set to it before a run. Not part of Definition: a
+	// change of codec rebuilds nothing.
+	Codec catalog.Codec
 }
 
 // Summary keys and properties of Gold tables (the column names are package mart's).

@@ -12,6 +12,7 @@ import (
 
 	"goldbridge/demo"
 	"goldbridge/lakehouse/bronze"
+	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/filescan"
 	"goldbridge/lakehouse/lakehousetest"
 )
@@ -22,7 +23,7 @@ import (
 func TestDirectBronzeReadEqualsScan(t *testing.T) {
 	ctx := context.Background()
 	lh := lakehousetest.Open(t)
-	props := maps.Clone(bronze.TableProperties())
+	props := maps.Clone(bronze.TableProperties(catalog.DefaultCodec()))
 	props["write.parquet.row-group-limit"] = "500"
 	props["read.split.target-size"] = "16384"
 	if _, _, err := lh.LoadOrCreateTable(ctx, "bronze.orders", bronze.Schema(), bronze.PartitionSpec(), props); err != nil {

@@ -536,7 +536,7 @@ func TestKeylessUndatedBronzeRows(t *testing.T) {
 	lh := lakehousetest.Open(t)
 	spec := flightsSpec("unbounded")
 	old := iceberg.NewSchema(0, bronze.Schema().Fields()[:7]...)
-	if _, _, err := lh.LoadOrCreateTable(ctx, flightsBronze, old, bronze.PartitionSpec(), bronze.TableProperties()); err != nil {
+	if _, _, err := lh.LoadOrCreateTable(ctx, flightsBronze, old, bronze.PartitionSpec(), bronze.TableProperties(catalog.DefaultCodec())); err != nil {
 		t.Fatal(err)
 	}
 	same := flightLines(6, 1, 0)[0]

@@ -268,7 +268,7 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 		sch = e.writeSchema
 	}
 	e.quality.SchemaIssues, e.quality.SchemaNotes = schemaIssues(sch, e.tcols)
-	qTbl, _, err := lh.LoadOrCreateTable(ctx, spec.QuarantineTable, quarantineSchema(), quarantineSpec(), tableProperties())
+	qTbl, _, err := lh.LoadOrCreateTable(ctx, spec.QuarantineTable, quarantineSchema(), quarantineSpec(), tableProperties(spec.Codec))
 	if err != nil {
 		return fail(err)
 	}
@@ -278,7 +278,7 @@ func runWrite(ctx context.Context, lh *catalog.Lakehouse, spec EntitySpec, bronz
 		if err != nil {
 			return fail(err)
 		}
-		if keysTbl, _, err = lh.LoadOrCreateTable(ctx, spec.KeysTable, ksch, kspec, tableProperties()); err != nil {
+		if keysTbl, _, err = lh.LoadOrCreateTable(ctx, spec.KeysTable, ksch, kspec, tableProperties(spec.Codec)); err != nil {
 			return fail(err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"time"
 
+	"goldbridge/lakehouse/catalog"
+
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 )
 
@@ -183,6 +185,9 @@ type EntitySpec struct {
 	// debezium.go): the columns from the row image, the op from the event, and the
 	// versions ordered by the source position unless UpdatedAt is set.
 	Debezium *DebeziumSpec
+	// Codec compresses the data files of the entity's tables (the zero value:
+	// catalog.DefaultCodec); a table written with another is set to it before a run.
+	Codec catalog.Codec
 
 	// Quality warning thresholds in percent of the Bronze rows of a run: the report
 	// warns when the quarantined (duplicate) share is above them.

@@ -2,8 +2,11 @@ package silver
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+
+	"goldbridge/lakehouse/catalog"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
@@ -266,17 +269,19 @@ func sortOrder(sch *iceberg.Schema, spec EntitySpec) (table.SortOrder, error) {
 	return table.NewSortOrder(1, fields)
 }
 
-func tableProperties() iceberg.Properties {
-	return iceberg.Properties{
-		"format-version":                  "2",
-		"write.parquet.compression-codec": "zstd",
-		// Level 1: files a few percent larger than level 3's for ~40% less compression
-		// CPU (a fifth of a full Silver build's write at level 3).
-		"write.parquet.compression-level": "1",
-		"write.parquet.row-group-limit":   "131072",
-		"write.delete.mode":               "merge-on-read",
-		"write.update.mode":               "merge-on-read",
+// tableProperties are those of every table of the entity (Silver, its quarantine, its
+// keys): Parquet compressed with the entity's codec (lakehouse.compression.silver; the
+// default zstd level 1 writes files a few percent larger than level 3's for ~40% less
+// compression CPU, a fifth of a full Silver build's write at level 3).
+func tableProperties(codec catalog.Codec) iceberg.Properties {
+	props := iceberg.Properties{
+		"format-version":                "2",
+		"write.parquet.row-group-limit": "131072",
+		"write.delete.mode":             "merge-on-read",
+		"write.update.mode":             "merge-on-read",
 	}
+	maps.Copy(props, codec.Properties())
+	return props
 }
 
 // silverProperties are the Silver table's: no dictionary for the columns whose values
@@ -284,7 +289,7 @@ func tableProperties() iceberg.Properties {
 // and key hashes), which Parquet would hash and then give up on; with sort_by, row
 // groups of sortedRowGroup rows, so that a range of the sort column maps to few of them.
 func silverProperties(spec EntitySpec) iceberg.Properties {
-	props := tableProperties()
+	props := tableProperties(spec.Codec)
 	if len(spec.SortBy) > 0 {
 		props["write.parquet.row-group-limit"] = strconv.Itoa(sortedRowGroup)
 	}

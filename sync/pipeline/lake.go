@@ -38,7 +38,7 @@ func (r *Runner) Ingest(ctx context.Context, entities []string) (err error) {
 		}
 		for _, ks := range kafka {
 			res, err := bronze.IngestKafka(ctx, r.Lake, e.Bronze, ks, bronze.Options{
-				BatchRows: e.BatchRows, Transform: encrypt, Log: r.Log.With("stage", "ingest", "entity", name, "source", ks.Name),
+				BatchRows: e.BatchRows, Codec: e.BronzeCodec, Transform: encrypt, Log: r.Log.With("stage", "ingest", "entity", name, "source", ks.Name),
 			})
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -86,7 +86,7 @@ func (r *Runner) ingestFiles(ctx context.Context, name string, e Entity, encrypt
 		progress, done = r.Progress(name, total)
 	}
 	res, err := bronze.IngestFiles(ctx, r.Lake, e.Bronze, e.Files, bronze.Options{
-		BatchRows: e.BatchRows, Transform: encrypt, Reingest: r.Reingest, RetryQuarantined: r.RetryQuarantined,
+		BatchRows: e.BatchRows, Codec: e.BronzeCodec, Transform: encrypt, Reingest: r.Reingest, RetryQuarantined: r.RetryQuarantined,
 		Progress: progress, Log: r.Log.With("stage", "ingest", "entity", name),
 	})
 	done()

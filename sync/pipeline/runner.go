@@ -54,13 +54,15 @@ type Plan interface {
 
 // Entity is what the ingest and silver stages need of one entity.
 type Entity struct {
-	Bronze    string // the Bronze table
-	BatchRows int    // rows per Bronze batch (0: the default)
-	Files     []bronze.FileSource
-	Silver    silver.EntitySpec
-	PassRows  int64    // silver.Options.PassRows
-	PassBytes int64    // silver.Options.PassBytes
-	Lookups   []string // the entities whose Silver tables its lookups read
+	Bronze string // the Bronze table
+	// BronzeCodec compresses the Bronze table's data files (bronze.Options.Codec).
+	BronzeCodec catalog.Codec
+	BatchRows   int // rows per Bronze batch (0: the default)
+	Files       []bronze.FileSource
+	Silver      silver.EntitySpec
+	PassRows    int64    // silver.Options.PassRows
+	PassBytes   int64    // silver.Options.PassBytes
+	Lookups     []string // the entities whose Silver tables its lookups read
 }
 
 // Mart is what the gold and sync stages need of one mart.

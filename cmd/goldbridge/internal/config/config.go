@@ -40,6 +40,16 @@ type Lakehouse struct {
 	Warehouse  string     `yaml:"warehouse"`
 	S3         S3         `yaml:"s3"`
 	Namespaces Namespaces `yaml:"namespaces"`
+	// Compression is each layer's Parquet codec (docs/config.md); "" is zstd level 1.
+	Compression Compression `yaml:"compression"`
+}
+
+// Compression names the codec of each layer's data files: zstd, zstd:<level> (1-22),
+// snappy, lz4raw or uncompressed.
+type Compression struct {
+	Bronze string `yaml:"bronze"`
+	Silver string `yaml:"silver"`
+	Gold   string `yaml:"gold"`
 }
 
 // Catalog selects the Iceberg catalog implementation.

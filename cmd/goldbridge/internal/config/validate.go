@@ -240,6 +240,15 @@ func (c *Config) validateLakehouse(v *validator) {
 			v.add(path, "invalid namespace %q", ns)
 		}
 	}
+	for path, c := range map[string]string{
+		"lakehouse.compression.bronze": lh.Compression.Bronze,
+		"lakehouse.compression.silver": lh.Compression.Silver,
+		"lakehouse.compression.gold":   lh.Compression.Gold,
+	} {
+		if _, err := catalog.ParseCodec(c); err != nil {
+			v.add(path, "%v", err)
+		}
+	}
 }
 
 // validateSQLCatalog checks a sql catalog's URI: a SQLite file path, or a postgres://

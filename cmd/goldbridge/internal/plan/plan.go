@@ -92,6 +92,11 @@ func EntitySpec(cfg *config.Config, name string) (silver.EntitySpec, error) {
 		Severity: silver.Severities{Rows: sv.Quality.Severity.Rows, Schema: sv.Quality.Severity.Schema, Balance: sv.Quality.Severity.Balance,
 			Undeclared: sv.Quality.Severity.Undeclared},
 	}
+	codec, err := catalog.ParseCodec(cfg.Lakehouse.Compression.Silver)
+	if err != nil {
+		return spec, fmt.Errorf("lakehouse.compression.silver: %w", err)
+	}
+	spec.Codec = codec
 	if sv.Format == "debezium" && sv.Debezium != nil {
 		spec.Debezium = &silver.DebeziumSpec{Connector: sv.Debezium.Connector, DecimalHandling: sv.Debezium.DecimalHandling}
 	}
@@ -220,6 +225,9 @@ func MartSpec(cfg *config.Config, name string) (gold.MartSpec, error) {
 		Name: name, Table: m.Table, SourceTable: ent.Silver.Table, SourceKey: es.KeyColumns(), SourceColumns: cols,
 		Mode: m.Mode, OnChange: m.OnChange, Filter: m.Filter, GrainColumn: m.Grain.Column, GrainUnit: m.Grain.Unit, GrainAs: m.Grain.As,
 		Grouping: m.Grouping, GroupingSets: m.GroupingSets, PassRows: m.PassRows,
+	}
+	if spec.Codec, err = catalog.ParseCodec(cfg.Lakehouse.Compression.Gold); err != nil {
+		return spec, fmt.Errorf("lakehouse.compression.gold: %w", err)
 	}
 	// The row's columns: the source's, then each join's (dimension and measure types).
 	rowCols := map[string]silver.Type{}
@@ -358,9 +366,13 @@ func (p Plan) Entity(name string) (pipeline.Entity, error) {
 	if err != nil {
 		return pipeline.Entity{}, err
 	}
+	codec, err := catalog.ParseCodec(p.cfg.Lakehouse.Compression.Bronze)
+	if err != nil {
+		return pipeline.Entity{}, fmt.Errorf("lakehouse.compression.bronze: %w", err)
+	}
 	e := p.cfg.Entities[name]
 	return pipeline.Entity{
-		Bronze: e.Bronze.Table, BatchRows: e.Bronze.BatchRows, Files: FileSources(p.cfg, name),
+		Bronze: e.Bronze.Table, BronzeCodec: codec, BatchRows: e.Bronze.BatchRows, Files: FileSources(p.cfg, name),
 		Silver: spec, PassRows: e.Silver.PassRows, PassBytes: int64(e.Silver.PassBytes), Lookups: p.cfg.LookupEntities(name),
 	}, nil
 }
