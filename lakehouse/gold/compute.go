@@ -104,7 +104,13 @@ func (rf *rowFilter) clone() *rowFilter {
 	if rf == nil {
 		return nil
 	}
-	return &rowFilter{prog: rf.prog, names: rf.names, env: maps.Clone(rf.env), tri: rf.tri, null: make([]bool, len(rf.names)), memo: map[string]bool{}, memoOK: rf.memoOK}
+	return newRowFilter(rf.prog, rf.names, maps.Clone(rf.env), rf.tri, rf.memoOK)
+}
+
+// newRowFilter is a filter running prog over the named columns, with a VM, memo and
+// NULL flags of its own; memoOK says whether its outcomes may be cached.
+func newRowFilter(prog *vm.Program, names []string, env map[string]any, tri *kleene, memoOK bool) *rowFilter {
+	return &rowFilter{prog: prog, names: names, env: env, tri: tri, null: make([]bool, len(names)), memo: map[string]bool{}, memoOK: memoOK}
 }
 
 // memoLimit bounds the memo; a filter over many distinct values runs the program.
@@ -251,7 +257,7 @@ func compileExpr(what, src string, cols map[string]silver.Type) (*rowFilter, err
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", what, src, err)
 	}
-	return &rowFilter{prog: prog, names: names, env: env, tri: tri, null: make([]bool, len(names)), memo: map[string]bool{}, memoOK: pure}, nil
+	return newRowFilter(prog, names, env, tri, pure), nil
 }
 
 // scanSilver feeds the Silver rows of tbl matching filter to p: each row is enriched by

@@ -8,8 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
@@ -245,18 +245,14 @@ func (p *partial) finish() {
 	}
 }
 
-// parallel calls f(0) .. f(n-1) on up to workers goroutines, each taking the next index.
+// parallel calls f(0) .. f(n-1) on up to workers goroutines at a time.
 func parallel(workers, n int, f func(int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				f(i)
-			}
-		})
+	var g errgroup.Group
+	g.SetLimit(max(workers, 1))
+	for i := range n {
+		g.Go(func() error { f(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // f returns nothing
 }
 
 // rows returns the groups of every grouping set, merged from the base groups, sorted by

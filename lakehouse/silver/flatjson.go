@@ -161,19 +161,23 @@ func (ps *parser) scanFlat(s string) bool {
 		} else if s, ok = skipJSONValue(s, 2); !ok { // the payload is depth 1
 			return false
 		}
+		var done bool
+		if s, done, ok = nextMember(s, '}'); !ok || done {
+			return ok && skipSpace(s) == ""
+		}
 		s = skipSpace(s)
-		if len(s) == 0 {
-			return false
-		}
-		switch s[0] {
-		case ',':
-			s = skipSpace(s[1:])
-		case '}':
-			return skipSpace(s[1:]) == ""
-		default:
-			return false
-		}
 	}
+}
+
+// nextMember reads what follows a member of an object or array closed by closing: a
+// comma (done false: rest is after it, the next member perhaps after spaces) or the
+// closing byte (done true: rest is after it); ok false for anything else.
+func nextMember(s string, closing byte) (rest string, done, ok bool) {
+	s = skipSpace(s)
+	if len(s) == 0 || s[0] != ',' && s[0] != closing {
+		return s, false, false
+	}
+	return s[1:], s[0] == closing, true
 }
 
 // seenField notes an undeclared field of the current payload if the tally has seen it
@@ -330,18 +334,11 @@ func skipJSONContainer(s string, closing byte, depth int, keyed bool) (string, b
 		if s, ok = skipJSONValue(s, depth+1); !ok {
 			return s, false
 		}
+		var done bool
+		if s, done, ok = nextMember(s, closing); !ok || done {
+			return s, ok
+		}
 		s = skipSpace(s)
-		if len(s) == 0 {
-			return s, false
-		}
-		switch s[0] {
-		case ',':
-			s = skipSpace(s[1:])
-		case closing:
-			return s[1:], true
-		default:
-			return s, false
-		}
 	}
 }
 
