@@ -49,14 +49,16 @@ func tableCodecs(t *testing.T, lh *catalog.Lakehouse, ident string) []string {
 
 // TestLayerCodecsThroughTheCLI: lakehouse.compression gives each layer's files their
 // codec; changed, the next run's files take the new one while the older files keep
-// theirs, and every flight is still counted once (the oracle: the landing lines).
+// theirs until maintain compacts them, and every flight is still counted once (the
+// oracle: the landing lines).
 func TestLayerCodecsThroughTheCLI(t *testing.T) {
 	state := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "flights.yaml")
 	write := func(compression string) {
 		t.Helper()
 		yaml := strings.Replace(keylessConfig("      mode: append\n      identity: delivery\n      event_time: dep"),
-			"  warehouse: file://${STATE_DIR}/warehouse\n", "  warehouse: file://${STATE_DIR}/warehouse\n  compression: "+compression+"\n", 1)
+			"  warehouse: file://${STATE_DIR}/warehouse\n", "  warehouse: file://${STATE_DIR}/warehouse\n  compression: "+compression+"\n", 1) +
+			"maintenance: {max_files: 2}\n" // two runs' files make a partition to compact
 		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -130,5 +132,12 @@ func TestLayerCodecsThroughTheCLI(t *testing.T) {
 	gb("gold")
 	check("after the change", map[string][]string{
 		"bronze.flights": {"lz4_raw", "zstd"}, "silver.flights": {"snappy", "zstd"}, "gold.flights_daily": {"snappy", "uncompressed"},
+	})
+
+	// Compaction rewrites the small files in the codec the tables now have (Gold's two days
+	// are one file each: nothing to compact).
+	gb("maintain")
+	check("after maintain", map[string][]string{
+		"bronze.flights": {"zstd"}, "silver.flights": {"snappy", "zstd"}, "gold.flights_daily": {"snappy", "uncompressed"},
 	})
 }
