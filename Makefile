@@ -70,7 +70,7 @@ FUZZ_TARGETS := lakehouse/silver:FuzzParseDecimal lakehouse/silver:FuzzParseTime
 	lakehouse/silver:FuzzParsePayload lakehouse/silver:FuzzFlatMatchesGeneral lakehouse/silver:FuzzRuleEval \
 	lakehouse/silver:FuzzDebeziumEvent \
 	lakehouse/bronze:FuzzReadCSV lakehouse/bronze:FuzzReadLines \
-	lakehouse/jsonscan:FuzzSkipValue serving/lakesql:FuzzRewriteLakeSQL
+	lakehouse/jsonscan:FuzzSkipValue serving/lakesql:FuzzRewriteLakeSQL lakehouse/catalog:FuzzParseCodec
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZ_TIME) ./$${t%%:*}; \

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -153,4 +154,34 @@ func TestEnsureCodec(t *testing.T) {
 	if got := slices.Collect(maps.Keys(fileCodecs(t, tbl))); len(got) != 4 {
 		t.Fatalf("codecs in the table's files: %v, want 4", got)
 	}
+}
+
+// FuzzParseCodec: any text is refused or read as a codec whose String reads back as
+// itself and whose properties name a codec of the list (a zstd level 1 to 22).
+func FuzzParseCodec(f *testing.F) {
+	for _, s := range []string{"", "zstd", "zstd:3", "zstd:22", "zstd:023", "zstd:+3", "lz4raw", "snappy", "uncompressed", "zstd:", ":3", "snappy:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := catalog.ParseCodec(s)
+		if err != nil {
+			return
+		}
+		if back, err := catalog.ParseCodec(c.String()); err != nil || back != c {
+			t.Fatalf("ParseCodec(%q) = %v; its String %q reads as %v, %v", s, c, c.String(), back, err)
+		}
+		p := c.Properties()
+		switch name, level := p[catalog.PropCodec], p[catalog.PropCodecLevel]; name {
+		case "zstd":
+			if c.Level < 1 || c.Level > 22 || level != strconv.Itoa(c.Level) {
+				t.Fatalf("ParseCodec(%q) = %v: properties %v", s, c, p)
+			}
+		case "snappy", "lz4raw", "uncompressed":
+			if level != "-1" {
+				t.Fatalf("ParseCodec(%q) = %v: properties %v", s, c, p)
+			}
+		default:
+			t.Fatalf("ParseCodec(%q) = %v: codec %q", s, c, name)
+		}
+	})
 }
