@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,9 +25,6 @@ type Codec struct {
 	Name  string // zstd | snappy | lz4raw | uncompressed
 	Level int    // zstd only: 1 to 22 (0: 1); 0 for the others
 }
-
-// The codecs a layer may choose: their Parquet names as Iceberg's property spells them.
-var codecNames = []string{"zstd", "snappy", "lz4raw", "uncompressed"}
 
 // DefaultCodec is zstd level 1: on JSON payloads within 2% of level 3's size for ~40%
 // less compression CPU (docs/bronze.md).
@@ -51,12 +49,12 @@ func ParseCodec(s string) (Codec, error) {
 	case hasLevel:
 		return Codec{}, fmt.Errorf("codec %q: only zstd takes a level", s)
 	}
-	for _, n := range codecNames {
-		if name == n {
-			return Codec{Name: name}, nil
-		}
+	// The codecs a layer may choose, named as Iceberg's property spells them.
+	names := []string{"zstd", "snappy", "lz4raw", "uncompressed"}
+	if !slices.Contains(names, name) {
+		return Codec{}, fmt.Errorf("unknown codec %q: want one of %s (zstd:<level> for a zstd level)", s, strings.Join(names, ", "))
 	}
-	return Codec{}, fmt.Errorf("unknown codec %q: want one of %s (zstd:<level> for a zstd level)", s, strings.Join(codecNames, ", "))
+	return Codec{Name: name}, nil
 }
 
 // String is the codec as ParseCodec reads it.
