@@ -9,9 +9,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 
 	"goldbridge/lakehouse/catalog"
 	"goldbridge/lakehouse/lakehousetest"
@@ -53,34 +51,6 @@ func TestParseCodec(t *testing.T) {
 			t.Errorf("ParseCodec(%q) = %v, %v; want %v", c.String(), back, err, c)
 		}
 	}
-}
-
-// fileCodecs is the codec of every column chunk of tbl's live data files, read from the
-// Parquet footers (the files themselves, not the table's properties).
-func fileCodecs(t *testing.T, tbl *table.Table) map[compress.Compression]int {
-	t.Helper()
-	tasks, err := tbl.Scan().PlanFiles(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[compress.Compression]int{}
-	for _, task := range tasks {
-		pr, err := file.OpenParquetFile(strings.TrimPrefix(task.File.FilePath(), "file://"), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rg := range pr.NumRowGroups() {
-			for c := range pr.MetaData().Schema.NumColumns() {
-				cc, err := pr.MetaData().RowGroup(rg).ColumnChunk(c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out[cc.Compression()]++
-			}
-		}
-		pr.Close()
-	}
-	return out
 }
 
 // TestEnsureCodec: a table loaded with props naming another codec is set to it in a
@@ -133,13 +103,13 @@ func TestEnsureCodec(t *testing.T) {
 		}
 
 		// The next write is in the new codec; the older files keep theirs.
-		had := fileCodecs(t, tbl)
+		had := lakehousetest.FileCodecs(t, tbl)
 		rows := genRows(100*len(had)+100, 30)
 		if tbl, err = lh.Commit(ctx, ident, addFiles(writeFiles(t, tbl, rows), nil)); err != nil {
 			t.Fatal(err)
 		}
 		snap = tbl.CurrentSnapshot().SnapshotID
-		got := fileCodecs(t, tbl)
+		got := lakehousetest.FileCodecs(t, tbl)
 		if got[c.want] <= had[c.want] {
 			t.Fatalf("%s: column chunks by codec %v after the write, %v before: none more in %s", c.codec, got, had, c.want)
 		}
@@ -151,7 +121,7 @@ func TestEnsureCodec(t *testing.T) {
 		first = append(first, rows...)
 		assertRows(t, scanRows(t, tbl), first)
 	}
-	if got := slices.Collect(maps.Keys(fileCodecs(t, tbl))); len(got) != 4 {
+	if got := slices.Collect(maps.Keys(lakehousetest.FileCodecs(t, tbl))); len(got) != 4 {
 		t.Fatalf("codecs in the table's files: %v, want 4", got)
 	}
 }
