@@ -43,6 +43,13 @@ export NODE_PATH
 
 rm -rf "$W"
 mkdir -p "$W/logs"
+if [[ -n "${BENCH_CODEC:-}" ]]; then # as in bench/run.sh: "bronze silver gold" codecs
+	read -r cb cs cg <<<"$BENCH_CODEC"
+	[[ -n "$cg" ]] || die "BENCH_CODEC wants three codecs (bronze silver gold), got '$BENCH_CODEC'"
+	sed "s|^  warehouse: \(.*\)\$|  warehouse: \1\n  compression: {bronze: \"$cb\", silver: \"$cs\", gold: \"$cg\"}|" "$CONFIG" >"$W/taxi.yaml"
+	grep -q '^  compression:' "$W/taxi.yaml" || die "BENCH_CODEC: no lakehouse.warehouse line in $CONFIG"
+	CONFIG="$W/taxi.yaml"
+fi
 gb() { "$BIN" -c "$CONFIG" --state-dir "$1" "${@:2}"; }
 
 # measure NAME CMD...: CMD under /usr/bin/time -v, output in logs/NAME.*, after a sync
@@ -119,6 +126,7 @@ host="$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "## Parquet pipeline ($(date -u +%H:%M) UTC): examples/taxi.yaml, 2 landings × $N trips ($((N * 3 / 2)) distinct), $landing_mb MB of Parquet"
 	echo
 	echo "$host; $ROUNDS alternating rounds, medians; every round's Gold equal on both sides: $got"
+	if [[ -n "${BENCH_CODEC:-}" ]]; then echo; echo "Codecs of Bronze, Silver and Gold (BENCH_CODEC): $BENCH_CODEC."; fi
 	echo
 	echo "| side | wall s (each round) | median | peak RSS MB (median) |"
 	echo "|---|---|---:|---:|"

@@ -28,6 +28,7 @@
 #                      month: the dashboards' layout docs/bi.md recommends)
 #   BENCH_CODEC=c      lakehouse.compression of every layer's tables as "bronze silver gold"
 #                      codecs (e.g. "lz4raw zstd zstd"; default: the config's, zstd level 1)
+#                      (the Parquet pipeline of BENCH_PARQUET too)
 #   GOLDBRIDGE_CACHE   cache root (default ~/.cache/goldbridge): DuckDB's npm package
 #
 # Input: `goldbridge demo generate --seed 42 --end 2026-06-30` of N + N/1000 events; the
