@@ -137,6 +137,12 @@ func scanRows(t testing.TB, tbl *table.Table) []row {
 		t.Fatalf("scan: %v", err)
 	}
 	defer at.Release()
+	return arrowRows(t, at)
+}
+
+// arrowRows reads an Arrow table of the test schema's columns, sorted by id.
+func arrowRows(t testing.TB, at arrow.Table) []row {
+	t.Helper()
 	tr := array.NewTableReader(at, 0)
 	defer tr.Release()
 	var out []row

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -73,7 +72,7 @@ func TestPartitionRuns(t *testing.T) {
 	}
 }
 
-// fileRows reads a data file's rows (id, name, ts).
+// fileRows reads a data file's rows.
 func fileRows(t *testing.T, path string) []row {
 	t.Helper()
 	f, err := os.Open(strings.TrimPrefix(path, "file://"))
@@ -87,21 +86,5 @@ func fileRows(t *testing.T, path string) []row {
 		t.Fatal(err)
 	}
 	defer tab.Release()
-	rdr := array.NewTableReader(tab, 0)
-	defer rdr.Release()
-	var out []row
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		ids := rec.Column(0).(*array.Int64)
-		nms := rec.Column(1).(*array.String)
-		tss := rec.Column(2).(*array.Timestamp)
-		for i := range int(rec.NumRows()) {
-			r := row{ID: ids.Value(i), TS: time.UnixMicro(int64(tss.Value(i))).UTC()}
-			if nms.IsValid(i) {
-				r.Name = nms.Value(i)
-			}
-			out = append(out, r)
-		}
-	}
-	return out
+	return arrowRows(t, tab)
 }
