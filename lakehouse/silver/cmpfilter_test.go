@@ -1,7 +1,6 @@
 package silver
 
 import (
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -52,13 +51,7 @@ func TestCmpFilterMatchesVM(t *testing.T) {
 			t.Fatalf("%s: cmpFilter %v, want %v", expr, taken, want)
 		}
 		// The same rule on the VM alone.
-		vmRules := slices.Clone(rs.rules)
-		vmRules[0].cmp = nil
-		vmSet := &ruleSet{rules: vmRules, cols: rs.cols, src: rs.src, env: maps.Clone(rs.env), inEnv: make([]bool, len(rs.cols))}
-		for i := range cols {
-			vmSet.sync = append(vmSet.sync, i)
-			vmSet.inEnv[i] = true
-		}
+		vmSet := vmOnly(rs)
 		rejected := 0
 		for range 400 {
 			row := make([]Value, len(cols))

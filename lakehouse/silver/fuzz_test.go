@@ -1,6 +1,8 @@
 package silver
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +110,8 @@ func FuzzParsePayload(f *testing.F) {
 }
 
 // FuzzRuleEval compiles a fuzzed expression as a filter and as a derive over the rule test
-// columns, and applies it to a fuzzed row: compile errors are fine, a panic or a hang is not.
+// columns, and applies it to a fuzzed row: compile errors are fine, a panic or a hang is
+// not, and the direct evaluation (rules_direct.go) gives what the VM alone gives.
 func FuzzRuleEval(f *testing.F) {
 	for _, s := range []string{"amount >= 0", `upper(country) == "DE"`, "repeat(country, qty)", "qty / 0 > 1",
 		"let r = 1..1000; all(r, all(r, true))", `len(split(status, "")) > 2`, "1..qty", "amount * 1e300 > 0"} {
@@ -128,7 +131,10 @@ func FuzzRuleEval(f *testing.F) {
 				row[i] = ruleNull
 			}
 			row[0], row[2], row[4] = Value{S: "o1"}, Value{S: country}, Value{I: qty}
-			_ = rs.apply(row)
+			b := slices.Clone(row)
+			if got, want := rs.apply(row), vmOnly(rs).apply(b); got != want || fmt.Sprint(row) != fmt.Sprint(b) {
+				t.Fatalf("%s: %q %v, on the VM alone %q %v", expr, got, row, want, b)
+			}
 		}
 	})
 }

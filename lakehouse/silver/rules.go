@@ -61,6 +61,8 @@ type compiledRule struct {
 	kind   ruleKind
 	prog   *vm.Program
 	cmp    *cmpFilter // filter: evaluated without the VM (see cmpFilter), else nil
+	direct directFn   // the expression evaluated on the row (rules_direct.go), else nil
+	types  []Type     // every column's type as the expression reads it (the VM's environment)
 	refs   []int      // columns the expression reads
 	col    int        // column written by normalize/derive
 	strict bool       // normalize/derive: NULL in any of refs → NULL, without evaluating
@@ -83,10 +85,10 @@ type compiledRule struct {
 type ruleSet struct {
 	rules []compiledRule
 	cols  []ColumnSpec // the typed columns, then the columns the rules add
-	src   []Type       // the typed columns' types as parsed (a normalize may retype them)
-	sync  []int        // typed columns some expression reads: put into env at each row
-	inEnv []bool       // columns some expression reads: env follows the rules' writes
+	inEnv []bool       // columns some expression reads: the VM's environment holds them
 	env   map[string]any
+	fresh bool      // env holds this row's values (filled when a rule first needs the VM)
+	dc    directCtx // this row's values as expressions read them
 	vm    vm.VM
 	key   []byte
 	// noFilters skips the filter rules (a Debezium delete: see applyToDelete).
@@ -94,9 +96,11 @@ type ruleSet struct {
 }
 
 // clone returns a ruleSet sharing the compiled programs and lookup tables, with its own
-// environment and VM.
+// environment, row values and VM.
 func (r *ruleSet) clone() *ruleSet {
-	return &ruleSet{rules: r.rules, cols: r.cols, src: r.src, sync: r.sync, inEnv: r.inEnv, env: maps.Clone(r.env), vm: vm.VM{MemoryBudget: MaxRuleMemory}}
+	c := &ruleSet{rules: r.rules, cols: r.cols, inEnv: r.inEnv, env: maps.Clone(r.env), vm: vm.VM{MemoryBudget: MaxRuleMemory}}
+	c.dc.size(len(r.cols))
+	return c
 }
 
 // compileRules compiles every rule once against the typed columns. It returns the extra
@@ -201,20 +205,12 @@ func compileRuleList(specs []RuleSpec, cols []ColumnSpec, load LookupLoader, fil
 		}
 	}
 	rs.cols = all
-	rs.src = make([]Type, len(cols))
-	for i, c := range cols {
-		rs.src[i] = c.Type
-	}
+	rs.dc.size(len(all))
 	rs.inEnv = make([]bool, len(rs.cols))
 	rs.env = make(map[string]any, len(rs.cols))
 	for i, c := range rs.cols {
 		rs.env[c.Name] = nil
-		if reads[i] {
-			rs.inEnv[i] = true
-			if i < len(cols) {
-				rs.sync = append(rs.sync, i)
-			}
-		}
+		rs.inEnv[i] = reads[i]
 	}
 	if len(problems) > 0 {
 		return nil, nil, problems
@@ -307,6 +303,11 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 	}
 	cr.prog = prog
 	cr.refs = exprReads(prog, index)
+	cr.direct = compileDirect(prog.Node(), index, all)
+	cr.types = make([]Type, len(all))
+	for i, c := range all {
+		cr.types[i] = c.Type
+	}
 	if kind == ruleFilter {
 		cr.cmp = newCmpFilter(prog.Node(), index, all)
 		return cr, nil

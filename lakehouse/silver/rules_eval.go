@@ -17,9 +17,8 @@ import (
 // cells are filled here. A filter that is not true returns "<id>:<reason>"; "" means the
 // row passes. See the package notes above for NULLs and errors.
 func (r *ruleSet) apply(row []Value) string {
-	for _, i := range r.sync {
-		r.env[r.cols[i].Name] = ruleEnvValue(r.src[i], row[i])
-	}
+	r.dc.newRow(row)
+	r.fresh = false
 	for k := range r.rules {
 		ru := &r.rules[k]
 		switch ru.kind {
@@ -33,7 +32,7 @@ func (r *ruleSet) apply(row []Value) string {
 				}
 				continue
 			}
-			out, err := r.vm.Run(ru.prog, r.env)
+			out, err := r.eval(ru)
 			if pass, _ := out.(bool); err != nil || !pass {
 				return ru.rejected
 			}
@@ -41,7 +40,7 @@ func (r *ruleSet) apply(row []Value) string {
 			var out any
 			if !ru.strict || !ruleReadsNull(ru.refs, row) {
 				var err error
-				if out, err = r.vm.Run(ru.prog, r.env); err != nil {
+				if out, err = r.eval(ru); err != nil {
 					if !ruleReadsNull(ru.refs, row) {
 						return ru.id + ":" + ruleErrorClass(err)
 					}
@@ -53,9 +52,7 @@ func (r *ruleSet) apply(row []Value) string {
 				return ru.failed
 			}
 			row[ru.col] = v
-			if r.inEnv[ru.col] {
-				r.setEnv(&ru.target, v, out)
-			}
+			r.wrote(ru.col, exprValue(&ru.target, v, out))
 		case ruleLookup:
 			r.lookup(ru, row)
 		}
@@ -63,22 +60,57 @@ func (r *ruleSet) apply(row []Value) string {
 	return ""
 }
 
-// setEnv shows the new value of column c to the next rules: the expression's own result
-// when it is already the environment's representation, else the stored (converted) value.
-func (r *ruleSet) setEnv(c *ColumnSpec, v Value, out any) {
+// eval is the rule's expression on the current row: evaluated directly when it can be
+// (rules_direct.go), else by the VM, whose environment is filled when a row first needs it.
+func (r *ruleSet) eval(ru *compiledRule) (any, error) {
+	if ru.direct != nil {
+		if out, ok := r.evalDirect(ru.direct); ok {
+			return out, nil
+		}
+	}
+	if !r.fresh {
+		for i, t := range ru.types {
+			if r.inEnv[i] {
+				r.env[r.cols[i].Name] = r.dc.value(i, t)
+			}
+		}
+		r.fresh = true
+	}
+	return r.vm.Run(ru.prog, r.env)
+}
+
+// evalDirect runs a direct evaluator; ok is false when it gave way to the VM.
+func (r *ruleSet) evalDirect(f directFn) (out any, ok bool) {
+	defer func() {
+		if recover() != nil {
+			out, ok = nil, false
+		}
+	}()
+	return f(&r.dc), true
+}
+
+// wrote shows column c's new expression-side value to the rules after.
+func (r *ruleSet) wrote(c int, v any) {
+	r.dc.set(c, v)
+	if r.fresh && r.inEnv[c] {
+		r.env[r.cols[c].Name] = v
+	}
+}
+
+// exprValue is a written cell as the next rules read it: the expression's own result when
+// it is already that representation, else the stored (converted) value.
+func exprValue(c *ColumnSpec, v Value, out any) any {
 	switch out.(type) {
 	case string:
 		if c.Type.Kind == String {
-			r.env[c.Name] = out
-			return
+			return out
 		}
 	case bool:
 		if c.Type.Kind == Bool {
-			r.env[c.Name] = out
-			return
+			return out
 		}
 	}
-	r.env[c.Name] = ruleEnvValue(c.Type, v)
+	return ruleEnvValue(c.Type, v)
 }
 
 func (r *ruleSet) lookup(ru *compiledRule, row []Value) {
@@ -105,9 +137,7 @@ func (r *ruleSet) lookup(ru *compiledRule, row []Value) {
 			v = Value{S: vals[j]}
 		}
 		row[oi] = v
-		if r.inEnv[oi] {
-			r.env[r.cols[oi].Name] = ruleEnvValue(r.cols[oi].Type, v)
-		}
+		r.wrote(oi, ruleEnvValue(r.cols[oi].Type, v))
 	}
 }
 

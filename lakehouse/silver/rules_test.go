@@ -1,6 +1,7 @@
 package silver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -477,7 +478,8 @@ func TestRuleSetClone(t *testing.T) {
 	}
 }
 
-// FuzzRuleExpr checks that no expression, valid or not, panics when compiled or applied.
+// FuzzRuleExpr checks that no expression, valid or not, panics when compiled or applied,
+// and that the direct evaluation gives what the VM alone gives.
 func FuzzRuleExpr(f *testing.F) {
 	for _, s := range []string{
 		"amount >= 0", "upper(country)", "qty % 0", "country[10]", "1..1000000000",
@@ -507,8 +509,12 @@ func FuzzRuleExpr(f *testing.F) {
 				}
 				continue
 			}
+			vm := vmOnly(rs)
 			for _, cells := range rows {
-				rs.apply(ruleRow(t, len(extra), cells...))
+				a, b := ruleRow(t, len(extra), cells...), ruleRow(t, len(extra), cells...)
+				if got, want := rs.apply(a), vm.apply(b); got != want || fmt.Sprint(a) != fmt.Sprint(b) {
+					t.Fatalf("%s: %q %v, on the VM alone %q %v", src, got, a, want, b)
+				}
 			}
 		}
 	})

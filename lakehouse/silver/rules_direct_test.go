@@ -1,0 +1,242 @@
+package silver
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+)
+
+// vmOnly is rs with every expression on the VM: the oracle the direct path is held to
+// (expr's own evaluator).
+func vmOnly(rs *ruleSet) *ruleSet {
+	c := rs.clone()
+	c.rules = slices.Clone(rs.rules)
+	for k := range c.rules {
+		c.rules[k].cmp, c.rules[k].direct = nil, nil
+	}
+	c.inEnv = slices.Clone(rs.inEnv)
+	for i := range c.inEnv {
+		c.inEnv[i] = true // a cmpFilter's column too, now read from the environment
+	}
+	c.env = maps.Clone(rs.env)
+	return c
+}
+
+// directCols are columns of every kind an expression reads.
+var directCols = []ColumnSpec{
+	{Name: "i", Type: Type{Kind: Int64}},
+	{Name: "n", Type: Type{Kind: Int32}},
+	{Name: "f", Type: Type{Kind: Float64}},
+	{Name: "d", Type: Type{Kind: Decimal, Precision: 10, Scale: 2}},
+	{Name: "s", Type: Type{Kind: String}},
+	{Name: "b", Type: Type{Kind: Bool}},
+	{Name: "ts", Type: Type{Kind: Timestamp}},
+	{Name: "ts2", Type: Type{Kind: Timestamp}},
+	{Name: "dt", Type: Type{Kind: Date}},
+}
+
+func TestDirectCompiles(t *testing.T) {
+	for _, c := range []struct {
+		expr   string
+		direct bool
+	}{
+		{"f >= 0", true},
+		{`ts >= date("2024-01-01") && ts < date("2025-01-01")`, true},
+		{"f ?? 0", true},
+		{"(ts2 - ts).Minutes()", true},
+		{"hash(i, ts, ts2, f, d, s)", true},
+		{`b ? s : "none"`, true},
+		{"-i % 7 == 3 || !(f / 2 > 1.5)", true},
+		{`s != "x" and n ** 2 < 10`, true},
+		{"upper(s) == \"A\"", false}, // a builtin: the VM
+		{"len(s) > 2", false},        // the same
+		{"ts.Year() == 2024", false}, // a time's method: the VM
+		{`(ts2 - ts).String() != ""`, false},
+		{`s in ["a", "b"]`, false},
+		{"i in 1..3", true}, // expr's optimizer makes it i >= 1 && i <= 3
+	} {
+		rs, _, err := compileRules([]RuleSpec{{ID: "R", Kind: "filter", Expr: c.expr}}, directCols, nil)
+		if err != nil {
+			rs, _, err = compileRules([]RuleSpec{{ID: "R", Kind: "derive", Column: "x", Type: "float64", Expr: c.expr}}, directCols, nil)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := rs.rules[0].direct != nil; got != c.direct {
+			t.Errorf("%s: direct %v, want %v", c.expr, got, c.direct)
+		}
+	}
+}
+
+// TestDirectMatchesVM applies random registries (filters, normalizes that retype,
+// derives read by later rules, rules only the VM evaluates between them) to random rows
+// with NULLs, zeros and extremes, directly and on the VM alone: the same reason and the
+// same cells, row by row.
+func TestDirectMatchesVM(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 7))
+	sets, rows, directRules := 0, 0, 0
+	for sets < 400 {
+		specs := randomRules(rng)
+		rs, extra, err := compileRules(specs, directCols, nil)
+		if err != nil {
+			continue // a random expression of the wrong type: not this test's subject
+		}
+		sets++
+		for _, r := range rs.rules {
+			if r.direct != nil {
+				directRules++
+			}
+		}
+		vm := vmOnly(rs)
+		for range 60 {
+			row := randomDirectRow(rng, len(extra))
+			a, b := slices.Clone(row), slices.Clone(row)
+			got, want := rs.apply(a), vm.apply(b)
+			if got != want || fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Fatalf("rules %v\non %v:\ndirect %q %v\nVM     %q %v", specs, row, got, a, want, b)
+			}
+			rows++
+		}
+	}
+	if directRules < sets { // the generator must mostly make rules the direct path takes
+		t.Fatalf("only %d direct rules in %d sets", directRules, sets)
+	}
+	t.Logf("%d registries, %d rows, %d rules evaluated directly", sets, rows, directRules)
+}
+
+// randomRules is a registry of 1–5 rules over directCols: each a filter, a normalize
+// (sometimes retyping f to int32) or a derive of a new column that later rules may read.
+func randomRules(rng *rand.Rand) []RuleSpec {
+	g := exprGen{rng: rng, nums: []string{"i", "n", "f", "d"}}
+	var specs []RuleSpec
+	retyped := false
+	for k := range 1 + rng.IntN(5) {
+		id := fmt.Sprintf("R%d", k)
+		switch rng.IntN(4) {
+		case 0:
+			specs = append(specs, RuleSpec{ID: id, Kind: "filter", Expr: g.boolean(3), Reason: "r"})
+		case 1:
+			if !retyped && rng.IntN(2) == 0 {
+				retyped = true
+				specs = append(specs, RuleSpec{ID: id, Kind: "normalize", Column: "f", Type: "int32", Expr: "f ?? " + g.pick("0", "-1", "i ?? 3")})
+				continue
+			}
+			specs = append(specs, RuleSpec{ID: id, Kind: "normalize", Column: "s", Expr: g.str(2)})
+		case 2:
+			col := fmt.Sprintf("x%d", k)
+			specs = append(specs, RuleSpec{ID: id, Kind: "derive", Column: col, Type: "float64", Expr: g.num(3)})
+			g.nums = append(g.nums, col)
+		default:
+			col := fmt.Sprintf("y%d", k)
+			specs = append(specs, RuleSpec{ID: id, Kind: "derive", Column: col, Type: "string", Expr: g.str(3)})
+			g.strs = append(g.strs, col)
+		}
+	}
+	return specs
+}
+
+// exprGen writes random expressions, mostly well typed, some only the VM evaluates.
+type exprGen struct {
+	rng        *rand.Rand
+	nums, strs []string // columns of each kind (derived ones added)
+}
+
+func (g *exprGen) pick(xs ...string) string { return xs[g.rng.IntN(len(xs))] }
+
+func (g *exprGen) num(depth int) string {
+	if depth == 0 || g.rng.IntN(4) == 0 {
+		return g.pick(g.pick(g.nums...), "0", "2", "-3", "1.5", "1e300", "0.1")
+	}
+	switch g.rng.IntN(8) {
+	case 0, 1:
+		return "(" + g.num(depth-1) + " " + g.pick("+", "-", "*", "/", "%", "**") + " " + g.num(depth-1) + ")"
+	case 2:
+		return "-" + g.num(depth-1)
+	case 3:
+		return "(" + g.num(depth-1) + " ?? " + g.num(depth-1) + ")"
+	case 4:
+		return "(" + g.boolean(depth-1) + " ? " + g.num(depth-1) + " : " + g.num(depth-1) + ")"
+	case 5:
+		return "(ts2 - ts)." + g.pick("Minutes", "Hours", "Seconds", "Milliseconds") + "()"
+	case 6:
+		return "len(" + g.str(depth-1) + ")" // the VM's
+	}
+	return "abs(" + g.num(depth-1) + ")" // the VM's
+}
+
+func (g *exprGen) boolean(depth int) string {
+	if depth == 0 || g.rng.IntN(5) == 0 {
+		return g.pick("b", "true", "(b ?? false)")
+	}
+	switch g.rng.IntN(8) {
+	case 0, 1:
+		return g.num(depth-1) + " " + g.pick("<", ">", "<=", ">=", "==", "!=") + " " + g.num(depth-1)
+	case 2:
+		return g.boolean(depth-1) + " " + g.pick("&&", "||", "and", "or") + " " + g.boolean(depth-1)
+	case 3:
+		return "!(" + g.boolean(depth-1) + ")"
+	case 4:
+		return g.str(depth-1) + " " + g.pick("==", "!=") + " " + g.str(depth-1)
+	case 5:
+		return "ts " + g.pick(">=", "<", "==") + " " + g.pick(`date("2024-01-01")`, "ts2", "dt")
+	case 6:
+		return "(ts2 - ts) > duration(\"1h\")" // the VM's
+	}
+	return g.str(depth-1) + " startsWith \"a\"" // the VM's
+}
+
+func (g *exprGen) str(depth int) string {
+	if depth == 0 || g.rng.IntN(4) == 0 {
+		return g.pick(append([]string{"s", `"a"`, `""`}, g.strs...)...)
+	}
+	switch g.rng.IntN(5) {
+	case 0:
+		return g.str(depth-1) + " + " + g.str(depth-1)
+	case 1:
+		return "(" + g.str(depth-1) + " ?? \"none\")"
+	case 2:
+		return "hash(" + strings.Join([]string{g.pick("i", "f", "d", "ts", "b", "dt"), g.str(depth - 1), g.num(depth - 1)}[:1+g.rng.IntN(3)], ", ") + ")"
+	case 3:
+		return "(" + g.boolean(depth-1) + " ? " + g.str(depth-1) + " : " + g.str(depth-1) + ")"
+	}
+	return "upper(" + g.str(depth-1) + ")" // the VM's
+}
+
+// randomDirectRow is a row of directCols (plus extra cells): ~20% NULLs, zeros and
+// extremes among the values.
+func randomDirectRow(rng *rand.Rand, extra int) []Value {
+	row := make([]Value, len(directCols)+extra)
+	for i := range row {
+		row[i] = Value{Null: true}
+	}
+	for i, c := range directCols {
+		if rng.IntN(5) == 0 {
+			continue
+		}
+		switch c.Type.Kind {
+		case Int64:
+			row[i] = Value{I: []int64{0, 1, -7, 3, math.MaxInt64, math.MinInt64}[rng.IntN(6)]}
+		case Int32:
+			row[i] = Value{I: int64(rng.IntN(5) - 2)}
+		case Float64:
+			row[i] = Value{F: []float64{0, 1.5, -2.25, 1e308, math.Inf(1), 3}[rng.IntN(6)]}
+		case Decimal:
+			row[i] = Value{D: decimal128.FromI64(int64(rng.IntN(2001) - 1000))}
+		case String:
+			row[i] = Value{S: []string{"", "a", "abc", "ÿ"}[rng.IntN(4)]}
+		case Bool:
+			row[i] = Value{B: rng.IntN(2) == 0}
+		case Timestamp:
+			row[i] = Value{I: 1704067200_000000 + int64(rng.IntN(4))*5400_000000}
+		case Date:
+			row[i] = Value{I: 19723 + int64(rng.IntN(3))}
+		}
+	}
+	return row
+}
