@@ -30,6 +30,7 @@ type directCtx struct {
 	vals  []any
 	stamp []uint64
 	gen   uint64
+	args  []any // function calls' arguments (directCall)
 }
 
 // errDirectBail stops a direct evaluation: the rule runs on the VM.
@@ -44,6 +45,8 @@ func (c *directCtx) size(n int) {
 func (c *directCtx) newRow(row []Value) {
 	c.row = row
 	c.gen++
+	clear(c.args) // a call that gave way to the VM left its arguments
+	c.args = c.args[:0]
 }
 
 // set records column i's new expression-side value (a rule wrote it).
@@ -249,11 +252,16 @@ func directCall(n *ast.CallNode, index map[string]int, cols []ColumnSpec) (direc
 			}
 		}
 		return func(c *directCtx) any {
-			vals := make([]any, len(args))
-			for i, a := range args {
-				vals[i] = a(c)
+			// The arguments go on c.args as a stack: a call among them pushes its own
+			// after and pops them before this one takes its slice.
+			start := len(c.args)
+			for _, a := range args {
+				v := a(c)
+				c.args = append(c.args, v)
 			}
-			out, err := fn(vals...)
+			out, err := fn(c.args[start:]...)
+			clear(c.args[start:])
+			c.args = c.args[:start]
 			if err != nil {
 				panic(errDirectBail)
 			}

@@ -52,7 +52,9 @@ func (r *ruleSet) apply(row []Value) string {
 				return ru.failed
 			}
 			row[ru.col] = v
-			r.wrote(ru.col, exprValue(&ru.target, v, out))
+			if r.inEnv[ru.col] {
+				r.wrote(ru.col, exprValue(&ru.target, v, out))
+			}
 		case ruleLookup:
 			r.lookup(ru, row)
 		}
@@ -89,10 +91,11 @@ func (r *ruleSet) evalDirect(f directFn) (out any, ok bool) {
 	return f(&r.dc), true
 }
 
-// wrote shows column c's new expression-side value to the rules after.
+// wrote shows column c, which some expression reads, with its new expression-side value
+// to the rules after. (A column no expression reads is never looked up: not boxed.)
 func (r *ruleSet) wrote(c int, v any) {
 	r.dc.set(c, v)
-	if r.fresh && r.inEnv[c] {
+	if r.fresh {
 		r.env[r.cols[c].Name] = v
 	}
 }
@@ -137,7 +140,9 @@ func (r *ruleSet) lookup(ru *compiledRule, row []Value) {
 			v = Value{S: vals[j]}
 		}
 		row[oi] = v
-		r.wrote(oi, ruleEnvValue(r.cols[oi].Type, v))
+		if r.inEnv[oi] {
+			r.wrote(oi, ruleEnvValue(r.cols[oi].Type, v))
+		}
 	}
 }
 
