@@ -163,7 +163,7 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 			return nil
 		}
 		err := e.scanKeys(ctx, keysTbl, e.pruner(keysTbl, ks.values()), nil, nil, func(key string, _ []Value) {
-			if slot, ok := ks.slots[key]; ok {
+			if slot, ok := ks.slot(keyHash(key)); ok {
 				ks.fresh[slot] = false
 			}
 		})
@@ -172,7 +172,7 @@ func (e *engine) resolveAppend(ctx context.Context, silverTbl, keysTbl *table.Ta
 		}
 		for _, w := range e.ws {
 			for slot := range w.len() {
-				if k := ks.slots[w.key(slot)]; !ks.fresh[k] || ks.pre[k] {
+				if k, _ := ks.slot(keyHash(w.key(slot))); !ks.fresh[k] || ks.pre[k] {
 					w.fate[slot] = fateSame
 				}
 			}

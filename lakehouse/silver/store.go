@@ -773,34 +773,43 @@ var lowerHexVal = func() (t [256]byte) {
 	return t
 }()
 
-// keySet is the set of distinct keys a run read for an append entity's keys table.
+// keySet is the set of distinct keys a run read for an append entity's keys table. A key
+// is identified by its 128-bit hash, as in the winners (keyIndex): the set holds no
+// string, so the collector has nothing in it to scan (taxi, 2.8M keys: the string-keyed
+// map's inserts and the collector's marking of its strings cost ~2 s of Silver's CPU).
 type keySet struct {
-	slots map[string]int32
+	slots map[xxh3.Uint128]int32
 	cols  []column // the key columns
 	fresh []bool   // not in the keys table: to append
 	pre   []bool   // read from a range Silver had already processed (so it is in Silver)
 }
 
 func newKeySet(keyCols []ColumnSpec) *keySet {
-	k := &keySet{slots: map[string]int32{}, cols: make([]column, len(keyCols))}
+	k := &keySet{slots: map[xxh3.Uint128]int32{}, cols: make([]column, len(keyCols))}
 	for i, c := range keyCols {
 		k.cols[i].kind = c.Type.Kind
 	}
 	return k
 }
 
-// add records key (only read during the call, like row) if it is new.
-func (k *keySet) add(key string, row []Value, keyIdx []int, pre bool) {
-	if _, ok := k.slots[key]; ok {
+// add records the key whose hash (keyHash) is h, its columns in row (only read during
+// the call), if it is new.
+func (k *keySet) add(h xxh3.Uint128, row []Value, keyIdx []int, pre bool) {
+	if _, ok := k.slots[h]; ok {
 		return
 	}
-	key = strings.Clone(key)
-	k.slots[key] = int32(len(k.fresh))
+	k.slots[h] = int32(len(k.fresh))
 	for i, ki := range keyIdx {
 		k.cols[i].append(row[ki])
 	}
 	k.fresh = append(k.fresh, true)
 	k.pre = append(k.pre, pre)
+}
+
+// slot returns the slot of the key whose hash is h.
+func (k *keySet) slot(h xxh3.Uint128) (int32, bool) {
+	s, ok := k.slots[h]
+	return s, ok
 }
 
 // values returns the key column values of every key of the set, in slot order (the

@@ -320,7 +320,7 @@ func (e *engine) merge(c *chunk, sinks sink, width int) {
 			continue
 		}
 		if toKeys {
-			e.keys.add(c.key[j], c.vals[j*width:(j+1)*width], e.keyIdx, !toSilver)
+			e.keys.add(c.kh[j], c.vals[j*width:(j+1)*width], e.keyIdx, !toSilver)
 		}
 	}
 }
