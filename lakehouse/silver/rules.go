@@ -63,6 +63,7 @@ type compiledRule struct {
 	cmp    *cmpFilter // filter: evaluated without the VM (see cmpFilter), else nil
 	direct directFn   // the expression evaluated on the row (rules_direct.go), else nil
 	types  []Type     // every column's type as the expression reads it (the VM's environment)
+	final  bool       // the columns it reads have their final types: direct on a written row too
 	refs   []int      // columns the expression reads
 	col    int        // column written by normalize/derive
 	strict bool       // normalize/derive: NULL in any of refs → NULL, without evaluating
@@ -203,6 +204,7 @@ func compileRuleList(specs []RuleSpec, cols []ColumnSpec, load LookupLoader, fil
 				reads[i] = true
 			}
 		}
+		cr.final = !slices.ContainsFunc(cr.refs, func(i int) bool { return cr.types[i] != all[i].Type })
 	}
 	rs.cols = all
 	rs.dc.size(len(all))

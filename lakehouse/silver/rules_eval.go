@@ -369,11 +369,8 @@ func appendLookupDecimal(b []byte, n decimal128.Num, scale int) []byte {
 // included, as they will be stored) and calls fn with the id of each one it does not
 // pass. It is the row level of the quality report.
 func (r *ruleSet) violations(row []Value, fn func(id string)) {
-	for i, c := range r.cols {
-		if r.inEnv[i] {
-			r.env[c.Name] = ruleEnvValue(c.Type, row[i])
-		}
-	}
+	r.dc.newRow(row)
+	r.fresh = false
 	for k := range r.rules {
 		ru := &r.rules[k]
 		if ru.kind != ruleFilter {
@@ -384,6 +381,22 @@ func (r *ruleSet) violations(row []Value, fn func(id string)) {
 				fn(ru.id)
 			}
 			continue
+		}
+		if ru.direct != nil && ru.final {
+			if out, ok := r.evalDirect(ru.direct); ok {
+				if pass, _ := out.(bool); !pass {
+					fn(ru.id)
+				}
+				continue
+			}
+		}
+		if !r.fresh {
+			for i, c := range r.cols {
+				if r.inEnv[i] {
+					r.env[c.Name] = r.dc.value(i, c.Type)
+				}
+			}
+			r.fresh = true
 		}
 		out, err := r.vm.Run(ru.prog, r.env)
 		if pass, _ := out.(bool); err != nil || !pass {
