@@ -30,6 +30,10 @@ var rowEncoderSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "Bool", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 	{Name: "large", Type: arrow.BinaryTypes.LargeString, Nullable: true},
 	{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
+	{Name: "ts_s_utc", Type: &arrow.TimestampType{Unit: arrow.Second, TimeZone: "UTC"}, Nullable: true},
+	{Name: "ts_ms", Type: &arrow.TimestampType{Unit: arrow.Millisecond}, Nullable: true},
+	{Name: "ts_ns_utc", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}, Nullable: true},
+	{Name: "ts_zone", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "America/New_York"}, Nullable: true},
 	{Name: "day", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
 	{Name: "amount", Type: &arrow.Decimal128Type{Precision: 18, Scale: 2}, Nullable: true},
 	{Name: "list", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
@@ -93,7 +97,22 @@ func randomBatch(r *rand.Rand, n int, nonFinite bool) arrow.RecordBatch {
 			case *array.BooleanBuilder:
 				f.Append(r.IntN(2) == 0)
 			case *array.TimestampBuilder:
-				f.Append(arrow.Timestamp(r.Int64N(4e15)))
+				// Around 1970 to 2096 in the column's unit, a whole second or
+				// millisecond one time in three; the seconds column also before year 0
+				// and after 9999 (arrow-go writes the number there).
+				v := r.Int64N(4e15) - 1e14
+				switch f.Type().(*arrow.TimestampType).Unit {
+				case arrow.Second:
+					v = r.Int64N(4e11) - 1.2e11
+				case arrow.Millisecond:
+					v /= 1000
+				case arrow.Nanosecond:
+					v *= 1000
+				}
+				if r.IntN(3) == 0 {
+					v -= v % 1000
+				}
+				f.Append(arrow.Timestamp(v))
 			case *array.Date32Builder:
 				f.Append(arrow.Date32(r.Int32N(40000)))
 			case *array.Decimal128Builder:
