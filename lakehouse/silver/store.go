@@ -565,14 +565,7 @@ func (w *winners) offer(h xxh3.Uint128, key string, row []Value, v version, op b
 			w.chunks = append(w.chunks, make([]uint64, recordsPerChunk*w.stride))
 		}
 		ref := w.keys.add(key)
-		if _, taken := w.index.get(h.Lo); taken {
-			if w.index.coll == nil {
-				w.index.coll = map[xxh3.Uint128]int32{}
-			}
-			w.index.coll[h] = int32(slot)
-		} else {
-			w.index.put(h.Lo, slot)
-		}
+		w.index.add(h, slot)
 		w.fate = append(w.fate, fateInsert)
 		r := w.record(slot)
 		r[w.meta+metaKey], r[w.meta+metaKeyHi] = ref, h.Hi
@@ -669,6 +662,19 @@ func (x *keyIndex) addTo(f hashFilter) {
 	for h := range x.coll {
 		f.add(h.Lo)
 	}
+}
+
+// add records slot for the key whose hash is h, which the index does not hold: in the
+// table, or in coll when another key has h's low half.
+func (x *keyIndex) add(h xxh3.Uint128, slot int) {
+	if _, taken := x.get(h.Lo); taken {
+		if x.coll == nil {
+			x.coll = map[xxh3.Uint128]int32{}
+		}
+		x.coll[h] = int32(slot)
+		return
+	}
+	x.put(h.Lo, slot)
 }
 
 // put records slot for hash h, which the table does not hold.
@@ -774,18 +780,20 @@ var lowerHexVal = func() (t [256]byte) {
 }()
 
 // keySet is the set of distinct keys a run read for an append entity's keys table. A key
-// is identified by its 128-bit hash, as in the winners (keyIndex): the set holds no
-// string, so the collector has nothing in it to scan (taxi, 2.8M keys: the string-keyed
-// map's inserts and the collector's marking of its strings cost ~2 s of Silver's CPU).
+// is identified by its 128-bit hash, in a keyIndex as in the winners: the set holds no
+// string for the collector to mark, and a lookup is one probe of a flat table (taxi,
+// 2.8M keys: a map keyed by the key's text cost ~2 s of Silver's CPU and the collector's
+// marking of its strings more; one keyed by the hash ~2.1 s in its probes).
 type keySet struct {
-	slots map[xxh3.Uint128]int32
+	index keyIndex
+	hi    []uint64 // each slot's hash, high half
 	cols  []column // the key columns
 	fresh []bool   // not in the keys table: to append
 	pre   []bool   // read from a range Silver had already processed (so it is in Silver)
 }
 
 func newKeySet(keyCols []ColumnSpec) *keySet {
-	k := &keySet{slots: map[xxh3.Uint128]int32{}, cols: make([]column, len(keyCols))}
+	k := &keySet{cols: make([]column, len(keyCols))}
 	for i, c := range keyCols {
 		k.cols[i].kind = c.Type.Kind
 	}
@@ -795,10 +803,11 @@ func newKeySet(keyCols []ColumnSpec) *keySet {
 // add records the key whose hash (keyHash) is h, its columns in row (only read during
 // the call), if it is new.
 func (k *keySet) add(h xxh3.Uint128, row []Value, keyIdx []int, pre bool) {
-	if _, ok := k.slots[h]; ok {
+	if _, ok := k.slot(h); ok {
 		return
 	}
-	k.slots[h] = int32(len(k.fresh))
+	k.index.add(h, len(k.fresh))
+	k.hi = append(k.hi, h.Hi)
 	for i, ki := range keyIdx {
 		k.cols[i].append(row[ki])
 	}
@@ -806,10 +815,18 @@ func (k *keySet) add(h xxh3.Uint128, row []Value, keyIdx []int, pre bool) {
 	k.pre = append(k.pre, pre)
 }
 
-// slot returns the slot of the key whose hash is h.
-func (k *keySet) slot(h xxh3.Uint128) (int32, bool) {
-	s, ok := k.slots[h]
-	return s, ok
+// slot returns the slot of the key whose hash is h (as winners.lookup, the high half
+// from the set's own slice).
+func (k *keySet) slot(h xxh3.Uint128) (int, bool) {
+	s, ok := k.index.get(h.Lo)
+	if !ok {
+		return 0, false
+	}
+	if k.hi[s] == h.Hi {
+		return s, true
+	}
+	c, ok := k.index.coll[h]
+	return int(c), ok
 }
 
 // values returns the key column values of every key of the set, in slot order (the

@@ -176,3 +176,31 @@ func TestReplacedRoundTrip(t *testing.T) {
 		t.Fatalf("timestamp -1µs in hour %d, want -1", k)
 	}
 }
+
+// TestKeySetByHash: keys are told apart by the whole 128-bit hash, those sharing the low
+// half included (they go to the index's coll), across the table's growth; adding a key
+// again adds nothing; the key columns keep slot order.
+func TestKeySetByHash(t *testing.T) {
+	k := newKeySet([]ColumnSpec{{Name: "id", Type: Type{Kind: Int64}}})
+	const n = 5000
+	hashOf := func(i int) xxh3.Uint128 { return xxh3.Uint128{Hi: uint64(i), Lo: uint64(i / 3)} } // three keys a low half
+	for round := range 2 {
+		for i := range n {
+			k.add(hashOf(i), []Value{{I: int64(i)}}, []int{0}, round == 1)
+		}
+	}
+	if len(k.fresh) != n || len(k.index.coll) != n-n/3-1 {
+		t.Fatalf("%d keys, %d in coll; want %d, %d", len(k.fresh), len(k.index.coll), n, n-n/3-1)
+	}
+	for i := range n {
+		s, ok := k.slot(hashOf(i))
+		if !ok || s != i || k.cols[0].get(s).I != int64(i) || k.pre[s] {
+			t.Fatalf("key %d: slot %d %v, column %v, pre %v", i, s, ok, k.cols[0].get(s), k.pre[s])
+		}
+	}
+	for _, h := range []xxh3.Uint128{{Hi: 1, Lo: 1}, {Hi: n, Lo: 0}, {Hi: 0, Lo: n}} {
+		if s, ok := k.slot(h); ok {
+			t.Fatalf("%v found at slot %d", h, s)
+		}
+	}
+}
