@@ -50,6 +50,12 @@ type flatScanner struct {
 	byName map[string]int // field -> column
 	found  []flatField
 	gen    uint32
+	// The column order of the last payload: first, and after column i follow[i]
+	// (initially the declared order). Payloads of one source keep their field order,
+	// which need not be the declared one (a Parquet landing's payloads have their keys
+	// sorted): the key expected next is compared before the name is looked up.
+	first  int
+	follow []int
 	// The undeclared fields of the current payload that the tally has already seen
 	// (their index in it), and the occurrences past its bound: counted when the
 	// payload is the flat path's (noteFlat).
@@ -59,8 +65,10 @@ type flatScanner struct {
 }
 
 func newFlatScanner(paths [][]string) *flatScanner {
-	fs := &flatScanner{names: make([]string, len(paths)), byName: make(map[string]int, len(paths)), found: make([]flatField, len(paths))}
+	fs := &flatScanner{names: make([]string, len(paths)), byName: make(map[string]int, len(paths)), found: make([]flatField, len(paths)),
+		follow: make([]int, len(paths))}
 	for i, p := range paths {
+		fs.follow[i] = i + 1
 		if len(p) != 1 || strings.IndexByte(p[0], '\\') >= 0 {
 			return nil
 		}
@@ -124,7 +132,7 @@ func (ps *parser) scanFlat(s string) bool {
 	if len(s) > 0 && s[0] == '}' {
 		return skipSpace(s[1:]) == ""
 	}
-	next := 0 // the column expected next
+	next, prev := fs.first, -1 // the column expected next, the last one found
 	for {
 		if len(s) == 0 || s[0] != '"' {
 			return false
@@ -157,7 +165,12 @@ func (ps *parser) scanFlat(s string) bool {
 			if s, ok = scanFlatValue(s, f); !ok {
 				return false
 			}
-			next = col + 1
+			if prev < 0 {
+				fs.first = col
+			} else {
+				fs.follow[prev] = col
+			}
+			prev, next = col, fs.follow[col]
 		} else if s, ok = skipJSONValue(s, 2); !ok { // the payload is depth 1
 			return false
 		}
