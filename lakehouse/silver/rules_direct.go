@@ -3,6 +3,8 @@ package silver
 import (
 	"errors"
 	"reflect"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/expr-lang/expr/ast"
@@ -11,7 +13,8 @@ import (
 
 // A rule's expression is evaluated directly on the row when every node of its checked
 // program is of a shape this file knows (columns, literals, comparisons, arithmetic, the
-// logical operators, ??, ?:, hash(…), a duration's Hours/Minutes/Seconds…): a tree of
+// logical operators, ??, ?:, in, contains, startsWith, endsWith, matches with a literal
+// pattern, hash(…), a duration's Hours/Minutes/Seconds…): a tree of
 // closures, each node calling the function the VM's opcode for it calls (expr's runtime
 // Equal, Less, Add, …; the same type assertions), so a value it returns is the VM's.
 // Anything else, a nil operand an operator refuses, any error or panic, makes the row's
@@ -196,12 +199,67 @@ func directBinary(n *ast.BinaryNode, index map[string]int, cols []ColumnSpec) (d
 			}
 			return r(c)
 		}, true
+	case "in":
+		return directIn(n, l, r), true
+	case "contains", "startsWith", "endsWith": // OpContains, OpStartsWith, OpEndsWith
+		f := map[string]func(string, string) bool{"contains": strings.Contains, "startsWith": strings.HasPrefix, "endsWith": strings.HasSuffix}[n.Operator]
+		return func(c *directCtx) any {
+			a, b := l(c), r(c)
+			if exprrt.IsNil(a) || exprrt.IsNil(b) {
+				return false
+			}
+			return f(a.(string), b.(string))
+		}, true
+	case "matches":
+		pat, ok := n.Right.(*ast.StringNode) // OpMatchesConst; a pattern computed per row: the VM
+		if !ok {
+			return nil, false
+		}
+		re, err := regexp.Compile(pat.Value)
+		if err != nil {
+			return nil, false
+		}
+		return func(c *directCtx) any {
+			a := l(c)
+			if exprrt.IsNil(a) {
+				return false
+			}
+			return re.MatchString(a.(string))
+		}, true
 	}
 	op, ok := directOps[n.Operator]
 	if !ok {
 		return nil, false
 	}
 	return func(c *directCtx) any { return op(l(c), r(c)) }, true
+}
+
+// directIn is OpIn (runtime.In), with the set the optimizer makes of a list of string or
+// integer literals looked up without reflection.
+func directIn(n *ast.BinaryNode, l, r directFn) directFn {
+	if k, ok := n.Right.(*ast.ConstantNode); ok {
+		switch set := k.Value.(type) {
+		case map[string]struct{}:
+			return func(c *directCtx) any {
+				a := l(c)
+				if s, ok := a.(string); ok {
+					_, in := set[s]
+					return in
+				}
+				return exprrt.In(a, set)
+			}
+		case map[int]struct{}:
+			return func(c *directCtx) any {
+				a := l(c)
+				if i, ok := a.(int); ok {
+					_, in := set[i]
+					return in
+				}
+				return exprrt.In(a, set)
+			}
+		}
+	}
+	return func(c *directCtx) any { return exprrt.In(l(c), r(c)) }
 }
 
 // directEqual is == as compiler.equalBinaryNode compiles it: typed for two simple ints

@@ -62,8 +62,12 @@ func TestDirectCompiles(t *testing.T) {
 		{"len(s) > 2", false},        // the same
 		{"ts.Year() == 2024", false}, // a time's method: the VM
 		{`(ts2 - ts).String() != ""`, false},
-		{`s in ["a", "b"]`, false},
-		{"i in 1..3", true}, // expr's optimizer makes it i >= 1 && i <= 3
+		{`s in ["a", "b"]`, true},
+		{"n in [1, 2]", true},
+		{`s contains "b" || s startsWith "a" || s endsWith "c"`, true},
+		{`s matches "^a+$"`, true},
+		{`s matches s`, false}, // a pattern per row: the VM
+		{"i in 1..3", true},    // expr's optimizer makes it i >= 1 && i <= 3
 	} {
 		rs, _, err := compileRules([]RuleSpec{{ID: "R", Kind: "filter", Expr: c.expr}}, directCols, nil)
 		if err != nil {
@@ -190,7 +194,7 @@ func (g *exprGen) boolean(depth int) string {
 	if depth == 0 || g.rng.IntN(5) == 0 {
 		return g.pick("b", "true", "(b ?? false)")
 	}
-	switch g.rng.IntN(8) {
+	switch g.rng.IntN(10) {
 	case 0, 1:
 		return g.num(depth-1) + " " + g.pick("<", ">", "<=", ">=", "==", "!=") + " " + g.num(depth-1)
 	case 2:
@@ -203,8 +207,12 @@ func (g *exprGen) boolean(depth int) string {
 		return "ts " + g.pick(">=", "<", "==") + " " + g.pick(`date("2024-01-01")`, "ts2", "dt")
 	case 6:
 		return "(ts2 - ts) > duration(\"1h\")" // the VM's
+	case 7:
+		return g.str(depth-1) + " " + g.pick("startsWith", "endsWith", "contains") + " " + g.str(depth-1)
+	case 8:
+		return g.pick("s", "(s ?? nil)", g.str(depth-1)) + g.pick(` in ["a", "abc", ""]`, ` in ["a"]`, ` matches "^a"`, ` matches "b$"`, " matches s")
 	}
-	return g.str(depth-1) + " startsWith \"a\"" // the VM's
+	return g.pick("i", "n", "(i ?? n)", "f") + g.pick(" in [0, 1, 3]", " in [1.5, 3]", " in 1..3")
 }
 
 func (g *exprGen) str(depth int) string {
