@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/builtin"
 	exprrt "github.com/expr-lang/expr/vm/runtime"
 )
 
 // A rule's expression is evaluated directly on the row when every node of its checked
 // program is of a shape this file knows (columns, literals, comparisons, arithmetic, the
 // logical operators, ??, ?:, in, contains, startsWith, endsWith, matches with a literal
-// pattern, hash(…), a duration's Hours/Minutes/Seconds…): a tree of
+// pattern, hash(…), scalar builtins such as upper or len, a duration's
+// Hours/Minutes/Seconds…): a tree of
 // closures, each node calling the function the VM's opcode for it calls (expr's runtime
 // Equal, Less, Add, …; the same type assertions), so a value it returns is the VM's.
 // Anything else, a nil operand an operator refuses, any error or panic, makes the row's
@@ -133,6 +135,8 @@ func directNode(n ast.Node, index map[string]int, cols []ColumnSpec) (directFn, 
 		return directConditional(n, index, cols)
 	case *ast.CallNode:
 		return directCall(n, index, cols)
+	case *ast.BuiltinNode:
+		return directBuiltin(n, index, cols)
 	}
 	return nil, false
 }
@@ -303,28 +307,11 @@ func directCall(n *ast.CallNode, index map[string]int, cols []ColumnSpec) (direc
 		if _, shadowed := index[callee.Value]; shadowed {
 			return nil, false
 		}
-		args := make([]directFn, len(n.Arguments))
-		for i, a := range n.Arguments {
-			if args[i], ok = directNode(a, index, cols); !ok || !directPlain(a) {
-				return nil, false
-			}
+		args, ok := directArgs(n.Arguments, index, cols)
+		if !ok {
+			return nil, false
 		}
-		return func(c *directCtx) any {
-			// The arguments go on c.args as a stack: a call among them pushes its own
-			// after and pops them before this one takes its slice.
-			start := len(c.args)
-			for _, a := range args {
-				v := a(c)
-				c.args = append(c.args, v)
-			}
-			out, err := fn(c.args[start:]...)
-			clear(c.args[start:])
-			c.args = c.args[:start]
-			if err != nil {
-				panic(errDirectBail)
-			}
-			return out
-		}, true
+		return directApply(fn, args), true
 	case *ast.MemberNode:
 		prop, ok := callee.Property.(*ast.StringNode)
 		if !ok || callee.Optional || len(n.Arguments) > 0 || callee.Node.Type() != reflect.TypeFor[time.Duration]() {
@@ -339,6 +326,73 @@ func directCall(n *ast.CallNode, index map[string]int, cols []ColumnSpec) (direc
 			return nil, false
 		}
 		return func(c *directCtx) any { return m(x(c).(time.Duration)) }, true
+	}
+	return nil, false
+}
+
+func directArgs(nodes []ast.Node, index map[string]int, cols []ColumnSpec) ([]directFn, bool) {
+	args := make([]directFn, len(nodes))
+	for i, a := range nodes {
+		var ok bool
+		if args[i], ok = directNode(a, index, cols); !ok || !directPlain(a) {
+			return nil, false
+		}
+	}
+	return args, true
+}
+
+// directApply calls fn with the arguments' values (OpCall…); an error gives way to the VM.
+func directApply(fn func(...any) (any, error), args []directFn) directFn {
+	return func(c *directCtx) any {
+		// The arguments go on c.args as a stack: a call among them pushes its own
+		// after and pops them before this one takes its slice.
+		start := len(c.args)
+		for _, a := range args {
+			v := a(c)
+			c.args = append(c.args, v)
+		}
+		out, err := fn(c.args[start:]...)
+		clear(c.args[start:])
+		c.args = c.args[:start]
+		if err != nil {
+			panic(errDirectBail)
+		}
+		return out
+	}
+}
+
+// directBuiltins are the builtins evaluated directly: scalar functions whose builtin the
+// VM calls as it is (Fast: OpCallBuiltin1; Func: OpCall…), none with a memory budget.
+var directBuiltins = map[string]bool{
+	"len": true, "abs": true, "ceil": true, "floor": true, "round": true, "int": true, "float": true, "string": true,
+	"upper": true, "lower": true, "trim": true, "trimPrefix": true, "trimSuffix": true, "replace": true,
+	"indexOf": true, "lastIndexOf": true, "hasPrefix": true, "hasSuffix": true, "max": true, "min": true,
+	"duration": true, "date": true,
+}
+
+// directBuiltin is a builtin's call as compiler.BuiltinNode compiles it outside its
+// special cases (the predicates).
+func directBuiltin(n *ast.BuiltinNode, index map[string]int, cols []ColumnSpec) (directFn, bool) {
+	id, ok := builtin.Index[n.Name]
+	if !ok || !directBuiltins[n.Name] || n.Map != nil {
+		return nil, false
+	}
+	if _, shadowed := index[n.Name]; shadowed {
+		return nil, false
+	}
+	args, ok := directArgs(n.Arguments, index, cols)
+	if !ok {
+		return nil, false
+	}
+	switch f := builtin.Builtins[id]; {
+	case f.Fast != nil:
+		if len(args) != 1 {
+			return nil, false
+		}
+		a, fast := args[0], f.Fast
+		return func(c *directCtx) any { return fast(a(c)) }, true
+	case f.Safe == nil && f.Func != nil:
+		return directApply(f.Func, args), true
 	}
 	return nil, false
 }

@@ -58,9 +58,11 @@ func TestDirectCompiles(t *testing.T) {
 		{`b ? s : "none"`, true},
 		{"-i % 7 == 3 || !(f / 2 > 1.5)", true},
 		{`s != "x" and n ** 2 < 10`, true},
-		{"upper(s) == \"A\"", false}, // a builtin: the VM
-		{"len(s) > 2", false},        // the same
-		{"ts.Year() == 2024", false}, // a time's method: the VM
+		{"upper(s) == \"A\"", true},       // a scalar builtin
+		{"len(trim(s)) > 2", true},        // the same
+		{`len(split(s, ",")) > 2`, false}, // a builtin making a list: the VM
+		{`repeat(s, 2) == ""`, false},     // goldbridge's bounded repeat: the VM
+		{"ts.Year() == 2024", false},      // a time's method: the VM
 		{`(ts2 - ts).String() != ""`, false},
 		{`s in ["a", "b"]`, true},
 		{"n in [1, 2]", true},
@@ -173,7 +175,7 @@ func (g *exprGen) num(depth int) string {
 	if depth == 0 || g.rng.IntN(4) == 0 {
 		return g.pick(g.pick(g.nums...), "0", "2", "-3", "1.5", "1e300", "0.1")
 	}
-	switch g.rng.IntN(8) {
+	switch g.rng.IntN(9) {
 	case 0, 1:
 		return "(" + g.num(depth-1) + " " + g.pick("+", "-", "*", "/", "%", "**") + " " + g.num(depth-1) + ")"
 	case 2:
@@ -185,9 +187,11 @@ func (g *exprGen) num(depth int) string {
 	case 5:
 		return "(ts2 - ts)." + g.pick("Minutes", "Hours", "Seconds", "Milliseconds") + "()"
 	case 6:
-		return "len(" + g.str(depth-1) + ")" // the VM's
+		return g.pick("len(", "float(", "int(") + g.str(depth-1) + ")"
+	case 7:
+		return "ts.Year()" // the VM's
 	}
-	return "abs(" + g.num(depth-1) + ")" // the VM's
+	return g.pick("abs(", "round(", "-int(", "max(2, ") + g.num(depth-1) + ")"
 }
 
 func (g *exprGen) boolean(depth int) string {
@@ -206,7 +210,7 @@ func (g *exprGen) boolean(depth int) string {
 	case 5:
 		return "ts " + g.pick(">=", "<", "==") + " " + g.pick(`date("2024-01-01")`, "ts2", "dt")
 	case 6:
-		return "(ts2 - ts) > duration(\"1h\")" // the VM's
+		return g.pick(`(ts2 - ts) > duration("1h")`, `len(split(s, "")) > 1`) // the second the VM's
 	case 7:
 		return g.str(depth-1) + " " + g.pick("startsWith", "endsWith", "contains") + " " + g.str(depth-1)
 	case 8:
@@ -229,7 +233,10 @@ func (g *exprGen) str(depth int) string {
 	case 3:
 		return "(" + g.boolean(depth-1) + " ? " + g.str(depth-1) + " : " + g.str(depth-1) + ")"
 	}
-	return "upper(" + g.str(depth-1) + ")" // the VM's
+	if g.rng.IntN(3) == 0 {
+		return "repeat(" + g.str(depth-1) + ", 2)" // the VM's
+	}
+	return g.pick("upper(", "lower(", "trim(", "string(") + g.str(depth-1) + ")"
 }
 
 // randomDirectRow is a row of directCols (plus extra cells): ~20% NULLs, zeros and
