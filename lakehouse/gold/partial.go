@@ -35,6 +35,7 @@ type partial struct {
 	keyBuf   []byte
 	finished bool // rank-ordered ids, sorted and unique (finish)
 
+	served     []mart.Agg   // per measure: the aggregate it is computed as (mart.Agg.Served, once)
 	conds      []*rowFilter // per measure: its compiled if expression (nil without one)
 	joins      []*joined    // loaded joins, in MartSpec.Joins order
 	fixedGrain int64        // snapshot mode: the grain of every row
@@ -67,8 +68,10 @@ func newPartial(m MartSpec) (*partial, error) {
 		p.dims[i].init(d.Type)
 	}
 	p.conds = make([]*rowFilter, len(m.Measures))
+	p.served = make([]mart.Agg, len(m.Measures))
 	for i, ms := range m.Measures {
-		if ms.Agg.Served() == mart.CountDistinct {
+		p.served[i] = ms.Agg.Served()
+		if p.served[i] == mart.CountDistinct {
 			p.distinct[i] = &keySets{typ: ms.InputType, byGrain: map[int64]*keySet{}}
 		}
 		if p.conds[i], err = compileExpr("if", ms.If, m.rowColumns()); err != nil {
@@ -125,14 +128,14 @@ func (p *partial) add(grain int64, dims, vals, bys []silver.Value) {
 		p.base = append(p.base, g)
 		p.index[string(b)] = gi
 	}
-	p.base[gi].add(p.m.Measures, vals, bys, p.distinct)
+	p.base[gi].add(p.m.Measures, p.served, vals, bys, p.distinct)
 }
 
 // add folds one row's measure inputs into the group: each measure is computed as the
 // aggregate it is served as (mart.Agg.Served) over its non-NULL inputs (a count's input
 // is a mark on every row; a condition's false rows are NULL: scanSilver; max_by and
 // min_by skip a row whose by is NULL too).
-func (g *baseGroup) add(ms []MeasureSpec, vals, bys []silver.Value, distinct []*keySets) {
+func (g *baseGroup) add(ms []MeasureSpec, served []mart.Agg, vals, bys []silver.Value, distinct []*keySets) {
 	for i, m := range ms {
 		v := vals[i]
 		if v.Null {
@@ -150,7 +153,7 @@ func (g *baseGroup) add(ms []MeasureSpec, vals, bys []silver.Value, distinct []*
 		// The per-row fold: the one place of the package outside shapes.go that switches
 		// on the aggregate, kept a switch because it runs per row and measure (an
 		// indirect call there, and a distinct count's key sets, cost more than they save).
-		switch m.Agg.Served() {
+		switch served[i] {
 		case mart.Sum, mart.Avg:
 			switch m.InputType.Kind {
 			case silver.Decimal:
