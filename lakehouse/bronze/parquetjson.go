@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"goldbridge/lakehouse/timetext"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 )
@@ -162,23 +164,10 @@ func appendTimestampJSON(dst []byte, a *array.Timestamp, i int) ([]byte, bool) {
 		return dst, false
 	}
 	t := a.Value(i).ToTime(typ.Unit)
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		return dst, false
+	dst, ok := timetext.AppendDateTime(append(dst, '"'), t)
+	if !ok {
+		return dst[:len(dst)-1], false
 	}
-	hour, minute, sec := t.Clock()
-	dst = append(dst, '"')
-	dst = appendDigits(dst, year, 4)
-	dst = append(dst, '-')
-	dst = appendDigits(dst, int(month), 2)
-	dst = append(dst, '-')
-	dst = appendDigits(dst, day, 2)
-	dst = append(dst, 'T')
-	dst = appendDigits(dst, hour, 2)
-	dst = append(dst, ':')
-	dst = appendDigits(dst, minute, 2)
-	dst = append(dst, ':')
-	dst = appendDigits(dst, sec, 2)
 	if ns := t.Nanosecond(); ns != 0 { // ".999999999": the digits without trailing zeros
 		digits := 9
 		for ns%10 == 0 {
@@ -186,21 +175,10 @@ func appendTimestampJSON(dst []byte, a *array.Timestamp, i int) ([]byte, bool) {
 			digits--
 		}
 		dst = append(dst, '.')
-		dst = appendDigits(dst, ns, digits)
+		dst = timetext.AppendDigits(dst, ns, digits)
 	}
 	if typ.TimeZone == "UTC" {
 		dst = append(dst, 'Z')
 	}
 	return append(dst, '"'), true
-}
-
-// appendDigits appends v (>= 0) in exactly n decimal digits, zero-padded.
-func appendDigits(b []byte, v, n int) []byte {
-	end := len(b) + n
-	b = append(b, "000000000"[:n]...)
-	for i := end - 1; i >= end-n; i-- {
-		b[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return b
 }

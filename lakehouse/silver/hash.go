@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"goldbridge/lakehouse/timetext"
+
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 )
@@ -95,36 +97,13 @@ func appendHashArg(b []byte, a any) ([]byte, error) {
 // (TestHashTimeMatchesFormat).
 func appendHashTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
+	b, ok := timetext.AppendDateTime(b, t)
+	if !ok {
 		return t.AppendFormat(b, hashTimeLayout)
 	}
-	hour, minute, sec := t.Clock()
-	b = appendDigits(b, year, 4)
-	b = append(b, '-')
-	b = appendDigits(b, int(month), 2)
-	b = append(b, '-')
-	b = appendDigits(b, day, 2)
-	b = append(b, 'T')
-	b = appendDigits(b, hour, 2)
-	b = append(b, ':')
-	b = appendDigits(b, minute, 2)
-	b = append(b, ':')
-	b = appendDigits(b, sec, 2)
 	b = append(b, '.')
-	b = appendDigits(b, t.Nanosecond(), 9)
+	b = timetext.AppendDigits(b, t.Nanosecond(), 9)
 	return append(b, 'Z')
-}
-
-// appendDigits appends v (>= 0) in exactly n decimal digits, zero-padded.
-func appendDigits(b []byte, v, n int) []byte {
-	end := len(b) + n
-	b = append(b, "000000000"[:n]...)
-	for i := end - 1; i >= end-n; i-- {
-		b[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return b
 }
 
 // callsHash reports whether node calls hash(), which reads NULL arguments itself.
