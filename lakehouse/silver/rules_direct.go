@@ -244,26 +244,24 @@ func directIn(n *ast.BinaryNode, l, r directFn) directFn {
 	if k, ok := n.Right.(*ast.ConstantNode); ok {
 		switch set := k.Value.(type) {
 		case map[string]struct{}:
-			return func(c *directCtx) any {
-				a := l(c)
-				if s, ok := a.(string); ok {
-					_, in := set[s]
-					return in
-				}
-				return exprrt.In(a, set)
-			}
+			return directSetIn(set, l)
 		case map[int]struct{}:
-			return func(c *directCtx) any {
-				a := l(c)
-				if i, ok := a.(int); ok {
-					_, in := set[i]
-					return in
-				}
-				return exprrt.In(a, set)
-			}
+			return directSetIn(set, l)
 		}
 	}
 	return func(c *directCtx) any { return exprrt.In(l(c), r(c)) }
+}
+
+// directSetIn looks a needle of the set's key type up in it, any other by runtime.In.
+func directSetIn[K comparable](set map[K]struct{}, l directFn) directFn {
+	return func(c *directCtx) any {
+		a := l(c)
+		if k, ok := a.(K); ok {
+			_, in := set[k]
+			return in
+		}
+		return exprrt.In(a, set)
+	}
 }
 
 // directEqual is == as compiler.equalBinaryNode compiles it: typed for two simple ints
