@@ -86,6 +86,7 @@ type compiledRule struct {
 type ruleSet struct {
 	rules []compiledRule
 	cols  []ColumnSpec // the typed columns, then the columns the rules add
+	types []Type       // cols' final types (a finished row's, the quality row level's)
 	inEnv []bool       // columns some expression reads: the VM's environment holds them
 	env   map[string]any
 	fresh bool      // env holds this row's values (filled when a rule first needs the VM)
@@ -99,7 +100,7 @@ type ruleSet struct {
 // clone returns a ruleSet sharing the compiled programs and lookup tables, with its own
 // environment, row values and VM.
 func (r *ruleSet) clone() *ruleSet {
-	c := &ruleSet{rules: r.rules, cols: r.cols, inEnv: r.inEnv, env: maps.Clone(r.env), vm: vm.VM{MemoryBudget: MaxRuleMemory}}
+	c := &ruleSet{rules: r.rules, cols: r.cols, types: r.types, inEnv: r.inEnv, env: maps.Clone(r.env), vm: vm.VM{MemoryBudget: MaxRuleMemory}}
 	c.dc.size(len(r.cols))
 	return c
 }
@@ -207,6 +208,7 @@ func compileRuleList(specs []RuleSpec, cols []ColumnSpec, load LookupLoader, fil
 		cr.final = !slices.ContainsFunc(cr.refs, func(i int) bool { return cr.types[i] != all[i].Type })
 	}
 	rs.cols = all
+	rs.types = columnTypes(all)
 	rs.dc.size(len(all))
 	rs.inEnv = make([]bool, len(rs.cols))
 	rs.env = make(map[string]any, len(rs.cols))
@@ -218,6 +220,15 @@ func compileRuleList(specs []RuleSpec, cols []ColumnSpec, load LookupLoader, fil
 		return nil, nil, problems
 	}
 	return rs, slices.Clone(rs.cols[len(cols):]), nil
+}
+
+// columnTypes is each column's type.
+func columnTypes(cols []ColumnSpec) []Type {
+	t := make([]Type, len(cols))
+	for i, c := range cols {
+		t[i] = c.Type
+	}
+	return t
 }
 
 // addFailedRuleColumns adds the columns a rule that did not compile would have added
@@ -306,10 +317,7 @@ func compileRule(sp RuleSpec, all []ColumnSpec, index map[string]int, example ma
 	cr.prog = prog
 	cr.refs = exprReads(prog, index)
 	cr.direct = compileDirect(prog.Node(), index, all)
-	cr.types = make([]Type, len(all))
-	for i, c := range all {
-		cr.types[i] = c.Type
-	}
+	cr.types = columnTypes(all)
 	if kind == ruleFilter {
 		cr.cmp = newCmpFilter(prog.Node(), index, all)
 		return cr, nil

@@ -303,10 +303,7 @@ func directCall(n *ast.CallNode, index map[string]int, cols []ColumnSpec) (direc
 		if !ok {
 			return nil, false
 		}
-		if _, shadowed := index[callee.Value]; shadowed {
-			return nil, false
-		}
-		args, ok := directArgs(n.Arguments, index, cols)
+		args, ok := directCallArgs(callee.Value, n.Arguments, index, cols)
 		if !ok {
 			return nil, false
 		}
@@ -329,7 +326,12 @@ func directCall(n *ast.CallNode, index map[string]int, cols []ColumnSpec) (direc
 	return nil, false
 }
 
-func directArgs(nodes []ast.Node, index map[string]int, cols []ColumnSpec) ([]directFn, bool) {
+// directCallArgs compiles the arguments of a call of the function name; false when name
+// is also a column's (the call is not the function's) or an argument is not direct.
+func directCallArgs(name string, nodes []ast.Node, index map[string]int, cols []ColumnSpec) ([]directFn, bool) {
+	if _, shadowed := index[name]; shadowed {
+		return nil, false
+	}
 	args := make([]directFn, len(nodes))
 	for i, a := range nodes {
 		var ok bool
@@ -376,10 +378,7 @@ func directBuiltin(n *ast.BuiltinNode, index map[string]int, cols []ColumnSpec) 
 	if !ok || !directBuiltins[n.Name] || n.Map != nil {
 		return nil, false
 	}
-	if _, shadowed := index[n.Name]; shadowed {
-		return nil, false
-	}
-	args, ok := directArgs(n.Arguments, index, cols)
+	args, ok := directCallArgs(n.Name, n.Arguments, index, cols)
 	if !ok {
 		return nil, false
 	}

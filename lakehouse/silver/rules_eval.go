@@ -70,15 +70,23 @@ func (r *ruleSet) eval(ru *compiledRule) (any, error) {
 			return out, nil
 		}
 	}
-	if !r.fresh {
-		for i, t := range ru.types {
-			if r.inEnv[i] {
-				r.env[r.cols[i].Name] = r.dc.value(i, t)
-			}
-		}
-		r.fresh = true
-	}
+	r.fillEnv(ru.types)
 	return r.vm.Run(ru.prog, r.env)
+}
+
+// fillEnv puts this row's columns some expression reads into the VM's environment, each
+// as read with its type in types (the columns past len(types) are a later rule's to
+// write), unless the environment already holds this row.
+func (r *ruleSet) fillEnv(types []Type) {
+	if r.fresh {
+		return
+	}
+	for i, t := range types {
+		if r.inEnv[i] {
+			r.env[r.cols[i].Name] = r.dc.value(i, t)
+		}
+	}
+	r.fresh = true
 }
 
 // evalDirect runs a direct evaluator; ok is false when it gave way to the VM.
@@ -390,14 +398,7 @@ func (r *ruleSet) violations(row []Value, fn func(id string)) {
 				continue
 			}
 		}
-		if !r.fresh {
-			for i, c := range r.cols {
-				if r.inEnv[i] {
-					r.env[c.Name] = r.dc.value(i, c.Type)
-				}
-			}
-			r.fresh = true
-		}
+		r.fillEnv(r.types)
 		out, err := r.vm.Run(ru.prog, r.env)
 		if pass, _ := out.(bool); err != nil || !pass {
 			fn(ru.id)
