@@ -513,3 +513,32 @@ func TestTouchedFileTakesItsNewMtime(t *testing.T) {
 		t.Fatalf("%d rows, want 2: the touched file was read again", payloads)
 	}
 }
+
+// TestEventIDs checks the layout of _event_id: canonical RFC 9562 version-8 UUIDs,
+// distinct, sharing one random prefix and counting in their last eight hex digits until
+// the generator draws a new prefix; two generators' prefixes differ.
+func TestEventIDs(t *testing.T) {
+	g, h := newUUIDGen(), newUUIDGen()
+	first := string(g.next())
+	if string(h.next())[:uuidCounterAt] == first[:uuidCounterAt] {
+		t.Fatalf("two generators drew the same prefix %q", first[:uuidCounterAt])
+	}
+	seen := map[string]bool{first: true}
+	for i := 1; i < 70000; i++ {
+		id := string(g.next())
+		u, err := uuid.Parse(id)
+		if err != nil || u.String() != id || u.Version() != 8 || u.Variant() != uuid.RFC4122 {
+			t.Fatalf("id %d %q: not a canonical version-8 UUID (%v)", i, id, err)
+		}
+		if id[:uuidCounterAt] != first[:uuidCounterAt] || id[uuidCounterAt:] != fmt.Sprintf("%08x", i) || seen[id] {
+			t.Fatalf("id %d is %q after %q: want the same prefix and counter %08x", i, id, first, i)
+		}
+		seen[id] = true
+	}
+	g.left = 1 // the counter's last value: the next id draws a new prefix
+	last := string(g.next())
+	next := string(g.next())
+	if last[uuidCounterAt:] != fmt.Sprintf("%08x", 70000) || next[uuidCounterAt:] != "00000000" || next[:uuidCounterAt] == last[:uuidCounterAt] {
+		t.Fatalf("after the counter's end: %q then %q, want a new prefix and counter 0", last, next)
+	}
+}
