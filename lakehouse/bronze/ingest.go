@@ -412,16 +412,8 @@ func (r *Run) WriteRecords(ctx context.Context, produce func(EmitRecord) error) 
 					}
 				}
 			}
-			var files []iceberg.DataFile
-			var err error
-			for df, werr := range table.WriteRecords(ctx, r.tbl, arrowSchema, iter.Seq2[arrow.RecordBatch, error](records),
-				table.WithRecordBatchBufferSize(2)) {
-				if werr != nil {
-					err = werr
-					break
-				}
-				files = append(files, df)
-			}
+			files, err := catalog.WriteDataFiles(ctx, r.tbl, arrowSchema, iter.Seq2[arrow.RecordBatch, error](records),
+				table.WithRecordBatchBufferSize(2))
 			for rec := range q { // a failed writer still drains its queue
 				rec.Release()
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -540,5 +541,50 @@ func TestEventIDs(t *testing.T) {
 	next := string(g.next())
 	if last[uuidCounterAt:] != fmt.Sprintf("%08x", 70000) || next[uuidCounterAt:] != "00000000" || next[:uuidCounterAt] == last[:uuidCounterAt] {
 		t.Fatalf("after the counter's end: %q then %q, want a new prefix and counter 0", last, next)
+	}
+}
+
+// TestWriteFailureIsReported blocks the Bronze table's partition directory (a regular
+// file where the writer makes the directory), so the data file cannot be created: the
+// ingest must fail with nothing committed, and once the block is gone a rerun ingests
+// every row. A one-batch write whose writer fails after its last batch was handed over
+// used to end without an error and without files.
+func TestWriteFailureIsReported(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	lh := lakehousetest.OpenDir(t, dir)
+	landing := t.TempDir()
+	writeFile(t, filepath.Join(landing, "a.jsonl"), []byte("{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"))
+	data := filepath.Join(dir, "warehouse", "bronze.db", "orders", "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	var blocks []string
+	for _, day := range []time.Time{now, now.Add(24 * time.Hour)} { // a run across midnight
+		p := filepath.Join(data, "_ingest_day="+day.Format(time.DateOnly))
+		writeFile(t, p, nil)
+		blocks = append(blocks, p)
+	}
+	res, err := IngestFiles(ctx, lh, ident, []FileSource{source(landing)}, Options{})
+	if err == nil {
+		t.Fatalf("ingest into a blocked partition succeeded: %+v", res)
+	}
+	if !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("error %q does not name the failed write", err)
+	}
+	if rows := scanAll(t, lh); len(rows) != 0 {
+		t.Fatalf("the failed ingest committed %d rows", len(rows))
+	}
+	for _, p := range blocks {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	if res, err = IngestFiles(ctx, lh, ident, []FileSource{source(landing)}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if rows := scanAll(t, lh); res.Rows != 3 || len(rows) != 3 {
+		t.Fatalf("rerun: %d rows reported, %d in the table, want 3", res.Rows, len(rows))
 	}
 }

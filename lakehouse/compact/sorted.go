@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"goldbridge/lakehouse/catalog"
 )
 
 // A table with a sort order (Silver's sort_by: a mart's grain) is written sorted, so
@@ -105,11 +107,12 @@ func rewrite(ctx context.Context, tbl *table.Table, g table.CompactionTaskGroup)
 			yield(nil, err)
 		}
 	}
-	for df, err := range table.WriteRecords(ctx, tbl, schema, records, table.WithClusteredWrite()) {
-		if err != nil {
-			return res, fmt.Errorf("write partition %s: %w", g.PartitionKey, err)
-		}
-		res.NewDataFiles = append(res.NewDataFiles, df)
+	files, err := catalog.WriteDataFiles(ctx, tbl, schema, records, table.WithClusteredWrite())
+	res.NewDataFiles = append(res.NewDataFiles, files...)
+	if err != nil {
+		return res, fmt.Errorf("write partition %s: %w", g.PartitionKey, err)
+	}
+	for _, df := range files {
 		res.BytesAfter += df.FileSizeBytes()
 	}
 	return res, nil

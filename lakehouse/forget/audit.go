@@ -93,13 +93,10 @@ func appendRecord(ctx context.Context, lh *catalog.Lakehouse, rec Record) error 
 	batch := b.NewRecordBatch()
 	defer batch.Release()
 	// Written once; a conflict retries only the commit of the file.
-	var files []iceberg.DataFile
 	one := func(yield func(arrow.RecordBatch, error) bool) { yield(batch, nil) }
-	for df, err := range table.WriteRecords(ctx, tbl, auditArrow, one) {
-		if err != nil {
-			return fmt.Errorf("write %s: %w", AuditTable, err)
-		}
-		files = append(files, df)
+	files, err := catalog.WriteDataFiles(ctx, tbl, auditArrow, one)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", AuditTable, err)
 	}
 	_, err = lh.Commit(ctx, AuditTable, func(ctx context.Context, tbl *table.Table) (*table.Table, error) {
 		tx := tbl.NewTransaction()

@@ -296,12 +296,9 @@ func writeFiles(ctx context.Context, tbl *table.Table, sch *arrow.Schema, rec ar
 		return nil, nil
 	}
 	one := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-	var files []iceberg.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, sch, one) {
-		if err != nil {
-			return nil, fmt.Errorf("write gold data files: %w", err)
-		}
-		files = append(files, df)
+	files, err := catalog.WriteDataFiles(ctx, tbl, sch, one)
+	if err != nil {
+		return nil, fmt.Errorf("write gold data files: %w", err)
 	}
 	return files, nil
 }

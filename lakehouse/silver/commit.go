@@ -600,18 +600,11 @@ func (e *engine) writeData(ctx context.Context, tbl *table.Table, sch *arrow.Sch
 	if part == nil {
 		// A few batches queued per partition writer, not iceberg-go's default 64: with
 		// one writer per bucket the queues held more memory than the winners.
-		var files []iceberg.DataFile
 		opts := []table.WriteRecordOption{table.WithRecordBatchBufferSize(writeQueue)}
 		if len(e.sortBy) > 0 {
 			opts = append(opts, table.WithMaxWriteWorkers(1))
 		}
-		for df, err := range table.WriteRecords(ctx, tbl, sch, e.winnerBatches(sch, nil), opts...) {
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, df)
-		}
-		return files, nil
+		return catalog.WriteDataFiles(ctx, tbl, sch, e.winnerBatches(sch, nil), opts...)
 	}
 	streams := e.partitionStreams(part)
 	perStream := make([][]iceberg.DataFile, len(streams))
@@ -622,13 +615,9 @@ func (e *engine) writeData(ctx context.Context, tbl *table.Table, sch *arrow.Sch
 		}
 		g.Go(func() error {
 			batches := e.winnerBatches(sch, [][]rowRef{e.orderStream(refs)})
-			for df, err := range table.WriteRecords(gctx, tbl, sch, batches, table.WithClusteredWrite(), table.WithRecordBatchBufferSize(writeQueue)) {
-				if err != nil {
-					return err
-				}
-				perStream[i] = append(perStream[i], df)
-			}
-			return nil
+			var err error
+			perStream[i], err = catalog.WriteDataFiles(gctx, tbl, sch, batches, table.WithClusteredWrite(), table.WithRecordBatchBufferSize(writeQueue))
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -1229,13 +1218,10 @@ func (e *engine) writeQuarantine(ctx context.Context, lh *catalog.Lakehouse, ide
 		rec.Release()
 		return nil, nil
 	}
-	var files []iceberg.DataFile
 	one := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-	for df, err := range table.WriteRecords(ctx, tbl, quarantineArrow, one) {
-		if err != nil {
-			return nil, fmt.Errorf("write quarantine files: %w", err)
-		}
-		files = append(files, df)
+	files, err := catalog.WriteDataFiles(ctx, tbl, quarantineArrow, one)
+	if err != nil {
+		return nil, fmt.Errorf("write quarantine files: %w", err)
 	}
 	return files, nil
 }
@@ -1273,11 +1259,8 @@ func (e *engine) commitKeys(ctx context.Context, lh *catalog.Lakehouse, ident st
 	}
 	var files []iceberg.DataFile
 	if slices.Contains(ks.fresh, true) {
-		for df, err := range table.WriteRecords(ctx, tbl, sch, batches) {
-			if err != nil {
-				return 0, fmt.Errorf("write keys files: %w", err)
-			}
-			files = append(files, df)
+		if files, err = catalog.WriteDataFiles(ctx, tbl, sch, batches); err != nil {
+			return 0, fmt.Errorf("write keys files: %w", err)
 		}
 	}
 	check := func(tbl *table.Table) error {

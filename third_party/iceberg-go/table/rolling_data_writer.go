@@ -93,6 +93,29 @@ type writerFactory struct {
 	countMu               sync.Mutex
 	partitionIDCounter    atomic.Int64
 	mu                    sync.Mutex
+
+	// streamErr is the first error a stream of this factory sent. A stream that
+	// fails removes its writer from writers, so closeAll cannot read the error
+	// from the writer once no later Add has: closeAll returns this instead.
+	streamErrMu sync.Mutex
+	streamErr   error
+}
+
+// recordStreamError keeps the first error any stream of w sent.
+func (w *writerFactory) recordStreamError(err error) {
+	w.streamErrMu.Lock()
+	defer w.streamErrMu.Unlock()
+	if w.streamErr == nil {
+		w.streamErr = err
+	}
+}
+
+// firstStreamError is the first error any stream of w sent, or nil.
+func (w *writerFactory) firstStreamError() error {
+	w.streamErrMu.Lock()
+	defer w.streamErrMu.Unlock()
+
+	return w.streamErr
 }
 
 type writerFactoryOption func(*writerFactory) error
@@ -785,6 +808,9 @@ func inferShreddingFromBatches(buf []arrow.RecordBatch, limit int) map[int]arrow
 }
 
 func (r *RollingDataWriter) sendError(err error) {
+	if r.factory != nil {
+		r.factory.recordStreamError(err)
+	}
 	select {
 	case r.errorCh <- err:
 	default:
@@ -834,6 +860,12 @@ func (w *writerFactory) closeAll() error {
 	for _, writer := range writers {
 		if closeErr := writer.closeAndWait(); closeErr != nil && err == nil {
 			err = closeErr
+		}
+	}
+	if err == nil {
+		// A writer whose stream failed after its last Add is no longer listed.
+		if streamErr := w.firstStreamError(); streamErr != nil {
+			err = fmt.Errorf("error in rolling data writer: %w", streamErr)
 		}
 	}
 
