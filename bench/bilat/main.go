@@ -130,6 +130,9 @@ type result struct {
 	Cold      sideResult `json:"cold"`
 	// Freshness: the freshness panel's query alone, as many clients (-freshness).
 	Freshness *sideResult `json:"freshness,omitempty"`
+	// HotEach: each hot question alone, as many clients, for -each (the server's CPU
+	// per query of one question, which the mixed load cannot tell apart).
+	HotEach map[string]sideResult `json:"hot_each,omitempty"`
 }
 
 // options are the command's flags.
@@ -137,7 +140,7 @@ type options struct {
 	addr, user, pwFile, db, mart, gold, protocol, final, states string
 	readerUser, readerPwFile                                    string
 	clients, rounds, pid                                        int
-	duration                                                    time.Duration
+	duration, each                                              time.Duration
 	freshness                                                   bool
 }
 
@@ -159,6 +162,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 4, "rounds per side, alternating with the other side's")
 	flag.IntVar(&o.pid, "server-pid", 0, "the server's process id, to report its CPU time per query (Linux /proc)")
 	flag.BoolVar(&o.freshness, "freshness", false, "then load the freshness panel's query alone (hot side)")
+	flag.DurationVar(&o.each, "each", 0, "then load each hot question alone for this long (0: not)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "bilat: %v\n", err)
@@ -195,8 +199,8 @@ func run(o options) error {
 	if o.gold == "" || o.pwFile == "" {
 		return errors.New("-iceberg and -password-file are required")
 	}
-	if o.clients < 1 || o.clients > 512 || o.duration <= 0 || o.duration > time.Hour || o.rounds < 1 || o.rounds > 100 {
-		return fmt.Errorf("-clients %d (1..512), -duration %s (up to 1h), -rounds %d (1..100)", o.clients, o.duration, o.rounds)
+	if o.clients < 1 || o.clients > 512 || o.duration <= 0 || o.duration > time.Hour || o.rounds < 1 || o.rounds > 100 || o.each < 0 || o.each > time.Hour {
+		return fmt.Errorf("-clients %d (1..512), -duration %s (up to 1h), -rounds %d (1..100), -each %s (up to 1h)", o.clients, o.duration, o.rounds, o.each)
 	}
 	conn, err := open(o, o.user, o.pwFile)
 	if err != nil {
@@ -305,6 +309,16 @@ func run(o options) error {
 		}
 		fs := f.summary([]question{{Name: "freshness"}})
 		res.Freshness = &fs
+	}
+	if o.each > 0 {
+		res.HotEach = map[string]sideResult{}
+		for i, q := range questions {
+			var e side
+			if err := round(ctx, hotConn, hot[i:i+1], clients, o.each, pid, &e); err != nil {
+				return fmt.Errorf("%s alone: %w", q.Name, err)
+			}
+			res.HotEach[q.Name] = e.summary([]question{q})
+		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
