@@ -36,12 +36,17 @@ func WriteDataFiles(ctx context.Context, tbl *table.Table, sch *arrow.Schema, re
 		}
 		files = append(files, df)
 	}
+	return files, holdAll(files, handed.Load())
+}
+
+// holdAll returns an error unless files hold exactly handed rows.
+func holdAll(files []iceberg.DataFile, handed int64) error {
 	var written int64
 	for _, df := range files {
 		written += df.Count()
 	}
-	if n := handed.Load(); written != n {
-		return files, fmt.Errorf("the data files hold %d rows of the %d written, and the writer reported no error", written, n)
+	if written != handed {
+		return fmt.Errorf("the data files hold %d rows of the %d written, and the writer reported no error", written, handed)
 	}
-	return files, nil
+	return nil
 }
