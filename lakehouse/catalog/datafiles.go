@@ -18,7 +18,21 @@ import (
 // partition writer that failed after its last batch; see third_party/README.md, patch
 // 0006). On error, the files already written are the caller's to discard.
 func WriteDataFiles(ctx context.Context, tbl *table.Table, sch *arrow.Schema, records iter.Seq2[arrow.RecordBatch, error], opts ...table.WriteRecordOption) ([]iceberg.DataFile, error) {
-	var handed atomic.Int64 // the writer's feeder runs on a goroutine of its own
+	counted, handed := CountRows(records)
+	var files []iceberg.DataFile
+	for df, err := range table.WriteRecords(ctx, tbl, sch, counted, opts...) {
+		if err != nil {
+			return files, err
+		}
+		files = append(files, df)
+	}
+	return files, HoldAll(files, handed())
+}
+
+// CountRows returns records as they are, and a function that tells how many rows they
+// have yielded so far (safe to call from another goroutine than the consumer's).
+func CountRows(records iter.Seq2[arrow.RecordBatch, error]) (iter.Seq2[arrow.RecordBatch, error], func() int64) {
+	var handed atomic.Int64 // a writer's feeder runs on a goroutine of its own
 	counted := func(yield func(arrow.RecordBatch, error) bool) {
 		for rec, err := range records {
 			if err == nil {
@@ -29,24 +43,18 @@ func WriteDataFiles(ctx context.Context, tbl *table.Table, sch *arrow.Schema, re
 			}
 		}
 	}
-	var files []iceberg.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, sch, counted, opts...) {
-		if err != nil {
-			return files, err
-		}
-		files = append(files, df)
-	}
-	return files, holdAll(files, handed.Load())
+	return counted, handed.Load
 }
 
-// holdAll returns an error unless files hold exactly handed rows.
-func holdAll(files []iceberg.DataFile, handed int64) error {
+// HoldAll returns an error unless files (data or delete files) hold exactly handed rows:
+// what a writer that reported no error must have written (see WriteDataFiles).
+func HoldAll(files []iceberg.DataFile, handed int64) error {
 	var written int64
 	for _, df := range files {
 		written += df.Count()
 	}
 	if written != handed {
-		return fmt.Errorf("the data files hold %d rows of the %d written, and the writer reported no error", written, handed)
+		return fmt.Errorf("the files hold %d rows of the %d written, and the writer reported no error", written, handed)
 	}
 	return nil
 }

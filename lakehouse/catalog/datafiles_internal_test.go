@@ -7,7 +7,7 @@ import (
 	"github.com/apache/iceberg-go"
 )
 
-// counted is a data file that only knows its row count (holdAll reads nothing else).
+// counted is a data file that only knows its row count (HoldAll reads nothing else).
 type counted struct {
 	iceberg.DataFile
 	n int64
@@ -15,7 +15,7 @@ type counted struct {
 
 func (c counted) Count() int64 { return c.n }
 
-// holdAll accepts files that hold every row handed to the writer, and refuses fewer or
+// HoldAll accepts files that hold every row handed to the writer, and refuses fewer or
 // more, naming both counts.
 func TestHoldAll(t *testing.T) {
 	files := func(ns ...int64) []iceberg.DataFile {
@@ -37,9 +37,9 @@ func TestHoldAll(t *testing.T) {
 		{"no file", nil, 3, "hold 0 rows of the 3 written"},
 		{"more than handed", files(4, 4), 5, "hold 8 rows of the 5 written"},
 	} {
-		err := holdAll(c.files, c.handed)
+		err := HoldAll(c.files, c.handed)
 		if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
-			t.Errorf("%s: holdAll = %v, want %q", c.name, err, c.err)
+			t.Errorf("%s: HoldAll = %v, want %q", c.name, err, c.err)
 		}
 	}
 }

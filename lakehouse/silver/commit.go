@@ -1094,7 +1094,11 @@ func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident s
 	eqIDs, keySchema := e.keyFields(tbl)
 	// Written once, like the data files: a conflict retries only the commit. The
 	// transaction only lends the writer its table; it is never committed.
-	dels, err := tbl.NewTransaction().WriteEqualityDeletes(ctx, eqIDs, e.deleteBatches(keySchema))
+	keys, handed := catalog.CountRows(e.deleteBatches(keySchema))
+	dels, err := tbl.NewTransaction().WriteEqualityDeletes(ctx, eqIDs, keys)
+	if err == nil {
+		err = catalog.HoldAll(dels, handed())
+	}
 	if err != nil {
 		return fmt.Errorf("write equality deletes: %w", err)
 	}
