@@ -26,7 +26,7 @@ const (
 )
 
 // TestDiskFull fills a 64 MB tmpfs state directory (issues 17 and 18): during a Bronze
-// ingest (3 runs) and during Silver (2 runs); then the ClickHouse data directory, a tmpfs
+// ingest (3 runs), during Silver (2 runs) and during Gold (2 runs); then the ClickHouse data directory, a tmpfs
 // of its own inside it, during the server's start, the mart's DDL and push (2 runs). Each failing run exits 1, naming what failed and the full disk, and leaves
 // no garbage behind. Once the space is freed, the next run succeeds with no manual step,
 // check exits 0, Silver, Gold and the served mart equal a clean run's over the same
@@ -121,11 +121,12 @@ func diskFullInside(t *testing.T, mnt, bin string) {
 	cleanBytes := diskUsage(t, filepath.Join(clean, "warehouse"))
 	bronzeBytes := diskUsage(t, filepath.Join(clean, "warehouse", "bronze.db"))
 	silverBytes := diskUsage(t, filepath.Join(clean, "warehouse", "silver.db"))
-	t.Logf("clean run: warehouse %d bytes (bronze %d, silver %d), clickhouse %d bytes", cleanBytes, bronzeBytes, silverBytes,
+	goldBytes := diskUsage(t, filepath.Join(clean, "warehouse", "gold.db"))
+	t.Logf("clean run: warehouse %d bytes (bronze %d, silver %d, gold %d), clickhouse %d bytes", cleanBytes, bronzeBytes, silverBytes, goldBytes,
 		diskUsage(t, filepath.Join(clean, "clickhouse")))
 	// What is left free: less than the table needs, enough for SQLite to open the catalog.
 	const sqliteRoom = 96 << 10
-	if bronzeBytes/2 < sqliteRoom || silverBytes/2 < sqliteRoom {
+	if bronzeBytes/2 < sqliteRoom || silverBytes/2 < sqliteRoom || goldBytes/2 < sqliteRoom {
 		t.Fatalf("the generated data is too small to fill the disk between the stages")
 	}
 
@@ -147,11 +148,22 @@ func diskFullInside(t *testing.T, mnt, bin string) {
 	}
 	freeDisk(t, ballast)
 
-	// 3. ClickHouse: the lake is complete, and the server's data directory is a 16 MB
+	// 3. Gold: two runs fail writing the mart's day partitions, a file each (a partition
+	// writer that failed after its last batch used to end the write without an error,
+	// leaving the other partitions' files: see third_party patch 0006).
+	ok(state, "silver")
+	before = diskUsage(t, filepath.Join(state, "warehouse"))
+	fillDisk(t, mnt, ballast, goldBytes/2)
+	failing(2, []string{"gold daily_revenue_kpi"}, enospc, "gold")
+	if got := diskUsage(t, filepath.Join(state, "warehouse")); got-before > cleanBytes/10 {
+		t.Fatalf("2 failed Gold runs grew the warehouse from %d to %d bytes: the failed writes left files", before, got)
+	}
+	freeDisk(t, ballast)
+
+	// 4. ClickHouse: the lake is complete, and the server's data directory is a 16 MB
 	// tmpfs of its own, full but for 12 KB (less than the state tmpfs could keep: SQLite
 	// needs more to open the catalog): the server starts, and the mart's first DDL and
 	// its push hit the full disk.
-	ok(state, "silver")
 	ok(state, "gold")
 	chDir := filepath.Join(state, "clickhouse")
 	if err := os.MkdirAll(chDir, 0o700); err != nil {
@@ -165,7 +177,7 @@ func diskFullInside(t *testing.T, mnt, bin string) {
 	failing(2, []string{"sync daily_revenue_kpi", "embedded clickhouse"}, []string{"no space left on device", "NOT_ENOUGH_SPACE", "Cannot reserve"}, "run")
 	freeDisk(t, chBallast)
 
-	// 4. Space is back: the next run converges with no manual step.
+	// 5. Space is back: the next run converges with no manual step.
 	ok(state, "run")
 	ok(state, "check")
 	// Silver, its quarantine and Gold in one query (each query starts a ClickHouse), then
@@ -187,7 +199,7 @@ func diskFullInside(t *testing.T, mnt, bin string) {
 		t.Logf("%s: %d rows, as in the clean run", args[0], strings.Count(want, "\n"))
 	}
 	got := diskUsage(t, filepath.Join(state, "warehouse"))
-	t.Logf("warehouse after 7 failed runs and the successful ones: %d bytes; clean run: %d bytes (%+.1f%%); clickhouse %d bytes",
+	t.Logf("warehouse after 9 failed runs and the successful ones: %d bytes; clean run: %d bytes (%+.1f%%); clickhouse %d bytes",
 		got, cleanBytes, 100*float64(got-cleanBytes)/float64(cleanBytes), diskUsage(t, filepath.Join(state, "clickhouse")))
 	if float64(got) > 1.1*float64(cleanBytes) {
 		t.Fatalf("the warehouse holds %d bytes, more than 10%% over a clean run's %d", got, cleanBytes)
