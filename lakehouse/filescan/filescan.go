@@ -111,6 +111,11 @@ func readFile(ctx context.Context, fs icebergio.IO, t table.FileScanTask, fields
 		return fail(err)
 	}
 	defer pr.Close()
+	// The file must be the one its manifest entry describes: another file at the path
+	// (restored, copied over) would be read as if it were, a row more or less unseen.
+	if n, want := pr.NumRows(), t.File.Count(); n != want {
+		return fail(fmt.Errorf("the file holds %d rows, its manifest entry %d", n, want))
+	}
 	cols := make([]int, 0, len(fields))
 	for _, name := range fields {
 		i := pr.MetaData().Schema.ColumnIndexByName(name)

@@ -2,6 +2,7 @@ package filescan_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,7 +132,31 @@ func TestReadYieldsRowsAsWritten(t *testing.T) {
 			}
 		})
 	}
+
+	// A file that is not the one its manifest entry describes (here: an entry one row
+	// short) is an error, not a read of whatever the path holds.
+	wrong := slices.Clone(tasks)
+	wrong[0].File = miscounted{DataFile: tasks[0].File, n: tasks[0].File.Count() - 1}
+	var err2 error
+	for b, err := range filescan.Read(ctx, tbl, wrong, []string{"id"}, filescan.Options{}) {
+		if err != nil {
+			err2 = err
+			break
+		}
+		b.Release()
+	}
+	if err2 == nil || !strings.Contains(err2.Error(), "the file holds 6000 rows, its manifest entry 5999") {
+		t.Fatalf("a file of another row count than its manifest entry: error %v", err2)
+	}
 }
+
+// miscounted is a data file whose manifest entry counts n rows.
+type miscounted struct {
+	iceberg.DataFile
+	n int64
+}
+
+func (m miscounted) Count() int64 { return m.n }
 
 func seq(from, to int) []int {
 	var s []int
