@@ -26,9 +26,10 @@ const (
 )
 
 // TestDiskFull fills a 64 MB tmpfs state directory (issues 17 and 18): during a Bronze
-// ingest (3 runs), during Silver (2 runs) and during Gold (2 runs); then the ClickHouse data directory, a tmpfs
-// of its own inside it, during the server's start, the mart's DDL and push (2 runs). Each failing run exits 1, naming what failed and the full disk, and leaves
-// no garbage behind. Once the space is freed, the next run succeeds with no manual step,
+// ingest (3 runs), during Silver (2 runs) and during Gold (2 runs); then the ClickHouse
+// data directory, a tmpfs of its own inside it, during the server's start, the mart's
+// DDL and push (2 runs). Each failing run exits 1, naming what failed and the full disk,
+// and leaves no garbage behind. Once the space is freed, the next run succeeds with no manual step,
 // check exits 0, Silver, Gold and the served mart equal a clean run's over the same
 // input, and the warehouse holds within 10% of the clean run's bytes.
 func TestDiskFull(t *testing.T) {

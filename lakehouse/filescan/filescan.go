@@ -6,6 +6,7 @@
 //
 // Delete files are not applied and columns are found by their written name: callers
 // use it only where that is correct (Direct, Evolved) and keep the table scan otherwise.
+// A file whose footer counts other rows than its manifest entry is an error.
 package filescan
 
 import (
