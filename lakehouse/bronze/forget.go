@@ -426,21 +426,13 @@ func rewriteWithout(ctx context.Context, lh *catalog.Lakehouse, ident string, tb
 			}
 		}
 	}
-	var added []iceberg.DataFile
-	for df, err := range table.WriteRecords(ctx, tbl, outSchema, iter.Seq2[arrow.RecordBatch, error](records)) {
-		if err != nil {
-			removeFiles(ctx, tbl, added)
-			return 0, fmt.Errorf("write rewritten data files: %w", err)
-		}
-		added = append(added, df)
+	added, err := catalog.WriteDataFiles(ctx, tbl, outSchema, iter.Seq2[arrow.RecordBatch, error](records))
+	if err == nil {
+		err = catalog.HoldAll(added, kept) // the rows planned, not only those handed over
 	}
-	var keptInFiles int64
-	for _, df := range added {
-		keptInFiles += df.Count()
-	}
-	if keptInFiles != kept {
+	if err != nil {
 		removeFiles(ctx, tbl, added)
-		return 0, fmt.Errorf("rewritten files hold %d rows, want %d", keptInFiles, kept)
+		return 0, fmt.Errorf("write rewritten data files: %w", err)
 	}
 	old := make([]iceberg.DataFile, len(plan.files))
 	for i, f := range plan.files {
