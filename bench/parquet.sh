@@ -121,6 +121,7 @@ g=$(median "${gb_secs[@]}") d=$(median "${dk_secs[@]}")
 ratio=$(awk -v a="$g" -v b="$d" 'BEGIN {printf "%.2f", a / b}')
 stages=$(grep -hoE '^(ingest|silver|gold|sync) [a-z_]+: .*' "$W/logs/gb-1.out" | cut -c1-160 || true)
 host="$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+mkdir -p "$RESULTS"
 {
 	echo
 	echo "## Parquet pipeline ($(date -u +%H:%M) UTC): examples/taxi.yaml, 2 landings × $N trips ($((N * 3 / 2)) distinct), $landing_mb MB of Parquet"
