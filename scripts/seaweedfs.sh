@@ -145,12 +145,13 @@ start() {
 	local pid
 	pid="$(cat "$dir/pid")"
 	# Ready when S3 refuses an anonymous request (403, not "connection refused") and the
-	# catalog answers its config endpoint.
+	# catalog answers its config endpoint. Each probe is bounded: a port taken by another
+	# listener accepts and may never answer.
 	local i code cfg
 	for ((i = 0; i < 600; i++)); do
 		kill -0 "$pid" 2>/dev/null || die "weed exited during start; see $dir/stdout"
-		code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GB_S3_PORT/" || true)"
-		cfg="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GB_ICEBERG_PORT/v1/config" || true)"
+		code="$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GB_S3_PORT/" || true)"
+		cfg="$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$GB_ICEBERG_PORT/v1/config" || true)"
 		if [[ "$code" == 403 && "$cfg" != 000 ]]; then
 			return
 		fi

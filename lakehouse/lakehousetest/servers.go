@@ -49,11 +49,36 @@ func (s *SeaweedFS) S3() catalog.S3Config {
 func (s *SeaweedFS) Start(t testing.TB) {
 	t.Helper()
 	start := time.Now()
-	if out, err := script("seaweedfs.sh", s.env, "start", s.dir); err != nil {
-		t.Fatalf("start seaweedfs: %v\n%s\n%s", err, out, tailFile(filepath.Join(s.dir, "stdout")))
+	if err := s.start(); err != nil {
+		t.Fatal(err)
 	}
 	s.waitBucket(t)
 	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
+}
+
+// start runs scripts/seaweedfs.sh start; its error carries the script's output and the
+// tail of weed's.
+func (s *SeaweedFS) start() error {
+	if out, err := script("seaweedfs.sh", s.env, "start", s.dir); err != nil {
+		return fmt.Errorf("start seaweedfs: %w\n%s\n%s", err, out, tailFile(filepath.Join(s.dir, "stdout")))
+	}
+	return nil
+}
+
+// usePorts points the server at ports: S3, the Iceberg catalog, then weed's nine others.
+func (s *SeaweedFS) usePorts(ports []int) {
+	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	s.CatalogURI = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	var rest []string
+	for _, p := range ports[2:] {
+		rest = append(rest, strconv.Itoa(p))
+	}
+	s.env = []string{
+		"GB_S3_PORT=" + strconv.Itoa(ports[0]), "GB_ICEBERG_PORT=" + strconv.Itoa(ports[1]),
+		"GB_WEED_PORTS=" + strings.Join(rest, " "),
+		"GB_S3_ACCESS_KEY=" + s.AccessKey, "GB_S3_SECRET_KEY=" + s.SecretKey,
+		"GB_S3_BUCKET=" + s.Bucket, "GB_TABLE_BUCKET=" + s.TableBucket,
+	}
 }
 
 // waitBucket returns once an object can be written to Bucket: weed answers S3 before it
@@ -120,23 +145,24 @@ func StartSeaweedFS(t testing.TB) *SeaweedFS {
 	t.Helper()
 	skipShort(t, "SeaweedFS")
 	waitSeaweedFS(t)
-	ports := freePorts(t, 11)
+	s := newSeaweedFS(t)
+	start := time.Now()
+	if err := onFreePorts(t, 11, s.startOn); err != nil {
+		t.Fatal(err)
+	}
+	s.waitBucket(t)
+	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
+	return s
+}
+
+// newSeaweedFS is a stopped server with fresh keys and a private directory, stopped and
+// removed when the test ends.
+func newSeaweedFS(t testing.TB) *SeaweedFS {
+	t.Helper()
 	s := &SeaweedFS{
-		Endpoint:   "http://127.0.0.1:" + strconv.Itoa(ports[0]),
-		CatalogURI: "http://127.0.0.1:" + strconv.Itoa(ports[1]),
-		AccessKey:  "gb" + secret(t)[:10], SecretKey: secret(t),
+		AccessKey: "gb" + secret(t)[:10], SecretKey: secret(t),
 		Bucket: "warehouse", TableBucket: "lakehouse",
 		dir: privateDir(t, "gb-weed-"),
-	}
-	var rest []string
-	for _, p := range ports[2:] {
-		rest = append(rest, strconv.Itoa(p))
-	}
-	s.env = []string{
-		"GB_S3_PORT=" + strconv.Itoa(ports[0]), "GB_ICEBERG_PORT=" + strconv.Itoa(ports[1]),
-		"GB_WEED_PORTS=" + strings.Join(rest, " "),
-		"GB_S3_ACCESS_KEY=" + s.AccessKey, "GB_S3_SECRET_KEY=" + s.SecretKey,
-		"GB_S3_BUCKET=" + s.Bucket, "GB_TABLE_BUCKET=" + s.TableBucket,
 	}
 	t.Cleanup(func() {
 		if out, err := script("seaweedfs.sh", nil, "stop", s.dir); err != nil {
@@ -144,8 +170,49 @@ func StartSeaweedFS(t testing.TB) *SeaweedFS {
 		}
 		_ = os.RemoveAll(s.dir)
 	})
-	s.Start(t)
 	return s
+}
+
+// startOn starts a fresh server on ports (S3, the catalog, weed's nine others). What an
+// earlier failed start left goes first: weed may outlive a listener's failure, so it is
+// stopped, and its half-made store is removed.
+func (s *SeaweedFS) startOn(ports []int) error {
+	if out, err := script("seaweedfs.sh", nil, "stop", s.dir); err != nil {
+		return fmt.Errorf("stop seaweedfs: %w\n%s", err, out)
+	}
+	for _, sub := range []string{"data", "logs"} {
+		if err := os.RemoveAll(filepath.Join(s.dir, sub)); err != nil {
+			return err
+		}
+	}
+	s.usePorts(ports)
+	return s.start()
+}
+
+// onFreePorts calls start with n ports that were free a moment ago, and again with fresh
+// ones (up to portTries in all) while it fails because one of them was taken in between:
+// freePorts hands out ports from the kernel's ephemeral range, where any process's next
+// outbound connection may claim one before the server binds it.
+func onFreePorts(t testing.TB, n int, start func(ports []int) error) error {
+	t.Helper()
+	for try := 1; ; try++ {
+		err := start(freePorts(t, n))
+		if err == nil || try == portTries || !portTaken(err) {
+			return err
+		}
+		t.Logf("start attempt %d: a port was taken before the server bound it; again on fresh ports", try)
+	}
+}
+
+// portTries bounds the starts onFreePorts makes.
+const portTries = 3
+
+// portTaken reports whether err (a start's error, the server's log tail included) says a
+// port was already bound: Go servers and PostgreSQL say "address already in use" when the
+// bind fails, weed "is not available" when its own check before binding does.
+func portTaken(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "address already in use") || strings.Contains(msg, "is not available on")
 }
 
 // waitSeaweedFS returns once the weed binary is installed. `make test` builds it in the
@@ -194,7 +261,24 @@ func StartPostgres(t testing.TB) *Postgres {
 	if out, err := script("postgres.sh", nil, "installed"); err != nil {
 		t.Fatalf("postgresql is not installed (run `make postgres`): %v\n%s", err, out)
 	}
-	p := &Postgres{Port: freePorts(t, 1)[0], Password: secret(t), Database: "iceberg", dir: privateDir(t, "gb-pg-")}
+	p := newPostgres(t)
+	start := time.Now()
+	err := onFreePorts(t, 1, func(ports []int) error {
+		p.Port = ports[0]
+		return p.start()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("postgres up in %v on port %d", time.Since(start).Round(time.Millisecond), p.Port)
+	return p
+}
+
+// newPostgres is a stopped cluster with a fresh password and a private directory, stopped
+// and removed when the test ends.
+func newPostgres(t testing.TB) *Postgres {
+	t.Helper()
+	p := &Postgres{Password: secret(t), Database: "iceberg", dir: privateDir(t, "gb-pg-")}
 	// The cluster runs as the postgres user when the test runs as root: it must be able
 	// to reach its data directory (the directory itself stays closed to everyone else).
 	if err := os.Chmod(p.dir, 0o711); err != nil {
@@ -206,19 +290,27 @@ func StartPostgres(t testing.TB) *Postgres {
 		}
 		_ = os.RemoveAll(p.dir)
 	})
-	p.Start(t)
 	return p
 }
 
 // Start starts the cluster (again, after Stop: the data persists).
 func (p *Postgres) Start(t testing.TB) {
 	t.Helper()
-	env := []string{"GB_PG_PORT=" + strconv.Itoa(p.Port), "GB_PG_PASSWORD=" + p.Password, "GB_PG_DATABASE=" + p.Database}
 	start := time.Now()
-	if out, err := script("postgres.sh", env, "start", p.dir); err != nil {
-		t.Fatalf("start postgres: %v\n%s\n%s", err, out, tailFile(filepath.Join(p.dir, "data", "server.log")))
+	if err := p.start(); err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("postgres up in %v on port %d", time.Since(start).Round(time.Millisecond), p.Port)
+}
+
+// start runs scripts/postgres.sh start on Port; its error carries the script's output and
+// the tail of the server's log.
+func (p *Postgres) start() error {
+	env := []string{"GB_PG_PORT=" + strconv.Itoa(p.Port), "GB_PG_PASSWORD=" + p.Password, "GB_PG_DATABASE=" + p.Database}
+	if out, err := script("postgres.sh", env, "start", p.dir); err != nil {
+		return fmt.Errorf("start postgres: %w\n%s\n%s", err, out, tailFile(filepath.Join(p.dir, "data", "server.log")))
+	}
+	return nil
 }
 
 // Stop stops the cluster (pg_ctl -m fast: open connections are cut).
