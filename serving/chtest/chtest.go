@@ -13,6 +13,7 @@ package chtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,17 +88,31 @@ func startServer() (*chlocal.Server, error) {
 		return nil, err
 	}
 	tempDir = dir
-	ports, err := chlocal.FreePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	pw, err := chlocal.EnsurePassword(filepath.Join(dir, "admin.password"))
 	if err != nil {
 		return nil, err
 	}
-	return chlocal.Start(ctx, chlocal.Options{Path: filepath.Join(dir, "data"), TCPPort: ports[0], HTTPPort: ports[1], Password: pw})
+	return startOnFreePorts(chlocal.Options{Path: filepath.Join(dir, "data"), Password: pw})
+}
+
+// startOnFreePorts starts a server with opt on two free loopback ports, and again on
+// fresh ones (up to three times in all) while a port was taken between FreePorts and
+// the start: FreePorts hands out ephemeral ports, which any outbound connection may claim.
+func startOnFreePorts(opt chlocal.Options) (*chlocal.Server, error) {
+	for try := 1; ; try++ {
+		ports, err := chlocal.FreePorts(2)
+		if err != nil {
+			return nil, err
+		}
+		opt.TCPPort, opt.HTTPPort = ports[0], ports[1]
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		srv, err := chlocal.Start(ctx, opt)
+		cancel()
+		var taken *chlocal.PortError
+		if err == nil || try == 3 || !errors.As(err, &taken) {
+			return srv, err
+		}
+	}
 }
 
 // StartServer starts a server of its own for one test, with opt's settings (Path,
@@ -108,17 +123,11 @@ func startServer() (*chlocal.Server, error) {
 func StartServer(t testing.TB, opt chlocal.Options) *chlocal.Server {
 	t.Helper()
 	Require(t)
-	ports, err := chlocal.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.Path, opt.TCPPort, opt.HTTPPort = filepath.Join(t.TempDir(), "data"), ports[0], ports[1]
+	opt.Path = filepath.Join(t.TempDir(), "data")
 	if opt.Password == "" {
 		opt.Password = "chtest-" + sanitize(t.Name())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	srv, err := chlocal.Start(ctx, opt)
+	srv, err := startOnFreePorts(opt)
 	if err != nil {
 		t.Fatalf("chtest: %v", err)
 	}
