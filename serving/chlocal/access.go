@@ -12,7 +12,9 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // The server's access control, written by RunServer into the data directory before
@@ -214,19 +216,44 @@ func clearWorkloads(path string) error {
 	return os.RemoveAll(filepath.Join(path, workloadDir))
 }
 
+// The readers' bounds. A dashboard's query is one of the few inputs goldbridge does not
+// write, and one bad panel (a cross join, a scan of numbers()) would otherwise hold a
+// slot of the readers' queue for ever and could take the server's memory from the
+// pushes. So each reader's query has a time limit (max_execution_time, failing with
+// TIMEOUT_EXCEEDED: timeout_overflow_mode stays throw, never a silently cut answer) and
+// a memory limit (max_memory_usage), and a reader may change neither: at most
+// ReaderQueries of them run at once, so the readers hold at most ReaderQueries ×
+// ReaderMemory. The served questions need far less: the bench's report 2–3 MB each.
+const (
+	// DefaultReaderTimeout is a reader's query time limit by default.
+	DefaultReaderTimeout = time.Minute
+	// DefaultReaderMemory is a reader's query memory limit by default (1 GiB).
+	DefaultReaderMemory = int64(1 << 30)
+	// MinReaderMemory is the least ReaderMemory, a floor against a size given in the
+	// wrong unit (a query's read buffers alone take a few MB).
+	MinReaderMemory = int64(64 << 20)
+)
+
 // usersXML is the server's users and profiles. The readers' profile turns off
 // optimize_read_in_order: a dashboard's question over days ORDER BY the grain reads one
 // small part per day, and merging 30 parts in key order cost more than sorting the 30
 // rows read (the 30-day KPIs of the 10M bench: ~14 -> ~9 ms of server CPU,
-// docs/serving.md); and it puts the readers' queries in their queue, for good.
+// docs/serving.md); it puts the readers' queries in their queue, for good; and it sets
+// the readers' bounds, for good too (opt has its defaults).
 func usersXML(opt Options) string {
 	var b strings.Builder
+	seconds := strconv.FormatFloat(opt.ReaderTimeout.Seconds(), 'f', -1, 64)
+	memory := strconv.FormatInt(opt.ReaderMemory, 10)
 	b.WriteString(`<clickhouse>
   <profiles>
     <default></default>
     <holder><max_sessions_for_user>1</max_sessions_for_user></holder>
     <reader><readonly>2</readonly><optimize_read_in_order>0</optimize_read_in_order>
-      <workload>` + readersWorkload + `</workload><constraints><workload><readonly/></workload></constraints></reader>
+      <workload>` + readersWorkload + `</workload>
+      <max_execution_time>` + seconds + `</max_execution_time><timeout_overflow_mode>throw</timeout_overflow_mode>
+      <max_memory_usage>` + memory + `</max_memory_usage>
+      <constraints><workload><readonly/></workload><max_execution_time><readonly/></max_execution_time>
+        <timeout_overflow_mode><readonly/></timeout_overflow_mode><max_memory_usage><readonly/></max_memory_usage></constraints></reader>
   </profiles>
   <quotas><default></default></quotas>
   <users>

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // LibVersion is the npm version of @chdb/lib-linux-x64-gnu that provides libchdb.so.
@@ -66,6 +67,12 @@ type Options struct {
 	// ReaderQueries is how many of the readers' queries run at once; the others wait
 	// for a slot (access.go, "The readers' queue"). 0 = DefaultReaderQueries.
 	ReaderQueries int
+	// ReaderTimeout and ReaderMemory bound each reader's query: past either it fails
+	// (TIMEOUT_EXCEEDED, MEMORY_LIMIT_EXCEEDED), and a reader cannot raise them, so the
+	// readers' queries together hold at most ReaderQueries × ReaderMemory (access.go,
+	// "The readers' bounds"). 0 = DefaultReaderTimeout, DefaultReaderMemory.
+	ReaderTimeout time.Duration
+	ReaderMemory  int64
 
 	// Cluster, when set, makes the server a node of a Distributed topology: its
 	// remote_servers lists the cluster's nodes, which it connects to as User with
@@ -142,6 +149,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ReaderQueries == 0 {
 		o.ReaderQueries = DefaultReaderQueries()
+	}
+	if o.ReaderTimeout == 0 {
+		o.ReaderTimeout = DefaultReaderTimeout
+	}
+	if o.ReaderTimeout < time.Second {
+		return o, fmt.Errorf("options: ReaderTimeout %v is under a second", o.ReaderTimeout)
+	}
+	if o.ReaderMemory == 0 {
+		o.ReaderMemory = DefaultReaderMemory
+	}
+	if o.ReaderMemory < MinReaderMemory {
+		return o, fmt.Errorf("options: ReaderMemory %d is under %d bytes", o.ReaderMemory, MinReaderMemory)
 	}
 	if o.User == "" {
 		o.User = DefaultUser

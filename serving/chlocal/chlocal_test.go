@@ -307,6 +307,14 @@ func TestOptionsValidation(t *testing.T) {
 			Readers: []chlocal.Reader{{Name: "grafana"}}},
 		"bad reader name": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
 			Readers: []chlocal.Reader{{Name: "a b", Password: "r"}}},
+		"reader timeout under a second": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			ReaderTimeout: 999 * time.Millisecond},
+		"negative reader timeout": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			ReaderTimeout: -time.Second},
+		"reader memory under the least": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			ReaderMemory: chlocal.MinReaderMemory - 1},
+		"negative reader memory": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			ReaderMemory: -1},
 	} {
 		if _, err := chlocal.Start(ctx, opt); err == nil || !strings.HasPrefix(err.Error(), "chlocal start: options:") {
 			t.Errorf("%s: Start error = %v", name, err)

@@ -33,12 +33,12 @@ func startLocked(t *testing.T) *chlocal.Server {
 	}
 	old := syscall.Umask(0o022)
 	t.Cleanup(func() { syscall.Umask(old) })
-	return startWithReader(t, 0)
+	return startWithReader(t, chlocal.Options{})
 }
 
-// startWithReader starts a private server with the reader grafana (readerQueries of its
-// queries at once; 0 = the default), serving database marts.
-func startWithReader(t *testing.T, readerQueries int) *chlocal.Server {
+// startWithReader starts a private server with the reader grafana, serving database
+// marts; the readers' queue and bounds are readers' (zero: the defaults).
+func startWithReader(t *testing.T, readers chlocal.Options) *chlocal.Server {
 	t.Helper()
 	chtest.Require(t)
 	ports, err := chlocal.FreePorts(2)
@@ -51,7 +51,7 @@ func startWithReader(t *testing.T, readerQueries int) *chlocal.Server {
 		Path: filepath.Join(t.TempDir(), "ch"), TCPPort: ports[0], HTTPPort: ports[1],
 		Password: "admin-pw", Database: "marts",
 		Readers:       []chlocal.Reader{{Name: "grafana", Password: "reader-pw"}},
-		ReaderQueries: readerQueries,
+		ReaderQueries: readers.ReaderQueries, ReaderTimeout: readers.ReaderTimeout, ReaderMemory: readers.ReaderMemory,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 // their turn; the admin's never wait behind them; a reader cannot leave the queue; a
 // restarted server has its queue again.
 func TestReadersQueue(t *testing.T) {
-	srv := startWithReader(t, 1)
+	srv := startWithReader(t, chlocal.Options{ReaderQueries: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const admin, adminPW, reader, readerPW = chlocal.DefaultUser, "admin-pw", "grafana", "reader-pw"

@@ -342,7 +342,7 @@ func runChild() error {
 		return fmt.Errorf("users on stdin: %w", err)
 	}
 	opt.User, opt.Password, opt.Readers, opt.Database = acc.User, acc.Password, acc.Readers, acc.Database
-	opt.ReaderQueries = acc.ReaderQueries
+	opt.ReaderQueries, opt.ReaderTimeout, opt.ReaderMemory = acc.ReaderQueries, acc.ReaderTimeout, acc.ReaderMemory
 	if p := os.Getenv(envPPID); p != "" && p != strconv.Itoa(os.Getppid()) {
 		// The parent died before the death signal was armed.
 		return errors.New("parent process is gone")

@@ -326,7 +326,8 @@ func (s *Server) start(ctx context.Context) error {
 	p.cmd = exec.Command(opt.Binary)
 	p.cmd.Dir = opt.Dir // relative file names and icebergLocal tables resolve inside it
 	p.cmd.Env = childEnv(opt)
-	secrets, err := json.Marshal(childAccess{User: opt.User, Password: opt.Password, Readers: opt.Readers, Database: opt.Database, ReaderQueries: opt.ReaderQueries})
+	secrets, err := json.Marshal(childAccess{User: opt.User, Password: opt.Password, Readers: opt.Readers, Database: opt.Database,
+		ReaderQueries: opt.ReaderQueries, ReaderTimeout: opt.ReaderTimeout, ReaderMemory: opt.ReaderMemory})
 	if err != nil {
 		return fmt.Errorf("chlocal start: %w", err)
 	}
@@ -459,8 +460,10 @@ type childAccess struct {
 	Password string
 	Readers  []Reader
 	Database string
-	// ReaderQueries is Options.ReaderQueries (not a secret; here with the readers).
+	// The readers' queue and bounds (Options; not secrets, here with the readers).
 	ReaderQueries int
+	ReaderTimeout time.Duration
+	ReaderMemory  int64
 }
 
 // childEnv is the child's whole environment: the child's options and TZ, nothing

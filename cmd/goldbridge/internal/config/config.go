@@ -117,6 +117,10 @@ type LocalServer struct {
 	// ReaderQueries is how many of the readers' queries run at once, the others
 	// waiting their turn; 0 = chlocal.DefaultReaderQueries (docs/serving.md).
 	ReaderQueries int `yaml:"reader_queries"`
+	// ReaderTimeout and ReaderMemory bound each reader's query (time, bytes); 0 =
+	// chlocal.DefaultReaderTimeout, chlocal.DefaultReaderMemory (docs/serving.md).
+	ReaderTimeout Duration `yaml:"reader_timeout"`
+	ReaderMemory  int64    `yaml:"reader_memory"`
 }
 
 // LocalReader is a read-only user of the embedded server; without a password, one is

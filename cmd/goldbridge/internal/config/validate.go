@@ -19,6 +19,7 @@ import (
 	"goldbridge/lakehouse/mart"
 	"goldbridge/lakehouse/silver"
 	"goldbridge/serving"
+	"goldbridge/serving/chlocal"
 	"goldbridge/serving/ddl"
 )
 
@@ -326,6 +327,7 @@ func (c *Config) validateClickHouse(v *validator) {
 		if q := ch.Local.ReaderQueries; q < 0 || q > maxReaderQueries {
 			v.add("clickhouse.local.reader_queries", "must be 0 (the default) to %d, got %d", maxReaderQueries, q)
 		}
+		validateReaderBounds(v, ch.Local)
 		validateLocalUsers(v, ch)
 	} else {
 		if len(ch.Local.Readers) > 0 {
@@ -333,6 +335,9 @@ func (c *Config) validateClickHouse(v *validator) {
 		}
 		if ch.Local.ReaderQueries != 0 {
 			v.add("clickhouse.local.reader_queries", "only for the embedded server; see docs/serving.md for your own server's workloads")
+		}
+		if ch.Local.ReaderTimeout != 0 || ch.Local.ReaderMemory != 0 {
+			v.add("clickhouse.local.reader_timeout", "reader_timeout and reader_memory are only for the embedded server; bound your own server's readers in their profile")
 		}
 		switch {
 		case len(ch.Shards) > 0 && len(ch.Addresses) > 0:
@@ -367,6 +372,24 @@ func (c *Config) validateClickHouse(v *validator) {
 
 // validateLocalUsers checks the embedded server's user names: identifiers, distinct, and
 // not "default" (the user of clickhouse-local's own session, which nobody else may use).
+// validateReaderBounds checks clickhouse.local.reader_timeout and reader_memory.
+func validateReaderBounds(v *validator, l LocalServer) {
+	if d := l.ReaderTimeout.D(); d != 0 && (d < time.Second || d > maxReaderTimeout) {
+		v.add("clickhouse.local.reader_timeout", "must be 0 (the default, %v) or 1s to %v, got %v", chlocal.DefaultReaderTimeout, maxReaderTimeout, d)
+	}
+	switch m := l.ReaderMemory; {
+	case m == 0:
+	case m < chlocal.MinReaderMemory:
+		v.add("clickhouse.local.reader_memory", "must be 0 (the default, %d bytes) or at least %d bytes, got %d", chlocal.DefaultReaderMemory, chlocal.MinReaderMemory, m)
+	case l.MaxServerMemory > 0 && m > l.MaxServerMemory:
+		v.add("clickhouse.local.reader_memory", "must not exceed max_server_memory (%d), got %d", l.MaxServerMemory, m)
+	}
+}
+
+// maxReaderTimeout bounds clickhouse.local.reader_timeout: a dashboard waits for no
+// longer, and a slot of the readers' queue is held no longer.
+const maxReaderTimeout = 24 * time.Hour
+
 // maxReaderQueries bounds clickhouse.local.reader_queries: past a few per core, more
 // queries at once only share the cores more finely.
 const maxReaderQueries = 1024

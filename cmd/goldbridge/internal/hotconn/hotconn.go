@@ -80,6 +80,7 @@ func EmbeddedOptions(cfg *config.Config) (chlocal.Options, error) {
 	opt := chlocal.Options{
 		Path: ch.Local.Path, TCPPort: ch.Local.TCPPort, HTTPPort: ch.Local.HTTPPort,
 		MaxServerMemory: ch.Local.MaxServerMemory, ReaderQueries: ch.Local.ReaderQueries,
+		ReaderTimeout: ch.Local.ReaderTimeout.D(), ReaderMemory: ch.Local.ReaderMemory,
 		User: ch.User, Password: pw, Database: ch.Database,
 		// A server that lives for the seconds of a run deletes nothing otherwise.
 		PromptCleanup: true,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"goldbridge/cmd/goldbridge/internal/config"
 	"goldbridge/serving/chlocal"
@@ -52,6 +53,19 @@ func TestPasswords(t *testing.T) {
 	opt, err := EmbeddedOptions(cfg)
 	if err != nil || opt.Password != first || len(opt.Readers) != 1 || opt.Readers[0].Password == "" || opt.Readers[0].Password == first {
 		t.Errorf("embedded options: %+v %v", opt, err)
+	}
+}
+
+// TestReaderBoundsReachTheServer: clickhouse.local's readers' queue and bounds are the
+// embedded server's options, as configured.
+func TestReaderBoundsReachTheServer(t *testing.T) {
+	cfg := parse(t, "version: 1\nclickhouse: {local: {reader_queries: 3, reader_timeout: 30s, reader_memory: 2147483648}}\n", t.TempDir())
+	opt, err := EmbeddedOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opt.ReaderQueries != 3 || opt.ReaderTimeout != 30*time.Second || opt.ReaderMemory != 2<<30 {
+		t.Fatalf("readers' options: queries %d, timeout %v, memory %d", opt.ReaderQueries, opt.ReaderTimeout, opt.ReaderMemory)
 	}
 }
 
