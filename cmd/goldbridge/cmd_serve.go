@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -188,21 +189,13 @@ func (a *app) serve(ctx context.Context, cfg *config.Config) (err error) {
 // and sets the readiness ping. The returned function stops the embedded server it started
 // within its context.
 func (s *server) openClickHouse(ctx context.Context) (func(context.Context), error) {
-	var srv *chlocal.Server
-	stopSrv := func() {}
-	if s.cfg.ClickHouse.IsEmbedded() {
-		var err error
-		if srv, stopSrv, err = s.a.ch().UseEmbedded(ctx, s.cfg); err != nil {
-			return nil, err
-		}
-	}
 	// The readiness client connects lazily and reconnects after a failure; it never
 	// starts a server (the supervisor restarts ours).
 	var (
 		mu     sync.Mutex
 		client *chconn.Client
 	)
-	s.pingClickHouse = func(ctx context.Context) error {
+	withClient := func(ctx context.Context, do func(*chconn.Client) error) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if client == nil {
@@ -215,12 +208,33 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 			}
 			client = c
 		}
-		if err := client.Conn().Ping(ctx); err != nil {
+		if err := do(client); err != nil {
 			_ = client.Close()
 			client = nil
 			return err
 		}
 		return nil
+	}
+	s.pingClickHouse = func(ctx context.Context) error {
+		return withClient(ctx, func(c *chconn.Client) error { return c.Conn().Ping(ctx) })
+	}
+	var srv *chlocal.Server
+	stopSrv := func() {}
+	if s.cfg.ClickHouse.IsEmbedded() {
+		// The embedded server's errors, read at each scrape (docs/operations.md).
+		err := s.m.WatchClickHouseErrors(func(ctx context.Context) (counts map[string]uint64, err error) {
+			err = withClient(ctx, func(c *chconn.Client) error {
+				counts, err = clickhouseErrors(ctx, c)
+				return err
+			})
+			return counts, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if srv, stopSrv, err = s.a.ch().UseEmbedded(ctx, s.cfg); err != nil {
+			return nil, err
+		}
 	}
 	return func(ctx context.Context) {
 		mu.Lock()
@@ -236,6 +250,30 @@ func (s *server) openClickHouse(ctx context.Context) (func(context.Context), err
 		}
 		stopSrv() // ends the supervision; the server is stopped already
 	}, nil
+}
+
+// clickhouseErrors reads the counts of pipeline.ClickHouseErrorNames from the server's
+// system.errors (summed over local and remote).
+func clickhouseErrors(ctx context.Context, c *chconn.Client) (map[string]uint64, error) {
+	// The names are goldbridge's own constants (upper-case letters and underscores).
+	in := "'" + strings.Join(pipeline.ClickHouseErrorNames(), "', '") + "'"
+	rows, err := c.Conn().Query(ctx, "SELECT name, sum(value) FROM system.errors WHERE name IN ("+in+") GROUP BY name")
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse errors: %w", err)
+	}
+	defer rows.Close()
+	counts := map[string]uint64{}
+	for rows.Next() {
+		var (
+			name string
+			n    uint64
+		)
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, fmt.Errorf("clickhouse errors: %w", err)
+		}
+		counts[name] = n
+	}
+	return counts, rows.Err()
 }
 
 // job returns the scheduled function of one schedule: the same work as `goldbridge run`

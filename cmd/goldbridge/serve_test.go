@@ -116,6 +116,18 @@ scrape_configs:
 	if res := query(t, api, circuitOpenAlert); len(res) != 0 {
 		t.Errorf("circuit-open alert fires on a healthy pipeline: %v", res)
 	}
+	// A refused login on the embedded server reaches Prometheus as its error count.
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/", ports[3]), strings.NewReader("SELECT 1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("goldbridge", "not-the-password")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatalf("a login with a wrong password: %v", err)
+	} else if resp.Body.Close(); resp.StatusCode == http.StatusOK {
+		t.Fatal("a login with a wrong password was served")
+	}
+	waitQuery(t, api, `goldbridge_clickhouse_errors_total{error="AUTHENTICATION_FAILED"} >= 1`, 30*time.Second, serve)
 	st := getStatus(t, listen)
 	if len(st.Marts) != 1 || st.Marts[0].Circuit != "closed" || st.Marts[0].LastRun == nil || st.Marts[0].LastCalculated == nil {
 		t.Errorf("status %+v", st)

@@ -1,6 +1,7 @@
 // Metrics: goldbridge's Prometheus metrics (names goldbridge_*, labels only stage, entity,
-// mart, outcome, tier, check, severity, table, layer, and field: an undeclared payload
-// field, at most silver.MaxUndeclaredFields per entity) on a private registry.
+// mart, outcome, tier, check, severity, table, layer, field: an undeclared payload
+// field, at most silver.MaxUndeclaredFields per entity, and error: one of
+// ClickHouseErrorNames) on a private registry.
 
 package pipeline
 
