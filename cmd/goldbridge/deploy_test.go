@@ -60,6 +60,7 @@ var promExprs = map[string]exprCheck{
 	`goldbridge_clickhouse_data_part_directories`:                                                        {sync: true},
 	`goldbridge_clickhouse_dictionary_keys`:                                                              {sync: true},
 	`goldbridge_clickhouse_dictionary_bytes`:                                                             {sync: true},
+	`sum by (error) (increase(goldbridge_clickhouse_errors_total[15m]))`:                                 {},
 
 	// deploy/prometheus/alerts.yml
 	`up{job="goldbridge"} == 0`:                                                                       {inner: `up{job="goldbridge"}`},
