@@ -242,7 +242,7 @@ const (
 // the readers' bounds, for good too (opt has its defaults).
 func usersXML(opt Options) string {
 	var b strings.Builder
-	seconds := strconv.FormatFloat(opt.ReaderTimeout.Seconds(), 'f', -1, 64)
+	seconds := strconv.FormatInt(int64(opt.ReaderTimeout/time.Second), 10)
 	memory := strconv.FormatInt(opt.ReaderMemory, 10)
 	b.WriteString(`<clickhouse>
   <profiles>

@@ -53,7 +53,7 @@ func TestReadersBounds(t *testing.T) {
 	}
 
 	dflt := startWithReader(t, chlocal.Options{})
-	want := strconv.FormatFloat(chlocal.DefaultReaderTimeout.Seconds(), 'f', -1, 64) + "\t" +
+	want := strconv.Itoa(int(chlocal.DefaultReaderTimeout/time.Second)) + "\t" +
 		strconv.FormatInt(chlocal.DefaultReaderMemory, 10) + "\tthrow"
 	if got := postOK(t, dflt, reader, readerPW, limits); got != want {
 		t.Fatalf("the reader's default limits: %q, want %q", got, want)

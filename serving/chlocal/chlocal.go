@@ -153,8 +153,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ReaderTimeout == 0 {
 		o.ReaderTimeout = DefaultReaderTimeout
 	}
-	if o.ReaderTimeout < time.Second {
-		return o, fmt.Errorf("options: ReaderTimeout %v is under a second", o.ReaderTimeout)
+	if o.ReaderTimeout < time.Second || o.ReaderTimeout%time.Second != 0 {
+		return o, fmt.Errorf("options: ReaderTimeout %v is not whole seconds from 1s", o.ReaderTimeout)
 	}
 	if o.ReaderMemory == 0 {
 		o.ReaderMemory = DefaultReaderMemory

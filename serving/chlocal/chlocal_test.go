@@ -309,6 +309,8 @@ func TestOptionsValidation(t *testing.T) {
 			Readers: []chlocal.Reader{{Name: "a b", Password: "r"}}},
 		"reader timeout under a second": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
 			ReaderTimeout: 999 * time.Millisecond},
+		"reader timeout not whole seconds": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
+			ReaderTimeout: 1500 * time.Millisecond},
 		"negative reader timeout": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",
 			ReaderTimeout: -time.Second},
 		"reader memory under the least": {Path: t.TempDir(), TCPPort: 5, HTTPPort: 6, LibPath: "/x", Password: "p",

@@ -336,8 +336,11 @@ func (c *Config) validateClickHouse(v *validator) {
 		if ch.Local.ReaderQueries != 0 {
 			v.add("clickhouse.local.reader_queries", "only for the embedded server; see docs/serving.md for your own server's workloads")
 		}
-		if ch.Local.ReaderTimeout != 0 || ch.Local.ReaderMemory != 0 {
-			v.add("clickhouse.local.reader_timeout", "reader_timeout and reader_memory are only for the embedded server; bound your own server's readers in their profile")
+		if ch.Local.ReaderTimeout != 0 {
+			v.add("clickhouse.local.reader_timeout", "only for the embedded server; bound your own server's readers in their profile (docs/serving.md)")
+		}
+		if ch.Local.ReaderMemory != 0 {
+			v.add("clickhouse.local.reader_memory", "only for the embedded server; bound your own server's readers in their profile (docs/serving.md)")
 		}
 		switch {
 		case len(ch.Shards) > 0 && len(ch.Addresses) > 0:
@@ -370,12 +373,10 @@ func (c *Config) validateClickHouse(v *validator) {
 	}
 }
 
-// validateLocalUsers checks the embedded server's user names: identifiers, distinct, and
-// not "default" (the user of clickhouse-local's own session, which nobody else may use).
 // validateReaderBounds checks clickhouse.local.reader_timeout and reader_memory.
 func validateReaderBounds(v *validator, l LocalServer) {
-	if d := l.ReaderTimeout.D(); d != 0 && (d < time.Second || d > maxReaderTimeout) {
-		v.add("clickhouse.local.reader_timeout", "must be 0 (the default, %v) or 1s to %v, got %v", chlocal.DefaultReaderTimeout, maxReaderTimeout, d)
+	if d := l.ReaderTimeout.D(); d != 0 && (d < time.Second || d > maxReaderTimeout || d%time.Second != 0) {
+		v.add("clickhouse.local.reader_timeout", "must be 0 (the default, %v) or whole seconds from 1s to %v, got %v", chlocal.DefaultReaderTimeout, maxReaderTimeout, d)
 	}
 	switch m := l.ReaderMemory; {
 	case m == 0:
@@ -394,6 +395,8 @@ const maxReaderTimeout = 24 * time.Hour
 // queries at once only share the cores more finely.
 const maxReaderQueries = 1024
 
+// validateLocalUsers checks the embedded server's user names: identifiers, distinct, and
+// not "default" (the user of clickhouse-local's own session, which nobody else may use).
 func validateLocalUsers(v *validator, ch ClickHouse) {
 	if ch.User == "default" {
 		v.add("clickhouse.user", "the embedded server keeps \"default\" for its own session; use another name (default %s)", DefaultCHLocalUser)
