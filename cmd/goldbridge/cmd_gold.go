@@ -13,7 +13,7 @@ import (
 )
 
 func (a *app) goldCmd() *cobra.Command {
-	var full, rebuild bool
+	var full, rebuild, noDelta bool
 	cmd := &cobra.Command{
 		Use:   "gold [MART...]",
 		Short: "Recompute the Gold partitions touched by Silver changes, through the data-quality gateway",
@@ -23,16 +23,19 @@ with the mart's data-quality checks and replaces exactly those partitions in one
 A failed critical check publishes nothing, opens the mart's circuit (sync then skips the
 mart) and exits with code 3; the next passing run closes it. --full recomputes every
 partition; --rebuild drops the Gold table and computes it again (what a changed mart
-definition does unless its on_change is fail).`,
+definition does unless its on_change is fail). When Silver only added rows, their
+aggregates are merged into the touched partitions' Gold rows; --no-delta recomputes
+those partitions whole instead (the same result, the way every other change is done).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.oneStage(cmd.Context(), "mart", args, func(ctx context.Context, p *job, marts []string) error {
-				p.Full, p.Rebuild = full, rebuild
+				p.Full, p.Rebuild, p.NoDelta = full, rebuild, noDelta
 				return p.Gold(ctx, marts)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "recompute every partition")
 	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "drop the Gold table and compute it again")
+	cmd.Flags().BoolVar(&noDelta, "no-delta", false, "recompute the touched partitions whole even when Silver only added rows")
 	return cmd
 }
 

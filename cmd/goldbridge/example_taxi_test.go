@@ -101,8 +101,8 @@ type tlcTrip struct {
 }
 
 // TestTaxiExample runs examples/taxi.yaml as a new user would (demo generate, run) over
-// two overlapping landings, from Parquet and from CSV, then a run with nothing new and a
-// replay, and compares Silver, the quarantine counts by reason, Gold and taxi_daily_final
+// two overlapping landings, from Parquet and from CSV, a third whose Gold is recomputed
+// (gold --no-delta) rather than merged, then a run with nothing new and a replay, and compares Silver, the quarantine counts by reason, Gold and taxi_daily_final
 // with an oracle that reads the generated files itself and applies the course's registry
 // (seed 003) by hand.
 func TestTaxiExample(t *testing.T) {
@@ -110,11 +110,24 @@ func TestTaxiExample(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			e := newExampleEnv(t, "taxi.yaml")
 			var raw []tlcTrip
-			for landing := 1; landing <= 2; landing++ {
+			for landing := 1; landing <= 3; landing++ {
 				e.run("demo", "generate", "--dataset", "taxi", "--format", format, "--landing", strconv.Itoa(landing), "--trips", "1200", "--seed", "7")
 				path := filepath.Join(e.state, "landing", "taxi", fmt.Sprintf("yellow_tripdata_%d.%s", landing, format))
 				raw = append(raw, readTLC(t, path, format)...)
-				e.run("run")
+				if landing < 3 {
+					// The second landing only adds trips: Gold merges them (delta.go).
+					if out := e.run("run"); landing == 2 && !strings.Contains(out, "merged with the added rows") {
+						t.Errorf("the second landing's Gold was not merged:\n%s", out)
+					}
+				} else {
+					// The third, with --no-delta: its partitions recomputed whole, the same answer.
+					e.run("ingest")
+					e.run("silver")
+					if out := e.run("gold", "--no-delta"); strings.Contains(out, "merged with the added rows") || !strings.Contains(out, "partitions") {
+						t.Errorf("gold --no-delta:\n%s", out)
+					}
+					e.run("sync")
+				}
 				checkTaxi(t, e, raw)
 			}
 			tables := func() string { return e.stdout("tables") }

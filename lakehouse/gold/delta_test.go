@@ -173,7 +173,7 @@ func TestDeltaEqualsRecompute(t *testing.T) {
 		for _, mc := range marts {
 			inc, rec, full := deltaMart("gold.d_"+mc.name, mc.grouping, mc.sets), deltaMart("gold.r_"+mc.name, mc.grouping, mc.sets), deltaMart("gold.f_"+mc.name, mc.grouping, mc.sets)
 			res := run(step, inc, Options{})
-			run(step, rec, Options{noDelta: true})
+			run(step, rec, Options{NoDelta: true})
 			run(step, full, Options{Full: true})
 			if step > 0 && !res.Delta {
 				t.Fatalf("step %d %s: an increment of added trips was not merged: %+v", step, inc.Table, res)
@@ -184,7 +184,7 @@ func TestDeltaEqualsRecompute(t *testing.T) {
 		}
 		jInc, jRec, jFull := joinedDeltaMart("gold.jd"), joinedDeltaMart("gold.jr"), joinedDeltaMart("gold.jf")
 		res := run(step, jInc, Options{})
-		run(step, jRec, Options{noDelta: true})
+		run(step, jRec, Options{NoDelta: true})
 		run(step, jFull, Options{Full: true})
 		same(step, jInc.Table, jRec.Table)
 		same(step, jInc.Table, jFull.Table)

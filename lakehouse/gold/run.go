@@ -31,6 +31,10 @@ type Options struct {
 	// Rebuild drops the Gold table and computes it again (also what a changed mart
 	// definition does, see MartSpec.OnChange).
 	Rebuild bool
+	// NoDelta recomputes the touched partitions whole even when Silver only added rows
+	// (the delta merge, delta.go, is not tried): what the delta must not cost more than,
+	// and a way to rule it out.
+	NoDelta bool
 	Log     *slog.Logger
 
 	afterDrop    func() error      // test hook: in a rebuild, after the drop, before the create
@@ -38,7 +42,6 @@ type Options struct {
 	afterPass    func(int) error   // test hook: after each pass's files are written
 	beforeCommit func(attempt int) // test hook: in each commit attempt, on the fresh table
 	now          func() time.Time  // test hook: the run's clock (snapshot grain, _calculated_at)
-	noDelta      bool              // test hook: recompute an increment that only added rows
 	scanWorkers  int               // test hook: the goroutines that aggregate a scan (0: scanWorkers())
 }
 
@@ -187,7 +190,7 @@ func run(ctx context.Context, lh *catalog.Lakehouse, m MartSpec, opt Options) (R
 		if s := gt.CurrentSnapshot(); s != nil {
 			goldFiles = totalOf(s, "total-data-files")
 		}
-		if runs, ok := m.deltaRuns(src, res.SilverFrom, res.SilverTo); ok && !res.Full && !opt.ExactGrains && !opt.noDelta {
+		if runs, ok := m.deltaRuns(src, res.SilverFrom, res.SilverTo); ok && !res.Full && !opt.ExactGrains && !opt.NoDelta {
 			// Only rows were added: merged into the partitions' Gold rows (delta.go).
 			passes, res.Delta = []pass{m.deltaPass(src, parts, runs)}, true
 		} else if passes, err = m.planPasses(ctx, src, snap, m.PassRows, parts, goldFiles); err != nil {

@@ -287,7 +287,7 @@ func (r *Runner) Gold(ctx context.Context, marts []string) (err error) {
 			return err
 		}
 		spec := mc.Gold
-		res, err := gold.Run(ctx, r.Lake, spec, gold.Options{Full: r.Full, Rebuild: r.Rebuild, Log: r.Log.With("stage", "gold", "mart", name)})
+		res, err := gold.Run(ctx, r.Lake, spec, gold.Options{Full: r.Full, Rebuild: r.Rebuild, NoDelta: r.NoDelta, Log: r.Log.With("stage", "gold", "mart", name)})
 		r.outcomes.goldRan(name, err)
 		for _, f := range res.Report.Failures {
 			r.Metrics.DQFailures.WithLabelValues(name, f.Check, f.Severity).Inc()

@@ -118,6 +118,7 @@ type Runner struct {
 	RetryQuarantined bool // ingest --retry-quarantined
 	Full             bool // gold --full
 	Rebuild          bool // gold --rebuild
+	NoDelta          bool // gold --no-delta
 
 	ch             *chOpening     // ClickHouse connection opened ahead (Run), or nil
 	aheadOnLanding []string       // open ClickHouse ahead (ensuring these marts) once ingest lands rows
