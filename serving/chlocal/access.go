@@ -223,7 +223,8 @@ func clearWorkloads(path string) error {
 // TIMEOUT_EXCEEDED: timeout_overflow_mode stays throw, never a silently cut answer) and
 // a memory limit (max_memory_usage), and a reader may change neither: at most
 // ReaderQueries of them run at once, so the readers hold at most ReaderQueries ×
-// ReaderMemory. The served questions need far less: the bench's report 2–3 MB each.
+// ReaderMemory. The served questions need far less: each of the bench's five runs
+// within 16 MiB at 30M events (docs/serving.md).
 const (
 	// DefaultReaderTimeout is a reader's query time limit by default.
 	DefaultReaderTimeout = time.Minute
