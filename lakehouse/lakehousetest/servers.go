@@ -48,12 +48,18 @@ func (s *SeaweedFS) S3() catalog.S3Config {
 // buckets, and the objects it stored before).
 func (s *SeaweedFS) Start(t testing.TB) {
 	t.Helper()
-	start := time.Now()
-	if err := s.start(); err != nil {
+	s.up(t, s.start)
+}
+
+// up runs start, then waits until the bucket takes writes; it fails t if either fails.
+func (s *SeaweedFS) up(t testing.TB, start func() error) {
+	t.Helper()
+	t0 := time.Now()
+	if err := start(); err != nil {
 		t.Fatal(err)
 	}
 	s.waitBucket(t)
-	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
+	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(t0).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
 }
 
 // start runs scripts/seaweedfs.sh start; its error carries the script's output and the
@@ -146,12 +152,7 @@ func StartSeaweedFS(t testing.TB) *SeaweedFS {
 	skipShort(t, "SeaweedFS")
 	waitSeaweedFS(t)
 	s := newSeaweedFS(t)
-	start := time.Now()
-	if err := onFreePorts(t, 11, s.startOn); err != nil {
-		t.Fatal(err)
-	}
-	s.waitBucket(t)
-	t.Logf("seaweedfs up in %v (s3 %s, catalog %s)", time.Since(start).Round(time.Millisecond), s.Endpoint, s.CatalogURI)
+	s.up(t, func() error { return onFreePorts(t, 11, s.startOn) })
 	return s
 }
 
@@ -262,15 +263,12 @@ func StartPostgres(t testing.TB) *Postgres {
 		t.Fatalf("postgresql is not installed (run `make postgres`): %v\n%s", err, out)
 	}
 	p := newPostgres(t)
-	start := time.Now()
-	err := onFreePorts(t, 1, func(ports []int) error {
-		p.Port = ports[0]
-		return p.start()
+	p.up(t, func() error {
+		return onFreePorts(t, 1, func(ports []int) error {
+			p.Port = ports[0]
+			return p.start()
+		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("postgres up in %v on port %d", time.Since(start).Round(time.Millisecond), p.Port)
 	return p
 }
 
@@ -296,11 +294,17 @@ func newPostgres(t testing.TB) *Postgres {
 // Start starts the cluster (again, after Stop: the data persists).
 func (p *Postgres) Start(t testing.TB) {
 	t.Helper()
-	start := time.Now()
-	if err := p.start(); err != nil {
+	p.up(t, p.start)
+}
+
+// up runs start and fails t if it fails.
+func (p *Postgres) up(t testing.TB, start func() error) {
+	t.Helper()
+	t0 := time.Now()
+	if err := start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("postgres up in %v on port %d", time.Since(start).Round(time.Millisecond), p.Port)
+	t.Logf("postgres up in %v on port %d", time.Since(t0).Round(time.Millisecond), p.Port)
 }
 
 // start runs scripts/postgres.sh start on Port; its error carries the script's output and
