@@ -78,8 +78,8 @@ var promExprs = map[string]exprCheck{
 	`goldbridge_clickhouse_data_bytes > 3 * sum without (mart) (goldbridge_clickhouse_bytes) + 100 * 1024 * 1024`: {
 		inner: `goldbridge_clickhouse_data_bytes`, sync: true},
 	`sum by (entity, severity) (increase(goldbridge_silver_check_failures_total{check="undeclared"}[6h])) > 0`: {inner: `goldbridge_silver_check_failures_total{check="undeclared"}`},
-	`sum by (error) (increase(goldbridge_clickhouse_errors_total{error=~"TIMEOUT_EXCEEDED|MEMORY_LIMIT_EXCEEDED|SERVER_OVERLOADED"}[15m])) > 0`: {
-		inner: `goldbridge_clickhouse_errors_total{error=~"TIMEOUT_EXCEEDED|MEMORY_LIMIT_EXCEEDED|SERVER_OVERLOADED"}`},
+	`sum by (error) (increase(goldbridge_clickhouse_errors_total{error=~"TIMEOUT_EXCEEDED|MEMORY_LIMIT_EXCEEDED|SERVER_OVERLOADED|SETTING_CONSTRAINT_VIOLATION"}[15m])) > 0`: {
+		inner: `goldbridge_clickhouse_errors_total{error=~"TIMEOUT_EXCEEDED|MEMORY_LIMIT_EXCEEDED|SERVER_OVERLOADED|SETTING_CONSTRAINT_VIOLATION"}`},
 }
 
 // circuitOpenAlert is the expression that must return a series once a critical check fails.

@@ -221,13 +221,16 @@ func clearWorkloads(path string) error {
 // slot of the readers' queue for ever and could take the server's memory from the
 // pushes. So each reader's query has a time limit (max_execution_time, failing with
 // TIMEOUT_EXCEEDED: timeout_overflow_mode stays throw, never a silently cut answer) and
-// a memory limit (max_memory_usage), and a reader may change neither: at most
-// ReaderQueries of them run at once, so the readers hold at most ReaderQueries ×
-// ReaderMemory. The served questions need far less: each of the bench's five runs
+// a memory limit (max_memory_usage), which a reader may lower but neither raise nor lift
+// (0): clickhouse-go sends max_execution_time with every query under a deadline (the
+// time left + 5 s), Grafana's ClickHouse plugin its query timeout through it, so a
+// read-only bound refused every such dashboard. At most ReaderQueries of them run at
+// once, so the readers hold at most ReaderQueries × ReaderMemory. The served questions need far less: each of the bench's five runs
 // within 16 MiB at 30M events (docs/serving.md).
 const (
-	// DefaultReaderTimeout is a reader's query time limit by default.
-	DefaultReaderTimeout = time.Minute
+	// DefaultReaderTimeout is a reader's query time limit by default: above what
+	// dashboards' clients send (Grafana's plugin: its 60 s query timeout + 5 s).
+	DefaultReaderTimeout = 5 * time.Minute
 	// DefaultReaderMemory is a reader's query memory limit by default (1 GiB).
 	DefaultReaderMemory = int64(1 << 30)
 	// MinReaderMemory is the least ReaderMemory, a floor against a size given in the
@@ -253,8 +256,9 @@ func usersXML(opt Options) string {
       <workload>` + readersWorkload + `</workload>
       <max_execution_time>` + seconds + `</max_execution_time><timeout_overflow_mode>throw</timeout_overflow_mode>
       <max_memory_usage>` + memory + `</max_memory_usage>
-      <constraints><workload><readonly/></workload><max_execution_time><readonly/></max_execution_time>
-        <timeout_overflow_mode><readonly/></timeout_overflow_mode><max_memory_usage><readonly/></max_memory_usage></constraints></reader>
+      <constraints><workload><readonly/></workload><timeout_overflow_mode><readonly/></timeout_overflow_mode>
+        <max_execution_time><min>1</min><max>` + seconds + `</max></max_execution_time>
+        <max_memory_usage><min>1</min><max>` + memory + `</max></max_memory_usage></constraints></reader>
   </profiles>
   <quotas><default></default></quotas>
   <users>
