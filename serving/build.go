@@ -23,6 +23,7 @@ type Target struct {
 	HotAnchor   string
 	TTL         time.Duration
 	Distinct    string
+	Windows     Windows
 }
 
 // NewMart builds the complete serving model of the mart spec defines, served at t:
@@ -36,6 +37,7 @@ func NewMart(spec gold.MartSpec, t Target) (*Mart, error) {
 		Grain:    Grain{As: spec.GrainAs, Unit: spec.GrainUnit},
 		Grouping: spec.Grouping, Sets: spec.GroupingSets,
 		PartitionBy: t.PartitionBy, HotWindow: t.HotWindow, HotAnchor: t.HotAnchor, TTL: t.TTL, Distinct: t.Distinct,
+		Windows:    t.Windows,
 		Definition: spec.Definition(),
 	}
 	for _, d := range spec.Dims {

@@ -87,10 +87,27 @@ type Mart struct {
 	HotAnchor string
 	TTL       time.Duration // TTL backstop (0: none)
 	Distinct  string        // DistinctExact | DistinctApprox | DistinctBitmap
+	// Windows: the rolling windows served finished in <t>_windows (serving/ddl); none
+	// when Windows.Days is empty.
+	Windows Windows
 	// Definition is the Gold definition the model was built from (gold.PropSpec's value,
 	// NewMart); a sync refuses a Gold table built for another. Empty: not checked.
 	Definition string
 }
+
+// Windows are the rolling windows of a day mart served finished (serving.windows): for
+// every end day, each of the Levels' values over the Days days ending there, merged from
+// the served daily rows as a question over several days would merge them.
+type Windows struct {
+	Days   []int    // window lengths in days, ascending, each from 2 to MaxWindowDays
+	Levels []string // the grouping levels windowed (empty: every level)
+}
+
+// MaxWindowDays is the longest rolling window (a year and a day: a leap year's 366).
+const MaxWindowDays = 366
+
+// MaxWindows bounds how many windows a mart declares: each is a pass over <t>.
+const MaxWindows = 8
 
 // The states of count_distinct (Mart.Distinct): ClickHouse's uniqExact (a set of the
 // keys' SipHash-128), uniq (an adaptive sample: approximate), or a bitmap of the keys'
@@ -248,8 +265,47 @@ func (m *Mart) Validate() error {
 			}
 		}
 	}
-	if _, err := m.Levels(); err != nil {
+	levels, err := m.Levels()
+	if err != nil {
 		return fmt.Errorf("mart %s: %w", m.Name, err)
+	}
+	if err := m.validateWindows(levels); err != nil {
+		return fmt.Errorf("mart %s: windows: %w", m.Name, err)
+	}
+	return nil
+}
+
+// validateWindows checks Windows against the mart: a day grain, a single server (the
+// windows are built from <t> on the server that holds it), lengths in range and
+// ascending, levels the mart has.
+func (m *Mart) validateWindows(levels []mart.Level) error {
+	w := m.Windows
+	if len(w.Days) == 0 {
+		if len(w.Levels) > 0 {
+			return fmt.Errorf("levels without days")
+		}
+		return nil
+	}
+	switch {
+	case m.Grain.Unit != "day":
+		return fmt.Errorf("need a day grain, not %s", m.Grain.Unit)
+	case m.Cluster != "":
+		return fmt.Errorf("need a single server, not cluster %s", m.Cluster)
+	case len(w.Days) > MaxWindows:
+		return fmt.Errorf("%d windows: at most %d", len(w.Days), MaxWindows)
+	}
+	for i, d := range w.Days {
+		if d < 2 || d > MaxWindowDays {
+			return fmt.Errorf("%d days: want 2 to %d", d, MaxWindowDays)
+		}
+		if i > 0 && d <= w.Days[i-1] {
+			return fmt.Errorf("days %v: want them ascending, each once", w.Days)
+		}
+	}
+	for _, l := range w.Levels {
+		if !slices.ContainsFunc(levels, func(lv mart.Level) bool { return lv.Name == l }) {
+			return fmt.Errorf("level %q is not a grouping level of the mart", l)
+		}
 	}
 	return nil
 }

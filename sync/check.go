@@ -104,6 +104,15 @@ func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt
 			}
 		}
 	}
+	if ws, ok := t.(hot.WindowsServer); ok && len(m.Windows.Days) > 0 && len(rb.Columns) == 0 {
+		want, have, err := ws.CheckWindows(ctx, m, plan.Unservable)
+		if err != nil {
+			return nil, err
+		}
+		if want != have {
+			drifts = append(drifts, Drift{WindowsPartition, "", "rolling windows", want, have})
+		}
+	}
 	sort.Slice(drifts, func(i, j int) bool {
 		a, b := drifts[i], drifts[j]
 		if a.Partition != b.Partition {

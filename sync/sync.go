@@ -116,6 +116,7 @@ type Result struct {
 	// Recorded: nothing was planned or pushed because the push record says ClickHouse
 	// already holds this Gold table state (Records.Unchanged).
 	Recorded bool
+	Windows  bool // the rolling windows were rebuilt (serving.Mart.Windows)
 }
 
 // Cutoff is the first grain instant inside the hot window: the anchor's day minus the
@@ -378,7 +379,8 @@ func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt 
 		opt.Log.Warn("gold partition not served: it holds a value outside what ClickHouse's date and time types hold",
 			"partition", u.ID, "gold_rows", u.Rows, "reason", u.Unservable)
 	}
-	b := Batch{Drop: plan.Drop, Rebuild: out.Rebuild, Purge: opt.Purge, Rows: opt.BatchRows, Streams: opt.Parallelism, Now: opt.Now}
+	b := Batch{Drop: plan.Drop, Rebuild: out.Rebuild, Purge: opt.Purge, Rows: opt.BatchRows, Streams: opt.Parallelism, Now: opt.Now,
+		Unservable: plan.Unservable, Windows: slices.Contains(opt.Only, WindowsPartition)}
 	for _, pp := range plan.Push {
 		b.Push = append(b.Push, pp.Partition)
 	}
@@ -405,8 +407,15 @@ func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt 
 		res.Dropped = plan.Drop
 	}
 	res.Purged = pub.Purged
+	if res.Windows = pub.Windows; pub.Windows {
+		opt.Log.Debug("rolling windows rebuilt", "days", fmt.Sprint(m.Windows.Days))
+	}
 	return res, plan.cold(m)
 }
+
+// WindowsPartition is the partition Check reports a drift of the rolling windows under
+// (serving.Mart.Windows); Options.Only naming it rebuilds them.
+const WindowsPartition = "windows"
 
 // Summary is a one-line description of a result.
 func (r Result) Summary(mart string) string {

@@ -199,6 +199,16 @@ func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Ta
 			pub.Purged.DictionaryKeys += n
 		}
 	}
+	// The windows after every change of <t> (a no-op when none), before a purge, which
+	// then removes the replaced windows' rows too.
+	err := t.c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		pub.Windows, err = push.RefreshWindows(ctx, t.c, m, push.Holes(b.Unservable), b.Windows)
+		return err
+	})
+	if err != nil {
+		return pub, err
+	}
 	if b.Purge {
 		err := t.c.Retry(ctx, func(ctx context.Context) error {
 			p, err := push.Purge(ctx, t.c, m)

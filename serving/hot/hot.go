@@ -58,6 +58,15 @@ type StorageReporter interface {
 	Storage(ctx context.Context, m *serving.Mart) (Storage, error)
 }
 
+// WindowsServer is a Target that serves a mart's rolling windows (serving.Mart.Windows;
+// the others refuse a mart that declares them). CheckWindows compares the served
+// windows with a recomputation from the served daily rows, leaving out the windows that
+// meet an unservable partition, and describes each side (rows and fingerprint, or
+// "missing") when they differ.
+type WindowsServer interface {
+	CheckWindows(ctx context.Context, m *serving.Mart, unservable []Partition) (want, have string, err error)
+}
+
 // Served is what a Target serves of a mart (Target.Partitions).
 type Served struct {
 	States map[string]State  // recorded push state by partition id
@@ -73,12 +82,19 @@ type Batch struct {
 	Rows    int              // rows per insert block (0: the target's default)
 	Streams int              // parallel insert streams (0: the target's default)
 	Now     func() time.Time // the clock of the recorded states
+	// Unservable: the hot Gold partitions not served; a rolling window that meets one
+	// is left out (serving.Mart.Windows).
+	Unservable []Partition
+	// Windows: rebuild the rolling windows even if they look current (a repair).
+	Windows bool
 }
 
 // Published is what Publish did.
 type Published struct {
 	Push   Result // the rows copied, per partition and step
 	Purged Purged // Batch.Purge
+	// Windows: the rolling windows were rebuilt (serving.Mart.Windows).
+	Windows bool
 }
 
 // ReadBack is the served side of a Check (Target.ReadBack).

@@ -50,8 +50,8 @@ func TestListRows(t *testing.T) {
 
 // TestSuffixesFit: the push's table suffixes fit serving.LongestSuffix (CheckNames).
 func TestSuffixesFit(t *testing.T) {
-	if len(PushDetailSuffix) != serving.LongestSuffix || len(PushSuffix) > serving.LongestSuffix {
-		t.Fatalf("serving.LongestSuffix %d, suffixes %q %q", serving.LongestSuffix, PushSuffix, PushDetailSuffix)
+	if len(PushDetailSuffix) != serving.LongestSuffix || len(PushSuffix) > serving.LongestSuffix || len(ddl.WindowsSuffix) > serving.LongestSuffix {
+		t.Fatalf("serving.LongestSuffix %d, suffixes %q %q %q", serving.LongestSuffix, PushSuffix, PushDetailSuffix, ddl.WindowsSuffix)
 	}
 }
 

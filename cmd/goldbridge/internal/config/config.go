@@ -393,6 +393,15 @@ type Serving struct {
 	BatchRows       int      `yaml:"batch_rows"`
 	Parallelism     int      `yaml:"parallelism"`
 	Distinct        string   `yaml:"distinct"` // uniqExact | uniq | bitmap
+	// Windows are the rolling windows served finished in <table>_windows (docs/bi.md).
+	Windows Windows `yaml:"windows"`
+}
+
+// Windows declares a day mart's rolling windows: their lengths in days and the grouping
+// levels windowed (none listed: every level).
+type Windows struct {
+	Days   []int    `yaml:"days"`
+	Levels []string `yaml:"levels"`
 }
 
 // IsEnabled reports whether the mart is pushed to ClickHouse (the default).

@@ -221,6 +221,11 @@ func TestValidationRules(t *testing.T) {
 		{"grain not time", "grain: {column: created_at", "grain: {column: country", "marts.daily_revenue_kpi.grain.column"},
 		{"bad partition", "partition_by: day", "partition_by: week", "marts.daily_revenue_kpi.serving.partition_by"},
 		{"bad distinct", "partition_by: day", "partition_by: day\n      distinct: roaring", "marts.daily_revenue_kpi.serving.distinct"},
+		{"window of one day", "partition_by: day", "partition_by: day\n      windows: {days: [1, 7]}", "marts.daily_revenue_kpi.serving.windows.days[0]"},
+		{"windows not ascending", "partition_by: day", "partition_by: day\n      windows: {days: [30, 7]}", "marts.daily_revenue_kpi.serving.windows.days[1]"},
+		{"window past a year", "partition_by: day", "partition_by: day\n      windows: {days: [367]}", "marts.daily_revenue_kpi.serving.windows.days[0]"},
+		{"window of an unknown level", "partition_by: day", "partition_by: day\n      windows: {days: [7], levels: [total, by_city]}", "marts.daily_revenue_kpi.serving.windows.levels[1]"},
+		{"window levels without days", "partition_by: day", "partition_by: day\n      windows: {levels: [total]}", "marts.daily_revenue_kpi.serving.windows.days"},
 		{"bad table", "table: gold.daily_revenue_kpi", "table: Gold-KPI", "marts.daily_revenue_kpi.table"},
 		{"external without addresses", "embedded: true ", "embedded: false", "clickhouse.addresses"},
 		{"shards without cluster", "embedded: true ", "embedded: false\n  shards: [[h1:9000, h2:9000]]\n ", "clickhouse.cluster"},
@@ -274,6 +279,15 @@ func TestValidationRules(t *testing.T) {
 			wantProblemAt(t, string(base), tt.wantPath, [2]string{tt.from, tt.to})
 		})
 	}
+	t.Run("windows of an hour grain", func(t *testing.T) {
+		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.windows",
+			[2]string{"partition_by: day", "partition_by: day\n      windows: {days: [7]}"}, [2]string{"unit: day", "unit: hour"})
+	})
+	t.Run("windows on a cluster", func(t *testing.T) {
+		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.windows",
+			[2]string{"partition_by: day", "partition_by: day\n      windows: {days: [7]}"},
+			[2]string{"embedded: true ", "embedded: false\n  cluster: gb\n  addresses: [h:9000]\n "})
+	})
 	// Two edits: bitmaps, and the mart served by a cluster.
 	t.Run("bitmap on a cluster", func(t *testing.T) {
 		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.distinct",

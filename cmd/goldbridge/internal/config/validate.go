@@ -1086,6 +1086,50 @@ func (c *Config) validateMart(v *validator, name string) {
 	if sv.Distinct == serving.DistinctBitmap && c.ClickHouse.Cluster != "" {
 		v.add(sp+".distinct", "bitmap needs a single ClickHouse server: each node of cluster %s would number the keys its own way, and bitmaps merged across nodes would mix them; use uniqExact", c.ClickHouse.Cluster)
 	}
+	c.validateWindows(v, m, sp+".windows")
+}
+
+// validateWindows checks a mart's serving.windows (serving.Mart.Windows): a day grain, a
+// single ClickHouse server, lengths from 2 to serving.MaxWindowDays days ascending, and
+// levels the mart's grouping has.
+func (c *Config) validateWindows(v *validator, m Mart, p string) {
+	w := m.Serving.Windows
+	if len(w.Days) == 0 {
+		if len(w.Levels) > 0 {
+			v.add(p+".days", "required with levels")
+		}
+		return
+	}
+	if m.Grain.Unit != "day" {
+		v.add(p, "needs a day grain (grain.unit is %s)", m.Grain.Unit)
+	}
+	if c.ClickHouse.Cluster != "" || len(c.ClickHouse.Shards) > 0 {
+		v.add(p, "needs a single ClickHouse server: the windows are built from the served table on the server that holds it")
+	}
+	if len(w.Days) > serving.MaxWindows {
+		v.add(p+".days", "at most %d windows, got %d", serving.MaxWindows, len(w.Days))
+	}
+	for i, d := range w.Days {
+		switch {
+		case d < 2 || d > serving.MaxWindowDays:
+			v.add(fmt.Sprintf("%s.days[%d]", p, i), "must be from 2 to %d days, got %d", serving.MaxWindowDays, d)
+		case i > 0 && d <= w.Days[i-1]:
+			v.add(fmt.Sprintf("%s.days[%d]", p, i), "must be longer than the window before it (ascending, each once)")
+		}
+	}
+	levels, err := mart.Levels(m.Grouping, m.Dimensions, m.GroupingSets)
+	if err != nil {
+		return // reported with grouping
+	}
+	for i, l := range w.Levels {
+		if !slices.ContainsFunc(levels, func(lv mart.Level) bool { return lv.Name == l }) {
+			names := make([]string, len(levels))
+			for j, lv := range levels {
+				names[j] = lv.Name
+			}
+			v.add(fmt.Sprintf("%s.levels[%d]", p, i), "%q is not a grouping level of the mart (%s)", l, strings.Join(names, ", "))
+		}
+	}
 }
 
 func (c *Config) validateSchedule(v *validator, name string) {

@@ -349,6 +349,7 @@ func Served(cfg *config.Config, name string) (*serving.Mart, error) {
 		Database: cfg.ClickHouse.Database, Table: mc.Serving.Table, Cluster: cfg.ClickHouse.Cluster, Sharded: len(cfg.ClickHouse.Shards) > 0,
 		PartitionBy: mc.Serving.PartitionBy, HotWindow: mc.Serving.HotWindow.D(), HotAnchor: mc.Serving.HotWindowAnchor,
 		TTL: mc.Serving.TTL.D(), Distinct: mc.Serving.Distinct,
+		Windows: serving.Windows{Days: mc.Serving.Windows.Days, Levels: mc.Serving.Windows.Levels},
 	})
 }
 

@@ -1,0 +1,174 @@
+package sync_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"goldbridge/lakehouse/catalog"
+	"goldbridge/lakehouse/gold"
+	"goldbridge/serving"
+	"goldbridge/serving/chconn"
+	"goldbridge/serving/chtarget"
+	"goldbridge/serving/ddl"
+	gbsync "goldbridge/sync"
+)
+
+// TestRollingWindows: <t>_windows holds, for every end day whose whole window is
+// served, each level's values over the window's days equal to ClickHouse's GROUPING
+// SETS over the live Silver rows of those days (an oracle that never reads goldbridge's
+// output), for the aggregates of groupingMart with uniqExact states and with bitmaps.
+// Then the promise around it: a sync with nothing new leaves the table as it is; a push
+// that fails after its record (a crash before the windows) is followed by a sync that
+// rebuilds them; Check reports a changed window value as drift of the windows and a
+// repair mends it; new Gold rows rebuild the windows, equal to the oracle again; a mart
+// that no longer declares windows has its table dropped.
+func TestRollingWindows(t *testing.T) {
+	ctx := context.Background()
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	lh, db, c := servedDemo(t, end)
+	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	for _, distinct := range []string{serving.DistinctExact, serving.DistinctBitmap} {
+		t.Run(distinct, func(t *testing.T) {
+			spec := groupingMart("windows_"+strings.ToLower(distinct), "rollup", nil)
+			if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			m := servedMart(db, spec, distinct)
+			m.Windows = serving.Windows{Days: []int{2, 3}}
+			target := chtarget.NewClickHouse(c)
+			syncOnce := func(target gbsync.Target, opt gbsync.Options) gbsync.Result {
+				t.Helper()
+				tbl, err := lh.LoadTable(ctx, spec.Table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opt.Now = clock
+				res, err := gbsync.Sync(ctx, target, m, tbl, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			check := func() []gbsync.Drift {
+				t.Helper()
+				tbl, err := lh.LoadTable(ctx, spec.Table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				drifts, err := gbsync.Check(ctx, target, m, tbl, gbsync.Options{Now: clock})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return drifts
+			}
+			if res := syncOnce(target, gbsync.Options{}); !res.Windows {
+				t.Fatal("the first sync did not build the windows")
+			}
+			windowsEqualOracle(t, lh, c, db, m)
+			if d := check(); len(d) > 0 {
+				t.Fatalf("drift after the first sync: %v", d)
+			}
+			win := ddl.Name(m, m.Table+ddl.WindowsSuffix)
+			uuid := func() string {
+				return scalar[string](t, c, fmt.Sprintf("SELECT toString(uuid) FROM system.tables WHERE database = %s AND name = %s",
+					serving.QS(db), serving.QS(m.Table+ddl.WindowsSuffix)))
+			}
+			before := uuid()
+			if res := syncOnce(target, gbsync.Options{}); res.Windows || uuid() != before {
+				t.Fatalf("a sync with nothing new rebuilt the windows (%v, table %s -> %s)", res.Windows, before, uuid())
+			}
+
+			// A push that fails after it recorded its partitions, before the windows.
+			crash := errors.New("crash")
+			faulty := chtarget.WithFault(chtarget.NewClickHouse(c), func(_, step string) error {
+				if step == "cleanup" {
+					return crash
+				}
+				return nil
+			})
+			tbl, err := lh.LoadTable(ctx, spec.Table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := gbsync.Sync(ctx, faulty, m, tbl, gbsync.Options{Now: clock, Force: true}); !errors.Is(err, crash) {
+				t.Fatalf("the faulty push: %v, want the crash", err)
+			}
+			if res := syncOnce(target, gbsync.Options{}); !res.Windows {
+				t.Fatal("the sync after a push that ended before the windows did not rebuild them")
+			}
+			windowsEqualOracle(t, lh, c, db, m)
+
+			// A window value changed behind goldbridge's back: drift, mended by a repair.
+			run(t, c, "ALTER TABLE "+win+" UPDATE orders = orders + 1 WHERE window_days = 3 SETTINGS mutations_sync = 2")
+			d := check()
+			if len(d) != 1 || d[0].Partition != gbsync.WindowsPartition {
+				t.Fatalf("drift after a window value changed: %v, want the windows'", d)
+			}
+			if res := syncOnce(target, gbsync.Options{Only: gbsync.DriftPartitions(d)}); !res.Windows {
+				t.Fatal("the repair did not rebuild the windows")
+			}
+			if d := check(); len(d) > 0 {
+				t.Fatalf("drift after the repair: %v", d)
+			}
+			windowsEqualOracle(t, lh, c, db, m)
+
+			// No windows declared: the table goes.
+			m.Windows = serving.Windows{}
+			syncOnce(target, gbsync.Options{})
+			if n := scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM system.tables WHERE database = %s AND name = %s",
+				serving.QS(db), serving.QS(m.Table+ddl.WindowsSuffix))); n != 0 {
+				t.Fatal("the windows' table outlived their declaration")
+			}
+		})
+	}
+}
+
+// windowsEqualOracle compares every window of m's <t>_windows with the oracle over the
+// live Silver rows (rebuilt into <db>.s first), end day by end day: the end days are
+// those whose whole window lies in the served days.
+func windowsEqualOracle(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db string, m *serving.Mart) {
+	t.Helper()
+	run(t, c, "DROP TABLE IF EXISTS "+serving.Q(db)+".s")
+	oracleTable(t, lh, c, db)
+	first := scalar[time.Time](t, c, fmt.Sprintf("SELECT toDateTime(min(report_date), 'UTC') FROM %s", ddl.Name(m, m.Table)))
+	last := scalar[time.Time](t, c, fmt.Sprintf("SELECT toDateTime(max(report_date), 'UTC') FROM %s", ddl.Name(m, m.Table)))
+	if days := int(last.Sub(first).Hours()/24) + 1; days < 3 {
+		t.Fatalf("%d days served: no window of 3 to check", days)
+	}
+	win := ddl.Name(m, m.Table+ddl.WindowsSuffix)
+	dims := []string{"country", "category"}
+	levels := [][]string{dims, {"country"}, {}}
+	for _, w := range m.Windows.Days {
+		var want []string
+		for e := first.AddDate(0, 0, w-1); !e.After(last); e = e.AddDate(0, 0, 1) {
+			from, to := e.AddDate(0, 0, 1-w), e.AddDate(0, 0, 1)
+			where := fmt.Sprintf("created_at >= toDateTime64('%s', 6, 'UTC') AND created_at < toDateTime64('%s', 6, 'UTC')",
+				from.Format(time.DateTime), to.Format(time.DateTime))
+			o := oracleQueryRows(t, c, db, oracleQuery{distinct: "uniqExact", grain: fmt.Sprintf("toDateTime('%s', 'UTC')", e.Format(time.DateTime)),
+				dims: dims, levels: levels, where: where})
+			if len(o) == 0 {
+				t.Fatalf("window %d ending %s: no Silver rows", w, e.Format(time.DateOnly))
+			}
+			want = append(want, o...)
+		}
+		got := martRows(t, c, m, "formatDateTime(toDateTime(report_date, 'UTC'), '%F %T')",
+			func(ms serving.Measure) string { return serving.Q(ms.Name) }, win, fmt.Sprintf("WHERE window_days = %d", w))
+		slices.Sort(want)
+		if !sameRows(got, want) {
+			t.Fatalf("windows of %d days (%d rows) != GROUPING SETS over Silver (%d rows)\n%s", w, len(got), len(want), diffRows(got, want))
+		}
+	}
+}
+
+// run executes q on c.
+func run(t *testing.T, c *chconn.Client, q string) {
+	t.Helper()
+	if err := c.Conn().Exec(context.Background(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
