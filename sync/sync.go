@@ -116,7 +116,7 @@ type Result struct {
 	// Recorded: nothing was planned or pushed because the push record says ClickHouse
 	// already holds this Gold table state (Records.Unchanged).
 	Recorded bool
-	Windows  bool // the rolling windows were rebuilt (serving.Mart.Windows)
+	Windows  string // how the rolling windows were brought up to date (hot.Published.Windows)
 }
 
 // Cutoff is the first grain instant inside the hot window: the anchor's day minus the
@@ -407,8 +407,8 @@ func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt 
 		res.Dropped = plan.Drop
 	}
 	res.Purged = pub.Purged
-	if res.Windows = pub.Windows; pub.Windows {
-		opt.Log.Debug("rolling windows rebuilt", "days", fmt.Sprint(m.Windows.Days))
+	if res.Windows = pub.Windows; pub.Windows != "" {
+		opt.Log.Debug("rolling windows", "days", fmt.Sprint(m.Windows.Days), "how", pub.Windows)
 	}
 	return res, plan.cold(m)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"goldbridge/serving/chconn"
 	"goldbridge/serving/chtarget"
 	"goldbridge/serving/ddl"
+	"goldbridge/serving/push"
 	gbsync "goldbridge/sync"
 )
 
@@ -25,13 +27,15 @@ import (
 // Then the promise around it: a sync with nothing new leaves the table as it is; a push
 // that fails after its record (a crash before the windows) is followed by a sync that
 // rebuilds them; Check reports a changed window value as drift of the windows and a
-// repair mends it; new Gold rows rebuild the windows, equal to the oracle again; a mart
-// that no longer declares windows has its table dropped.
+// repair mends it; new Gold rows, and a day leaving the hot window, update the windows
+// they touch, equal to the oracle again; a mart that no longer declares windows has its
+// table dropped.
 func TestRollingWindows(t *testing.T) {
 	ctx := context.Background()
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
 	lh, db, c := servedDemo(t, end)
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
+	seed := uint64(8)
 	for _, distinct := range []string{serving.DistinctExact, serving.DistinctBitmap} {
 		t.Run(distinct, func(t *testing.T) {
 			spec := groupingMart("windows_"+strings.ToLower(distinct), "rollup", nil)
@@ -66,8 +70,8 @@ func TestRollingWindows(t *testing.T) {
 				}
 				return drifts
 			}
-			if res := syncOnce(target, gbsync.Options{}); !res.Windows {
-				t.Fatal("the first sync did not build the windows")
+			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsRebuilt {
+				t.Fatalf("the first sync: windows %q, want them built", res.Windows)
 			}
 			windowsEqualOracle(t, lh, c, db, m)
 			if d := check(); len(d) > 0 {
@@ -79,8 +83,8 @@ func TestRollingWindows(t *testing.T) {
 					serving.QS(db), serving.QS(m.Table+ddl.WindowsSuffix)))
 			}
 			before := uuid()
-			if res := syncOnce(target, gbsync.Options{}); res.Windows || uuid() != before {
-				t.Fatalf("a sync with nothing new rebuilt the windows (%v, table %s -> %s)", res.Windows, before, uuid())
+			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsCurrent || uuid() != before {
+				t.Fatalf("a sync with nothing new touched the windows (%q, table %s -> %s)", res.Windows, before, uuid())
 			}
 
 			// A push that fails after it recorded its partitions, before the windows.
@@ -98,8 +102,8 @@ func TestRollingWindows(t *testing.T) {
 			if _, err := gbsync.Sync(ctx, faulty, m, tbl, gbsync.Options{Now: clock, Force: true}); !errors.Is(err, crash) {
 				t.Fatalf("the faulty push: %v, want the crash", err)
 			}
-			if res := syncOnce(target, gbsync.Options{}); !res.Windows {
-				t.Fatal("the sync after a push that ended before the windows did not rebuild them")
+			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsRebuilt {
+				t.Fatalf("the sync after a push that ended before the windows: %q, want them rebuilt", res.Windows)
 			}
 			windowsEqualOracle(t, lh, c, db, m)
 
@@ -109,13 +113,37 @@ func TestRollingWindows(t *testing.T) {
 			if len(d) != 1 || d[0].Partition != gbsync.WindowsPartition {
 				t.Fatalf("drift after a window value changed: %v, want the windows'", d)
 			}
-			if res := syncOnce(target, gbsync.Options{Only: gbsync.DriftPartitions(d)}); !res.Windows {
-				t.Fatal("the repair did not rebuild the windows")
+			if res := syncOnce(target, gbsync.Options{Only: gbsync.DriftPartitions(d)}); res.Windows != push.WindowsRebuilt {
+				t.Fatalf("the repair: windows %q, want them rebuilt", res.Windows)
 			}
 			if d := check(); len(d) > 0 {
 				t.Fatalf("drift after the repair: %v", d)
 			}
 			windowsEqualOracle(t, lh, c, db, m)
+
+			// New Silver rows (a new day, changes to the others), then the oldest day out
+			// of the hot window: each sync updates the windows it touched.
+			demoBatch(t, lh, "landing_"+distinct, seed, end.AddDate(0, 0, 1))
+			seed++
+			if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			clock = func() time.Time { return end.AddDate(0, 0, 2) }
+			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsIncremental || len(res.Pushed) == 0 {
+				t.Fatalf("the sync of new Gold rows: windows %q (%d partitions pushed), want them updated", res.Windows, len(res.Pushed))
+			}
+			if d := check(); len(d) > 0 {
+				t.Fatalf("drift after the new rows: %v", d)
+			}
+			windowsEqualOracle(t, lh, c, db, m)
+			m.HotWindow = 4 * 24 * time.Hour
+			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsIncremental || len(res.Dropped) == 0 {
+				t.Fatalf("the sync of a smaller hot window: windows %q (%d partitions dropped), want them updated", res.Windows, len(res.Dropped))
+			}
+			windowsEqualOracle(t, lh, c, db, m)
+			if d := check(); len(d) > 0 {
+				t.Fatalf("drift after the updates: %v", d)
+			}
 
 			// No windows declared: the table goes.
 			m.Windows = serving.Windows{}
@@ -170,5 +198,54 @@ func run(t *testing.T, c *chconn.Client, q string) {
 	t.Helper()
 	if err := c.Conn().Exec(context.Background(), q); err != nil {
 		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// TestWindowsUpdateEqualsRebuild: after rows of some days of <t> changed, updating
+// <t>_windows for those days (ddl.WindowsUpdate) gives exactly the windows recomputed
+// whole from <t> (ddl.WindowsSelect), for random sets of changed days, middle days
+// included (whose windows reach the days after them).
+func TestWindowsUpdateEqualsRebuild(t *testing.T) {
+	ctx := context.Background()
+	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
+	lh, db, c := servedDemo(t, end)
+	spec := groupingMart("windows_update", "rollup", nil)
+	if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := lh.LoadTable(ctx, spec.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := servedMart(db, spec, serving.DistinctBitmap)
+	m.Windows = serving.Windows{Days: []int{2, 3}, Levels: []string{"detail", "total"}}
+	target := chtarget.NewClickHouse(c)
+	if _, err := gbsync.Sync(ctx, target, m, tbl, gbsync.Options{Now: func() time.Time { return end.AddDate(0, 0, 1) }}); err != nil {
+		t.Fatal(err)
+	}
+	first := scalar[time.Time](t, c, fmt.Sprintf("SELECT toDateTime(min(report_date), 'UTC') FROM %s", ddl.Name(m, m.Table)))
+	days := int(scalar[uint64](t, c, fmt.Sprintf("SELECT toUInt64(dateDiff('day', min(report_date), max(report_date)) + 1) FROM %s", ddl.Name(m, m.Table))))
+	if days < 4 {
+		t.Fatalf("%d days served", days)
+	}
+	rng := rand.New(rand.NewPCG(7, 41))
+	for round := range 6 {
+		var changed [][2]time.Time
+		for _, i := range rng.Perm(days)[:1+rng.IntN(2)] {
+			d := first.AddDate(0, 0, i)
+			changed = append(changed, [2]time.Time{d, d.AddDate(0, 0, 1)})
+			run(t, c, fmt.Sprintf("ALTER TABLE %s DELETE WHERE report_date = toDate32('%s') AND cityHash64(country, category, %d) %% 3 = 0 SETTINGS mutations_sync = 2",
+				ddl.Name(m, m.Table), d.Format(time.DateOnly), round))
+		}
+		for _, q := range ddl.WindowsUpdate(m, nil, changed, "goldbridge windows test") {
+			run(t, c, q)
+		}
+		want, have, err := target.CheckWindows(ctx, m, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want != have {
+			t.Fatalf("round %d, days %v changed: updated windows %s, recomputed %s", round, changed, have, want)
+		}
 	}
 }

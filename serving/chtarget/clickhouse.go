@@ -160,6 +160,16 @@ func (t *ClickHouse) live(ctx context.Context, m *serving.Mart) (map[string]uint
 // exchange, or dropped after it and recorded deleted.
 func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Table, b hot.Batch) (hot.Published, error) {
 	var pub hot.Published
+	// What <t> held before, for the windows of what this batch changes.
+	var before string
+	err := t.c.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		before, err = push.WindowsSource(ctx, t.c, m)
+		return err
+	})
+	if err != nil {
+		return pub, err
+	}
 	if b.Rebuild && len(b.Push) == 0 {
 		// Nothing hot in Gold: the rebuilt table is empty.
 		if err := t.c.Retry(ctx, func(ctx context.Context) error { return t.rebuildEmpty(ctx, m) }); err != nil {
@@ -201,9 +211,13 @@ func (t *ClickHouse) Publish(ctx context.Context, m *serving.Mart, tbl *table.Ta
 	}
 	// The windows after every change of <t> (a no-op when none), before a purge, which
 	// then removes the replaced windows' rows too.
-	err := t.c.Retry(ctx, func(ctx context.Context) error {
+	change, err := windowsChange(m, b, before)
+	if err != nil {
+		return pub, err
+	}
+	err = t.c.Retry(ctx, func(ctx context.Context) error {
 		var err error
-		pub.Windows, err = push.RefreshWindows(ctx, t.c, m, push.Holes(b.Unservable), b.Windows)
+		pub.Windows, err = push.RefreshWindows(ctx, t.c, m, push.Ranges(b.Unservable), b.Windows, change)
 		return err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package chtarget
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"goldbridge/serving"
 	"goldbridge/serving/ddl"
@@ -12,12 +13,27 @@ import (
 
 var _ hot.WindowsServer = (*ClickHouse)(nil)
 
+// windowsChange is what batch b changes in <t>, which held source before: the grain
+// ranges of its pushed and dropped partitions.
+func windowsChange(m *serving.Mart, b hot.Batch, before string) (*push.WindowsChange, error) {
+	ch := &push.WindowsChange{Before: before, Changed: push.Ranges(b.Push)}
+	for _, id := range b.Drop {
+		start, err := m.ParsePartitionID(id)
+		if err != nil {
+			return nil, fmt.Errorf("windows of %s: dropped partition %q: %w", m.Name, id, err)
+		}
+		s, e := m.PartitionRange(start)
+		ch.Changed = append(ch.Changed, [2]time.Time{s, e})
+	}
+	return ch, nil
+}
+
 // CheckWindows implements hot.WindowsServer: the row count and an order-independent
 // fingerprint of <t>_windows and of its rows recomputed from <t> now (ddl.WindowsSelect),
 // or "missing".
 func (t *ClickHouse) CheckWindows(ctx context.Context, m *serving.Mart, unservable []hot.Partition) (want, have string, err error) {
 	err = t.c.Retry(ctx, func(ctx context.Context) error {
-		if want, err = t.fingerprint(ctx, ddl.WindowsSelect(m, push.Holes(unservable))); err != nil {
+		if want, err = t.fingerprint(ctx, ddl.WindowsSelect(m, push.Ranges(unservable))); err != nil {
 			return err
 		}
 		var n uint64

@@ -34,20 +34,50 @@ const (
 )
 
 // WindowsCreate returns the CREATE OR REPLACE TABLE ... AS SELECT that builds <t>_windows
-// from <t>, with comment, leaving out every end day whose window meets a hole (a grain
-// range [start, end) not served). A mart without windows has none.
+// whole from <t>, with comment, leaving out every end day whose window meets a hole (a
+// grain range [start, end) not served). A mart without windows has none.
 func WindowsCreate(m *serving.Mart, holes [][2]time.Time, comment string) string {
 	if len(m.Windows.Days) == 0 {
 		return ""
 	}
-	selects := make([]string, len(m.Windows.Days))
-	for i, d := range m.Windows.Days {
-		selects[i] = windowSelect(m, d, holes)
+	return windowsTable(m, "CREATE OR REPLACE TABLE ", m.Table+WindowsSuffix, comment, WindowsSelect(m, holes))
+}
+
+// WindowsUpdate returns the statements that bring <t>_windows up to <t> after the grain
+// ranges changed were pushed or dropped, <t>_windows having been built from <t> as it
+// was before: the next version (<t>__wnext) keeps the rows of every end day whose window
+// meets no changed range and is still whole, recomputes the others, and is swapped in by
+// EXCHANGE TABLES (atomic for readers) with comment. The cost follows what changed: an
+// appended day recomputes the end days whose windows hold it.
+func WindowsUpdate(m *serving.Mart, holes, changed [][2]time.Time, comment string) []string {
+	win, next := Name(m, m.Table+WindowsSuffix), Name(m, m.Table+WindowsNextSuffix)
+	var keep []string
+	selects := []string{}
+	wd := serving.Q(ColWindowDays)
+	for _, d := range m.Windows.Days {
+		cond := append([]string{fmt.Sprintf("%s = %d", wd, d), "NOT (" + inRanges(serving.Q(m.Grain.As), d, changed) + ")"},
+			wholeWindow(m, d, holes, serving.Q(m.Grain.As))...)
+		keep = append(keep, "("+strings.Join(cond, " AND ")+")")
+		selects = append(selects, windowSelect(m, d, holes, changed))
 	}
-	g := serving.Q(m.Grain.As)
-	return fmt.Sprintf("CREATE OR REPLACE TABLE %s\nENGINE = MergeTree\nORDER BY (%s, %s, %s)\nSETTINGS index_granularity = %d\nCOMMENT %s\nAS %s",
-		Name(m, m.Table+WindowsSuffix), serving.Q(mart.ColGroupingLevel), serving.Q(ColWindowDays), g, IndexGranularity,
-		serving.QS(comment), strings.Join(selects, "\nUNION ALL\n"))
+	kept := fmt.Sprintf("SELECT * FROM %s WHERE %s", win, strings.Join(keep, " OR "))
+	return []string{
+		"DROP TABLE IF EXISTS " + next,
+		windowsTable(m, "CREATE TABLE ", m.Table+WindowsNextSuffix, comment, kept+"\nUNION ALL\n"+strings.Join(selects, "\nUNION ALL\n")),
+		"EXCHANGE TABLES " + win + " AND " + next,
+		"DROP TABLE IF EXISTS " + next,
+	}
+}
+
+// WindowsNextSuffix names the next version of <t>_windows that WindowsUpdate builds.
+const WindowsNextSuffix = "__wnext"
+
+// windowsTable is the statement verb table ... AS query with <t>_windows's engine, key
+// and comment.
+func windowsTable(m *serving.Mart, verb, table, comment, query string) string {
+	return fmt.Sprintf("%s%s\nENGINE = MergeTree\nORDER BY (%s, %s, %s)\nSETTINGS index_granularity = %d\nCOMMENT %s\nAS %s",
+		verb, Name(m, table), serving.Q(mart.ColGroupingLevel), serving.Q(ColWindowDays), serving.Q(m.Grain.As), IndexGranularity,
+		serving.QS(comment), query)
 }
 
 // WindowsSelect is the SELECT of <t>_windows's rows (WindowsCreate's), for Check to
@@ -55,7 +85,7 @@ func WindowsCreate(m *serving.Mart, holes [][2]time.Time, comment string) string
 func WindowsSelect(m *serving.Mart, holes [][2]time.Time) string {
 	selects := make([]string, len(m.Windows.Days))
 	for i, d := range m.Windows.Days {
-		selects[i] = windowSelect(m, d, holes)
+		selects[i] = windowSelect(m, d, holes, nil)
 	}
 	return strings.Join(selects, "\nUNION ALL\n")
 }
@@ -65,11 +95,12 @@ func WindowsColumns(m *serving.Mart) []Column {
 	return append([]Column{{ColWindowDays, "UInt16"}}, finalColumns(m)...)
 }
 
-// windowSelect is the rows of the windows of days days: each served row of <t> is
-// repeated for every end day whose window holds it (arrayJoin: one pass over <t>, where
-// a join of end days with rows would compare every pair), then grouped by end day,
-// level and dimensions with every measure's FinalExpr.
-func windowSelect(m *serving.Mart, days int, holes [][2]time.Time) string {
+// windowSelect is the rows of the windows of days days (those ending in a changed range
+// or the days after it that the window reaches, when changed is not nil): each served
+// row of <t> is repeated for every end day whose window holds it (arrayJoin: one pass
+// over <t>, where a join of end days with rows would compare every pair), then grouped
+// by end day, level and dimensions with every measure's FinalExpr.
+func windowSelect(m *serving.Mart, days int, holes, changed [][2]time.Time) string {
 	t, g := Name(m, m.Table), serving.Q(m.Grain.As)
 	key := keyColumns(m)[2:] // dimensions and grouping flags
 	group := []string{"__end", serving.Q(mart.ColGroupingLevel)}
@@ -82,24 +113,60 @@ func windowSelect(m *serving.Mart, days int, holes [][2]time.Time) string {
 	for _, ms := range m.Measures {
 		sel = append(sel, fmt.Sprintf("CAST(%s, %s) AS %s", FinalExpr(m, ms), serving.QS(servedType(ms)), serving.Q(ms.Name)))
 	}
-	where := []string{
-		fmt.Sprintf("__end >= (SELECT min(%s) FROM %s) + %d", g, t, days-1),
-		fmt.Sprintf("__end <= (SELECT max(%s) FROM %s)", g, t),
-	}
-	for _, h := range holes {
-		// The window [__end - days + 1, __end] meets [start, end).
-		where = append(where, fmt.Sprintf("NOT (__end >= %s AND __end - %d < %s)", dayLit(h[0]), days-1, dayLit(h[1])))
-	}
-	inner := fmt.Sprintf("SELECT arrayJoin(arrayMap(i -> %s + i, range(%d))) AS __end, * EXCEPT (%s) FROM %s", g, days, g, t)
+	where := wholeWindow(m, days, holes, "__end")
+	var rows []string
 	if lv := m.Windows.Levels; len(lv) > 0 {
 		q := make([]string, len(lv))
 		for i, l := range lv {
 			q[i] = serving.QS(l)
 		}
-		inner += fmt.Sprintf(" WHERE %s IN (%s)", serving.Q(mart.ColGroupingLevel), strings.Join(q, ", "))
+		rows = append(rows, fmt.Sprintf("%s IN (%s)", serving.Q(mart.ColGroupingLevel), strings.Join(q, ", ")))
+	}
+	if changed != nil {
+		where = append(where, inRanges("__end", days, changed))
+		// Only the rows some recomputed window holds: those within a window's length
+		// less one before or after a changed range.
+		var in []string
+		for _, r := range changed {
+			in = append(in, fmt.Sprintf("(%s >= %s - %d AND %s < %s + %d)", g, dayLit(r[0]), days-1, g, dayLit(r[1]), days-1))
+		}
+		rows = append(rows, "("+strings.Join(in, " OR ")+")")
+	}
+	inner := fmt.Sprintf("SELECT arrayJoin(arrayMap(i -> %s + i, range(%d))) AS __end, * EXCEPT (%s) FROM %s", g, days, g, t)
+	if len(rows) > 0 {
+		inner += " WHERE " + strings.Join(rows, " AND ")
 	}
 	return fmt.Sprintf("SELECT\n    %s\nFROM (%s)\nWHERE %s\nGROUP BY %s", strings.Join(sel, ",\n    "), inner,
 		strings.Join(where, " AND "), strings.Join(group, ", "))
+}
+
+// wholeWindow is the conditions on the end day col of a window of days days that is
+// served whole: within <t>'s first day plus days less one and its last day, and meeting
+// no hole.
+func wholeWindow(m *serving.Mart, days int, holes [][2]time.Time, col string) []string {
+	t, g := Name(m, m.Table), serving.Q(m.Grain.As)
+	where := []string{
+		fmt.Sprintf("%s >= (SELECT min(%s) FROM %s) + %d", col, g, t, days-1),
+		fmt.Sprintf("%s <= (SELECT max(%s) FROM %s)", col, g, t),
+	}
+	for _, h := range holes {
+		// The window [col - days + 1, col] meets [start, end).
+		where = append(where, fmt.Sprintf("NOT (%s >= %s AND %s - %d < %s)", col, dayLit(h[0]), col, days-1, dayLit(h[1])))
+	}
+	return where
+}
+
+// inRanges is the condition that the window of days days ending col holds a day of one
+// of the ranges [start, end).
+func inRanges(col string, days int, ranges [][2]time.Time) string {
+	if len(ranges) == 0 {
+		return "0"
+	}
+	var or []string
+	for _, r := range ranges {
+		or = append(or, fmt.Sprintf("(%s >= %s AND %s - %d < %s)", col, dayLit(r[0]), col, days-1, dayLit(r[1])))
+	}
+	return "(" + strings.Join(or, " OR ") + ")"
 }
 
 // dayLit is the Date32 literal of t's UTC day.

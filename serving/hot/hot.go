@@ -93,8 +93,9 @@ type Batch struct {
 type Published struct {
 	Push   Result // the rows copied, per partition and step
 	Purged Purged // Batch.Purge
-	// Windows: the rolling windows were rebuilt (serving.Mart.Windows).
-	Windows bool
+	// Windows: how the rolling windows were brought up to date (serving.Mart.Windows):
+	// "" (they were), "rebuilt" or "incremental".
+	Windows string
 }
 
 // ReadBack is the served side of a Check (Target.ReadBack).

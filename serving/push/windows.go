@@ -10,45 +10,91 @@ import (
 	"goldbridge/serving/ddl"
 )
 
-// RefreshWindows brings <t>_windows (ddl.WindowsCreate) up to <t>: it rebuilds the
-// table when <t> changed since it was built (another table under the name, or a newer
-// recorded push) or the windows' definition did, or when force, and drops it when the
-// mart declares no windows. holes are the hot grain ranges not served. It reports
-// whether it rebuilt.
-// A failure or crash leaves the old table (the replacement is one statement), which the
-// next call rebuilds; a table under the name that goldbridge did not build is refused.
-func RefreshWindows(ctx context.Context, c *chconn.Client, m *serving.Mart, holes [][2]time.Time, force bool) (bool, error) {
+// How RefreshWindows brought <t>_windows up to <t>.
+const (
+	WindowsCurrent     = ""            // nothing to do
+	WindowsRebuilt     = "rebuilt"     // built whole (ddl.WindowsCreate)
+	WindowsIncremental = "incremental" // the windows a change touched (ddl.WindowsUpdate)
+)
+
+// WindowsChange is what one publication changed in <t>: the source <t> had before it
+// (WindowsSource) and the grain ranges it pushed or dropped.
+type WindowsChange struct {
+	Before  string
+	Changed [][2]time.Time
+}
+
+// RefreshWindows brings <t>_windows up to <t>: nothing when <t> did not change since it
+// was built (its comment names WindowsSource then) and force is not set; the windows the change touched when it was built from
+// change.Before (ddl.WindowsUpdate); otherwise the whole table (ddl.WindowsCreate). It
+// drops the table when the mart declares no windows. holes are the hot grain ranges not
+// served. A failure or crash leaves the old table or the new one whole (one statement,
+// or one exchange), which the next call rebuilds if it is stale; a table under the name
+// that goldbridge did not build is refused.
+func RefreshWindows(ctx context.Context, c *chconn.Client, m *serving.Mart, holes [][2]time.Time, force bool, change *WindowsChange) (string, error) {
 	win := m.Table + ddl.WindowsSuffix
 	tables, err := tableComments(ctx, c, m.Database, m.Table, win)
 	if err != nil {
-		return false, fmt.Errorf("windows of %s: %w", m.Name, err)
+		return "", fmt.Errorf("windows of %s: %w", m.Name, err)
 	}
 	have, exists := tables[win]
 	if exists && !ddl.IsWindowsComment(have.comment) {
-		return false, fmt.Errorf("windows of %s: table %s.%s exists and was not built by goldbridge", m.Name, m.Database, win)
+		return "", fmt.Errorf("windows of %s: table %s.%s exists and was not built by goldbridge", m.Name, m.Database, win)
 	}
 	if len(m.Windows.Days) == 0 {
-		if !exists {
-			return false, nil
+		if exists {
+			if err := c.Conn().Exec(ctx, "DROP TABLE IF EXISTS "+ddl.Name(m, win)); err != nil {
+				return "", fmt.Errorf("windows of %s: drop: %w", m.Name, err)
+			}
 		}
-		if err := c.Conn().Exec(ctx, "DROP TABLE IF EXISTS "+ddl.Name(m, win)); err != nil {
-			return false, fmt.Errorf("windows of %s: drop: %w", m.Name, err)
+		return WindowsCurrent, nil
+	}
+	source, err := windowsSource(ctx, c, m, tables[m.Table].uuid)
+	if err != nil {
+		return "", err
+	}
+	want := ddl.WindowsComment(m, holes, source)
+	switch {
+	case force:
+	case exists && have.comment == want:
+		return WindowsCurrent, nil
+	case exists && change != nil && have.comment == ddl.WindowsComment(m, holes, change.Before):
+		for _, q := range ddl.WindowsUpdate(m, holes, change.Changed, want) {
+			if err := c.Conn().Exec(ctx, q); err != nil {
+				return "", fmt.Errorf("windows of %s: update: %w", m.Name, err)
+			}
 		}
-		return false, nil
-	}
-	var pushed string
-	if err := c.Conn().QueryRow(ctx, fmt.Sprintf("SELECT toString(max(pushed_at)) FROM %s.%s WHERE mart = ?",
-		serving.Q(m.Database), serving.Q(ddl.SyncTable)), m.Name).Scan(&pushed); err != nil {
-		return false, fmt.Errorf("windows of %s: pushes: %w", m.Name, err)
-	}
-	want := ddl.WindowsComment(m, holes, tables[m.Table].uuid+" "+pushed)
-	if exists && have.comment == want && !force {
-		return false, nil
+		return WindowsIncremental, nil
 	}
 	if err := c.Conn().Exec(ctx, ddl.WindowsCreate(m, holes, want)); err != nil {
-		return false, fmt.Errorf("windows of %s: build: %w", m.Name, err)
+		return "", fmt.Errorf("windows of %s: build: %w", m.Name, err)
 	}
-	return true, nil
+	return WindowsRebuilt, nil
+}
+
+// WindowsSource identifies what <t> holds for its windows: its table (an exchange makes
+// another) and the mart's recorded push states (each partition's Gold snapshot and
+// checksum, or its drop; not the push times, which a clock may repeat). "" for a mart
+// without windows.
+func WindowsSource(ctx context.Context, c *chconn.Client, m *serving.Mart) (string, error) {
+	if len(m.Windows.Days) == 0 {
+		return "", nil
+	}
+	tables, err := tableComments(ctx, c, m.Database, m.Table)
+	if err != nil {
+		return "", fmt.Errorf("windows of %s: %w", m.Name, err)
+	}
+	return windowsSource(ctx, c, m, tables[m.Table].uuid)
+}
+
+// windowsSource is WindowsSource with <t>'s UUID read.
+func windowsSource(ctx context.Context, c *chconn.Client, m *serving.Mart, uuid string) (string, error) {
+	var states string
+	if err := c.Conn().QueryRow(ctx, fmt.Sprintf(`SELECT toString(count()) || ' ' || hex(groupBitXor(cityHash64(partition, gold_snapshot_id, checksum, deleted)))
+		FROM %s.%s FINAL WHERE mart = ?`, serving.Q(m.Database), serving.Q(ddl.SyncTable)), m.Name).Scan(&states); err != nil {
+		return "", fmt.Errorf("windows of %s: push states: %w", m.Name, err)
+	}
+	return uuid + " " + states, nil
 }
 
 // tableInfo is a table's UUID and comment.
@@ -74,9 +120,9 @@ func tableComments(ctx context.Context, c *chconn.Client, db string, names ...st
 	return out, rows.Err()
 }
 
-// Holes are the grain ranges of partitions: what RefreshWindows and WindowsSelect leave
-// out of every window.
-func Holes(parts []Partition) [][2]time.Time {
+// Ranges are the grain ranges [start, end) of partitions (RefreshWindows' holes and
+// changes).
+func Ranges(parts []Partition) [][2]time.Time {
 	var out [][2]time.Time
 	for _, p := range parts {
 		out = append(out, [2]time.Time{p.Start, p.End})
