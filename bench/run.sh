@@ -25,7 +25,11 @@
 #                      (default "native http"), BENCH_BI_DISTINCT the served layout of
 #                      the distinct counts the dashboards read (default bitmap),
 #                      BENCH_BI_PARTITION their mart's serving.partition_by (default
-#                      month: the dashboards' layout docs/bi.md recommends)
+#                      month: the dashboards' layout docs/bi.md recommends),
+#                      BENCH_BI_WINDOWS=0 to ask the questions over several days of the
+#                      merged daily states rather than of the rolling windows served
+#                      finished (default 1: serving.windows days [7, 30], levels total
+#                      and by_country, docs/bi.md)
 #   BENCH_CODEC=c      lakehouse.compression of every layer's tables as "bronze silver gold"
 #                      codecs (e.g. "lz4raw zstd zstd"; default: the config's, zstd level 1)
 #                      (the Parquet pipeline of BENCH_PARQUET too)
@@ -92,6 +96,11 @@ BI_EACH=${BENCH_BI_EACH_SECS:-3} # each hot question alone, for its server CPU p
 BI_PROTOCOLS=${BENCH_BI_PROTOCOLS:-native http}
 BI_DISTINCT=${BENCH_BI_DISTINCT:-bitmap}
 BI_PARTITION=${BENCH_BI_PARTITION:-month}
+BI_WINDOWS=${BENCH_BI_WINDOWS:-1}
+[[ "$BI_WINDOWS" =~ ^[01]$ ]] || {
+	echo "bench: BENCH_BI_WINDOWS must be 0 or 1, got '$BI_WINDOWS'" >&2
+	exit 2
+}
 [[ "$BI_PARTITION" =~ ^(day|month)$ ]] || {
 	echo "bench: BENCH_BI_PARTITION must be day or month, got '$BI_PARTITION'" >&2
 	exit 2
@@ -503,12 +512,19 @@ gb check-run run check
 # docs/bi.md recommends for dashboards over many days) from a copy of the run's state
 # dir (its Gold files shared, its catalog and push record its own); the push goals
 # above measure the default layout (uniqExact, states built by goldbridge).
-log "BI: the run's mart served with distinct: $BI_DISTINCT, partition_by: $BI_PARTITION into gb_bi"
+bi_windows="" # the serving.windows line and bilat's flag
+bi_windows_flag=()
+if [[ $BI_WINDOWS == 1 ]]; then
+	bi_windows='\n      windows: {days: [7, 30], levels: [total, by_country]}'
+	bi_windows_flag=(-windows)
+fi
+log "BI: the run's mart served with distinct: $BI_DISTINCT, partition_by: $BI_PARTITION, windows: $BI_WINDOWS into gb_bi"
 mkdir -p "$R/state-bi"
 cp -al "$R/state-run/landing" "$R/state-run/warehouse" "$R/state-bi/"
 cp "$R/state-run/catalog.db" "$R/state-bi/"
-sed "s/^      partition_by: day\$/      partition_by: $BI_PARTITION\n      distinct: $BI_DISTINCT/" "$CONFIG" >"$R/bi.yaml"
+sed "s/^      partition_by: day\$/      partition_by: $BI_PARTITION\n      distinct: $BI_DISTINCT$bi_windows/" "$CONFIG" >"$R/bi.yaml"
 grep -q "distinct: $BI_DISTINCT" "$R/bi.yaml" || die "bi.yaml: no serving.distinct line"
+[[ $BI_WINDOWS == 0 ]] || grep -q "windows: {days" "$R/bi.yaml" || die "bi.yaml: no serving.windows line"
 gb_env bi base gb_bi
 measure sync-bi "$BIN" -c "$R/bi.yaml" --state-dir "$R/state-bi" sync
 bi_sync=$(grep -m1 '^sync ' "$R/logs/sync-bi.out" || true)
@@ -522,11 +538,11 @@ for proto in $BI_PROTOCOLS; do
 	addr=127.0.0.1:$GB_BENCH_CH_TCP
 	[[ $proto != http ]] || addr=127.0.0.1:$GB_BENCH_CH_HTTP
 	for n in $BI_CLIENTS; do
-		log "BI latency ($proto): $n clients × ${BI_SECS}s each side, hot (gb_bi.daily_revenue_kpi_final, its states) vs cold (Gold via icebergLocal), then the freshness query"
+		log "BI latency ($proto): $n clients × ${BI_SECS}s each side, hot (gb_bi.daily_revenue_kpi_final, its states or windows) vs cold (Gold via icebergLocal), then the freshness query"
 		measure "bilat-$proto-$n" "$R/bilat" -addr "$addr" -protocol "$proto" -user goldbridge -password-file "$GB_BENCH_CH_PASSWORD_FILE" \
 			-reader bi -reader-password-file "$R/clickhouse-bi.password" \
 			-db gb_bi -mart daily_revenue_kpi -iceberg "icebergLocal('$R/state-run/warehouse/gold.db/daily_revenue_kpi')" \
-			-clients "$n" -duration "${BI_SECS}s" -server-pid "$srvpid" -freshness -each "${BI_EACH}s"
+			-clients "$n" -duration "${BI_SECS}s" -server-pid "$srvpid" -freshness -each "${BI_EACH}s" "${bi_windows_flag[@]}"
 		[[ -n "${bi:-}" ]] || bi=$(cat "$R/logs/bilat-$proto-$n.out")
 		bi_matrix+=("$(jq -r '
 			def r: . * 10 | round / 10;
@@ -610,7 +626,7 @@ table=$(
 	echo "| 4 | push ≥ 95% of ClickHouse's bulk insert of the same rows (medians of 3 interleaved rounds) | ${push_med} s vs ${ceil_med} s = $(pct "$ceil_med" "$push_med"); the push's steps, medians in s: ${step_meds} | $(verdict "$ceil_med" ge "$(awk -v a="$push_med" 'BEGIN {print 0.95 * a}')") |"
 	echo "| 4 | incremental ≥ 10× faster than ClickHouse SQL's recompute | $(ratio "${peer_secs[clickhouse_full]}" "$incr_secs") (DuckDB's: $(ratio "${peer_secs[duckdb_full]}" "$incr_secs")) | $(verdict "${peer_secs[clickhouse_full]}" ge "$(awk -v a="$incr_secs" 'BEGIN {print 10 * a}')") |"
 	echo "| 5 | peak RSS of Silver's full build ≤ 2 GB (at 30M: BENCH_SCALE=1) | $(fmt_mb "$silver_rss") (the full \`run\`: $(fmt_mb "$run_rss")) | $(verdict "$silver_rss" le 2097152) |"
-	echo "| 6 | BI latency, ${BI_CLIENTS%% *} clients (native) × ${BI_SECS} s per side, the $bi_q dashboard questions of docs/bi.md: hot (\`<mart>_final\`, its states) vs cold (Gold Iceberg via \`icebergLocal\`) | hot $bi_hot; cold $bi_cold; $bi_ratio | measured |"
+	echo "| 6 | BI latency, ${BI_CLIENTS%% *} clients (native) × ${BI_SECS} s per side, the $bi_q dashboard questions of docs/bi.md: hot (\`<mart>_final\`, its states or windows: $BI_WINDOWS) vs cold (Gold Iceberg via \`icebergLocal\`) | hot $bi_hot; cold $bi_cold; $bi_ratio | measured |"
 	echo "| (8) | incremental ≤ 5% of goldbridge's full build | $(pct "$incr_secs" "$run_secs") | $(verdict "$incr_secs" le "$(awk -v a="$run_secs" 'BEGIN {print 0.05 * a}')") |"
 	echo "| (8) | the first push ≥ 80% of the ceiling | the sync stage (plan, push, record: ${sync_stage_secs} s) at $(pct "$ceil_secs" "$sync_stage_secs") of the ceiling's speed ($(thousands "$(fmt_rate "$sync_rows" "$sync_stage_secs")") vs $(thousands "$(fmt_rate "$ceil_rows" "$ceil_secs")") rows/s); the whole \`sync\` process (with its start, catalog and lock) at $(pct "$ceil_secs" "$sync_secs"); rounds of \`sync --force\` ${push_rounds[*]} s, of the ceiling ${ceil_rounds[*]} s | $(verdict "$ceil_secs" ge "$(awk -v a="$sync_stage_secs" 'BEGIN {print 0.8 * a}')") |"
 	echo
@@ -626,7 +642,7 @@ table=$(
 	echo
 	echo "BI p50 per question, ms: hot $bi_per; cold $bi_per_cold."
 	echo
-	echo "BI by concurrency and interface (the mart served with partition_by: $BI_PARTITION, distinct: $BI_DISTINCT: $bi_sync; ${BI_SECS} s per side in 4 alternating rounds; the hot side as the reader bi; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query; single-grain CPU: the most of the three view questions, each asked alone by as many clients for ${BI_EACH} s):"
+	echo "BI by concurrency and interface (the mart served with partition_by: $BI_PARTITION, distinct: $BI_DISTINCT, windows: $BI_WINDOWS (the questions over 7 and 30 days read \`<mart>_windows\` when 1): $bi_sync; ${BI_SECS} s per side in 4 alternating rounds; the hot side as the reader bi; latencies in ms, p50 / p99; single-grain: the worst p99 of the three view questions; CPU: the server's ms per query; single-grain CPU: the most of the three view questions, each asked alone by as many clients for ${BI_EACH} s):"
 	echo
 	echo "| clients | interface | hot p50 / p99 | hot single-grain p99 | hot q/s | hot CPU | hot single-grain CPU | cold p50 / p99 | cold q/s | cold CPU | hot ÷ cold q/s | freshness p50 / p99 |"
 	echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"

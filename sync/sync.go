@@ -449,6 +449,9 @@ func (r Result) Summary(mart string) string {
 	if len(r.Unservable) > 0 {
 		s += "; " + UnservableSummary(r.Unservable)
 	}
+	if r.Windows != "" {
+		s += "; rolling windows " + r.Windows
+	}
 	return s
 }
 

@@ -24,7 +24,8 @@ import (
 // served, each level's values over the window's days equal to ClickHouse's GROUPING
 // SETS over the live Silver rows of those days (an oracle that never reads goldbridge's
 // output), for the aggregates of groupingMart with uniqExact states and with bitmaps.
-// Then the promise around it: a sync with nothing new leaves the table as it is; a push
+// Then the promise around it: a sync with nothing new leaves the table as it is (and
+// drops a next version an update left behind); a push
 // that fails after its record (a crash before the windows) is followed by a sync that
 // rebuilds them; Check reports a changed window value as drift of the windows and a
 // repair mends it; new Gold rows, and a day leaving the hot window, update the windows
@@ -36,9 +37,16 @@ func TestRollingWindows(t *testing.T) {
 	lh, db, c := servedDemo(t, end)
 	clock := func() time.Time { return end.AddDate(0, 0, 1) }
 	seed := uint64(8)
-	for _, distinct := range []string{serving.DistinctExact, serving.DistinctBitmap} {
-		t.Run(distinct, func(t *testing.T) {
-			spec := groupingMart("windows_"+strings.ToLower(distinct), "rollup", nil)
+	for _, v := range []struct {
+		distinct string
+		by       bool // with byMeasures (states built by the server)
+	}{{serving.DistinctExact, false}, {serving.DistinctBitmap, false}, {serving.DistinctExact, true}} {
+		distinct, by := v.distinct, v.by
+		t.Run(fmt.Sprintf("%s_by_%v", distinct, by), func(t *testing.T) {
+			spec := groupingMart(fmt.Sprintf("windows_%s_%v", strings.ToLower(distinct), by), "rollup", nil)
+			if by {
+				spec.Measures = append(spec.Measures, byMeasures(spec.Measures[7].If)...)
+			}
 			if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +81,7 @@ func TestRollingWindows(t *testing.T) {
 			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsRebuilt {
 				t.Fatalf("the first sync: windows %q, want them built", res.Windows)
 			}
-			windowsEqualOracle(t, lh, c, db, m)
+			windowsEqualOracle(t, lh, c, db, m, by)
 			if d := check(); len(d) > 0 {
 				t.Fatalf("drift after the first sync: %v", d)
 			}
@@ -85,6 +93,14 @@ func TestRollingWindows(t *testing.T) {
 			before := uuid()
 			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsCurrent || uuid() != before {
 				t.Fatalf("a sync with nothing new touched the windows (%q, table %s -> %s)", res.Windows, before, uuid())
+			}
+
+			// An update's next version left behind (its exchange done, its end not seen).
+			run(t, c, "CREATE TABLE "+ddl.Name(m, m.Table+ddl.WindowsNextSuffix)+" AS "+win)
+			syncOnce(target, gbsync.Options{})
+			if n := scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM system.tables WHERE database = %s AND name = %s",
+				serving.QS(db), serving.QS(m.Table+ddl.WindowsNextSuffix))); n != 0 {
+				t.Fatal("a sync left the windows' next version behind")
 			}
 
 			// A push that fails after it recorded its partitions, before the windows.
@@ -105,10 +121,10 @@ func TestRollingWindows(t *testing.T) {
 			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsRebuilt {
 				t.Fatalf("the sync after a push that ended before the windows: %q, want them rebuilt", res.Windows)
 			}
-			windowsEqualOracle(t, lh, c, db, m)
+			windowsEqualOracle(t, lh, c, db, m, by)
 
 			// A window value changed behind goldbridge's back: drift, mended by a repair.
-			run(t, c, "ALTER TABLE "+win+" UPDATE orders = orders + 1 WHERE window_days = 3 SETTINGS mutations_sync = 2")
+			run(t, c, "ALTER TABLE "+win+" UPDATE orders = orders + 1 WHERE window_days = 3 AND grouping_level = 'total' SETTINGS mutations_sync = 2")
 			d := check()
 			if len(d) != 1 || d[0].Partition != gbsync.WindowsPartition {
 				t.Fatalf("drift after a window value changed: %v, want the windows'", d)
@@ -119,11 +135,11 @@ func TestRollingWindows(t *testing.T) {
 			if d := check(); len(d) > 0 {
 				t.Fatalf("drift after the repair: %v", d)
 			}
-			windowsEqualOracle(t, lh, c, db, m)
+			windowsEqualOracle(t, lh, c, db, m, by)
 
 			// New Silver rows (a new day, changes to the others), then the oldest day out
 			// of the hot window: each sync updates the windows it touched.
-			demoBatch(t, lh, "landing_"+distinct, seed, end.AddDate(0, 0, 1))
+			demoBatch(t, lh, fmt.Sprintf("landing_%d", seed), seed, end.AddDate(0, 0, 1))
 			seed++
 			if _, err := gold.Run(ctx, lh, spec, gold.Options{}); err != nil {
 				t.Fatal(err)
@@ -135,12 +151,12 @@ func TestRollingWindows(t *testing.T) {
 			if d := check(); len(d) > 0 {
 				t.Fatalf("drift after the new rows: %v", d)
 			}
-			windowsEqualOracle(t, lh, c, db, m)
+			windowsEqualOracle(t, lh, c, db, m, by)
 			m.HotWindow = 4 * 24 * time.Hour
 			if res := syncOnce(target, gbsync.Options{}); res.Windows != push.WindowsIncremental || len(res.Dropped) == 0 {
 				t.Fatalf("the sync of a smaller hot window: windows %q (%d partitions dropped), want them updated", res.Windows, len(res.Dropped))
 			}
-			windowsEqualOracle(t, lh, c, db, m)
+			windowsEqualOracle(t, lh, c, db, m, by)
 			if d := check(); len(d) > 0 {
 				t.Fatalf("drift after the updates: %v", d)
 			}
@@ -158,8 +174,8 @@ func TestRollingWindows(t *testing.T) {
 
 // windowsEqualOracle compares every window of m's <t>_windows with the oracle over the
 // live Silver rows (rebuilt into <db>.s first), end day by end day: the end days are
-// those whose whole window lies in the served days.
-func windowsEqualOracle(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db string, m *serving.Mart) {
+// those whose whole window lies in the served days; by: the mart has byMeasures.
+func windowsEqualOracle(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, db string, m *serving.Mart, by bool) {
 	t.Helper()
 	run(t, c, "DROP TABLE IF EXISTS "+serving.Q(db)+".s")
 	oracleTable(t, lh, c, db)
@@ -178,7 +194,7 @@ func windowsEqualOracle(t *testing.T, lh *catalog.Lakehouse, c *chconn.Client, d
 			where := fmt.Sprintf("created_at >= toDateTime64('%s', 6, 'UTC') AND created_at < toDateTime64('%s', 6, 'UTC')",
 				from.Format(time.DateTime), to.Format(time.DateTime))
 			o := oracleQueryRows(t, c, db, oracleQuery{distinct: "uniqExact", grain: fmt.Sprintf("toDateTime('%s', 'UTC')", e.Format(time.DateTime)),
-				dims: dims, levels: levels, where: where})
+				dims: dims, levels: levels, where: where, by: by})
 			if len(o) == 0 {
 				t.Fatalf("window %d ending %s: no Silver rows", w, e.Format(time.DateOnly))
 			}

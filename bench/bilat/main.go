@@ -40,7 +40,10 @@ import (
 type question struct {
 	Name string
 	Hot  string // over {final} (the view) or {states} (the AggregatingMergeTree); {merge}: the distinct states' merge function
-	Cold string // over {gold} (the Iceberg table function)
+	// Windows, when set, is the hot side with -windows: over {windows}, the mart's
+	// rolling windows served finished (serving.windows, docs/bi.md).
+	Windows string
+	Cold    string // over {gold} (the Iceberg table function)
 }
 
 // questions are docs/bi.md's dashboard queries with a total order (ties broken by the
@@ -72,21 +75,29 @@ FROM {gold} WHERE grouping_level = 'detail' AND report_date = {d} ORDER BY total
 		// distinct keys of the detail rows, the only level that keeps them (cold).
 		Name: "customers_30d",
 		Hot: `SELECT {merge}(unique_customers__state) AS unique_customers_30d
-FROM {states} WHERE grouping_level = 'total' AND report_date >= {d} - 30`,
+FROM {states} WHERE grouping_level = 'total' AND report_date >= {d} - 29`,
+		Windows: `SELECT unique_customers AS unique_customers_30d
+FROM {windows} WHERE window_days = 30 AND grouping_level = 'total' AND report_date = {d}`,
 		Cold: `SELECT uniqExactArray(unique_customers__keys) AS unique_customers_30d
-FROM {gold} WHERE grouping_level = 'detail' AND report_date >= {d} - 30`,
+FROM {gold} WHERE grouping_level = 'detail' AND report_date >= {d} - 29`,
 	},
 	{
+		// The average as the served one is rounded (half away from zero at the scale
+		// of the mart's avg, 8), on every side.
 		Name: "by_country_7d",
 		Hot: `SELECT country, sum(total_revenue) AS revenue_7d, sum(total_orders) AS orders_7d,
     {merge}(unique_customers__state) AS customers_7d,
-    sum(avg_order_value__sum) / sum(avg_order_value__count) AS avg_order_value_7d
-FROM {states} WHERE grouping_level = 'by_country' AND report_date >= {d} - 7
+    toDecimal128(round(toDecimal128(sum(avg_order_value__sum), 9) / sum(avg_order_value__count), 8), 8) AS avg_order_value_7d
+FROM {states} WHERE grouping_level = 'by_country' AND report_date >= {d} - 6
 GROUP BY country ORDER BY revenue_7d DESC, country`,
+		Windows: `SELECT country, total_revenue AS revenue_7d, total_orders AS orders_7d,
+    unique_customers AS customers_7d, avg_order_value AS avg_order_value_7d
+FROM {windows} WHERE window_days = 7 AND grouping_level = 'by_country' AND report_date = {d}
+ORDER BY revenue_7d DESC, country`,
 		Cold: `SELECT country, sum(total_revenue) AS revenue_7d, sum(total_orders) AS orders_7d,
     uniqExactArray(unique_customers__keys) AS customers_7d,
-    sum(avg_order_value__sum) / sum(avg_order_value__count) AS avg_order_value_7d
-FROM {gold} WHERE grouping_level = 'detail' AND report_date >= {d} - 7
+    toDecimal128(round(toDecimal128(sum(avg_order_value__sum), 9) / sum(avg_order_value__count), 8), 8) AS avg_order_value_7d
+FROM {gold} WHERE grouping_level = 'detail' AND report_date >= {d} - 6
 GROUP BY country ORDER BY revenue_7d DESC, country`,
 	},
 }
@@ -125,9 +136,11 @@ type result struct {
 	Rounds   int            `json:"rounds"`
 	Checked  map[string]int `json:"checked_rows"` // rows of each question's answer, equal on both sides
 	// StateType is the served type of the distinct-count states (serving.distinct).
-	StateType string     `json:"state_type"`
-	Hot       sideResult `json:"hot"`
-	Cold      sideResult `json:"cold"`
+	StateType string `json:"state_type"`
+	// Windows: the questions over several days read the rolling windows (-windows).
+	Windows bool       `json:"windows"`
+	Hot     sideResult `json:"hot"`
+	Cold    sideResult `json:"cold"`
 	// Freshness: the freshness panel's query alone, as many clients (-freshness).
 	Freshness *sideResult `json:"freshness,omitempty"`
 	// HotEach: each hot question alone, as many clients, for -each (the server's CPU
@@ -141,7 +154,7 @@ type options struct {
 	readerUser, readerPwFile                                    string
 	clients, rounds, pid                                        int
 	duration, each                                              time.Duration
-	freshness                                                   bool
+	freshness, windows                                          bool
 }
 
 func main() {
@@ -162,6 +175,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 4, "rounds per side, alternating with the other side's")
 	flag.IntVar(&o.pid, "server-pid", 0, "the server's process id, to report its CPU time per query (Linux /proc)")
 	flag.BoolVar(&o.freshness, "freshness", false, "then load the freshness panel's query alone (hot side)")
+	flag.BoolVar(&o.windows, "windows", false, "the hot side reads the questions over several days from <mart>_windows (serving.windows: days [7, 30], levels total and by_country)")
 	flag.DurationVar(&o.each, "each", 0, "then load each hot question alone for this long (0: not)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -247,12 +261,17 @@ func run(o options) error {
 		merge = "uniqMerge"
 	}
 	res.StateType = stateType
+	res.Windows = o.windows
 	r := strings.NewReplacer("{final}", final, "{states}", states, "{gold}", gold, "{d}", "toDate32('"+day+"')",
+		"{windows}", db+"."+mart+"_windows",
 		"{sync}", db+"._goldbridge_sync", "{merge}", merge)
 	hot := make([]string, len(questions))
 	cold := make([]string, len(questions))
 	for i, q := range questions {
 		hot[i], cold[i] = r.Replace(q.Hot), r.Replace(q.Cold)
+		if o.windows && q.Windows != "" {
+			hot[i] = r.Replace(q.Windows)
+		}
 		h, err := answer(ctx, hotConn, hot[i])
 		if err != nil {
 			return fmt.Errorf("%s hot: %w", q.Name, err)

@@ -58,7 +58,7 @@ func (t *ClickHouse) CheckWindows(ctx context.Context, m *serving.Mart, unservab
 // hashes (order-independent; a changed cell changes it).
 func (t *ClickHouse) fingerprint(ctx context.Context, q string) (string, error) {
 	var n, h uint64
-	if err := t.c.Conn().QueryRow(ctx, "SELECT count(), sum(cityHash64(*)) FROM ("+q+")").Scan(&n, &h); err != nil {
+	if err := t.c.Conn().QueryRow(ctx, "SELECT count(), sum(cityHash64(tuple(*))) FROM ("+q+")").Scan(&n, &h); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d rows, fingerprint %016x", n, h), nil

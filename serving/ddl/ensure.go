@@ -314,7 +314,7 @@ func TargetDrift(ctx context.Context, conn driver.Conn, m *serving.Mart) ([]Chan
 // the caller's to retire. The key dictionary goes with <t>, whose bitmaps alone hold
 // its ids.
 func Drop(ctx context.Context, conn driver.Conn, m *serving.Mart) error {
-	for _, t := range []string{m.Table + ViewSuffix, m.Table, m.Table + StagingSuffix, m.Table + DetailSuffix, m.Table + PrevSuffix, m.Table + DistSuffix, m.Table + IdsSuffix} {
+	for _, t := range []string{m.Table + ViewSuffix, m.Table + WindowsSuffix, m.Table + WindowsNextSuffix, m.Table, m.Table + StagingSuffix, m.Table + DetailSuffix, m.Table + PrevSuffix, m.Table + DistSuffix, m.Table + IdsSuffix} {
 		// DROP TABLE drops a _final view of an older goldbridge as well.
 		if err := conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s%s SYNC", Name(m, t), on(m))); err != nil {
 			return fmt.Errorf("drop %s: %w", t, err)

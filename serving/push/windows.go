@@ -32,14 +32,20 @@ type WindowsChange struct {
 // or one exchange), which the next call rebuilds if it is stale; a table under the name
 // that goldbridge did not build is refused.
 func RefreshWindows(ctx context.Context, c *chconn.Client, m *serving.Mart, holes [][2]time.Time, force bool, change *WindowsChange) (string, error) {
-	win := m.Table + ddl.WindowsSuffix
-	tables, err := tableComments(ctx, c, m.Database, m.Table, win)
+	win, next := m.Table+ddl.WindowsSuffix, m.Table+ddl.WindowsNextSuffix
+	tables, err := tableComments(ctx, c, m.Database, m.Table, win, next)
 	if err != nil {
 		return "", fmt.Errorf("windows of %s: %w", m.Name, err)
 	}
 	have, exists := tables[win]
 	if exists && !ddl.IsWindowsComment(have.comment) {
 		return "", fmt.Errorf("windows of %s: table %s.%s exists and was not built by goldbridge", m.Name, m.Database, win)
+	}
+	if _, ok := tables[next]; ok {
+		// Left by an update whose exchange succeeded but whose end was not seen.
+		if err := c.Conn().Exec(ctx, "DROP TABLE IF EXISTS "+ddl.Name(m, next)); err != nil {
+			return "", fmt.Errorf("windows of %s: drop %s: %w", m.Name, next, err)
+		}
 	}
 	if len(m.Windows.Days) == 0 {
 		if exists {
