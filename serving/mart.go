@@ -103,6 +103,10 @@ type Windows struct {
 	Levels []string // the grouping levels windowed (empty: every level)
 }
 
+// ColWindowDays is <t>_windows's window length column: no column of the mart may
+// have its name.
+const ColWindowDays = "window_days"
+
 // MaxWindowDays is the longest rolling window (a year and a day: a leap year's 366).
 const MaxWindowDays = 366
 
@@ -306,6 +310,10 @@ func (m *Mart) validateWindows(levels []mart.Level) error {
 		if !slices.ContainsFunc(levels, func(lv mart.Level) bool { return lv.Name == l }) {
 			return fmt.Errorf("level %q is not a grouping level of the mart", l)
 		}
+	}
+	if m.Grain.As == ColWindowDays || slices.ContainsFunc(m.Dimensions, func(d Dim) bool { return d.Name == ColWindowDays }) ||
+		slices.ContainsFunc(m.Measures, func(ms Measure) bool { return ms.Name == ColWindowDays }) {
+		return fmt.Errorf("a column named %s, the windows' length column", ColWindowDays)
 	}
 	return nil
 }

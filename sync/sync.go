@@ -353,6 +353,9 @@ func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt 
 	if err := m.CheckGold(tbl); err != nil {
 		return res, err
 	}
+	if _, ok := t.(hot.WindowsServer); len(m.Windows.Days) > 0 && !ok {
+		return res, fmt.Errorf("sync %s: its rolling windows are served by a single ClickHouse server only", m.Name)
+	}
 	out, err := t.Ensure(ctx, m, tbl, opt.Rebuild)
 	if err != nil {
 		return res, err

@@ -20,15 +20,13 @@ import (
 // served daily rows of the window, exactly what the question itself would compute from
 // <t>, and only for end days whose whole window is served: from the first served day
 // plus the window's length less one, to the last served day, and no window that meets a
-// hot partition ClickHouse does not serve (holes). <t>_windows is replaced whole, in
-// one CREATE OR REPLACE (atomic for readers: they see the old table or the new one),
-// and its comment records what it was built from (WindowsComment), so a sync rebuilds
-// it only when <t> or its definition changed.
+// hot partition ClickHouse does not serve (holes). <t>_windows is replaced whole, by one
+// CREATE OR REPLACE (WindowsCreate) or by an exchange with a next version in which only
+// the windows a change touched were recomputed (WindowsUpdate): readers see the old
+// table or the new one. Its comment records what it was built from (WindowsComment).
 const (
 	// WindowsSuffix names <t>_windows.
 	WindowsSuffix = "_windows"
-	// ColWindowDays is <t>_windows's window length column.
-	ColWindowDays = "window_days"
 	// windowsTag starts the comment of a table goldbridge built as <t>_windows.
 	windowsTag = "goldbridge windows "
 )
@@ -53,7 +51,7 @@ func WindowsUpdate(m *serving.Mart, holes, changed [][2]time.Time, comment strin
 	win, next := Name(m, m.Table+WindowsSuffix), Name(m, m.Table+WindowsNextSuffix)
 	var keep []string
 	selects := []string{}
-	wd := serving.Q(ColWindowDays)
+	wd := serving.Q(serving.ColWindowDays)
 	for _, d := range m.Windows.Days {
 		cond := append([]string{fmt.Sprintf("%s = %d", wd, d), "NOT (" + inRanges(serving.Q(m.Grain.As), d, changed) + ")"},
 			wholeWindow(m, d, holes, serving.Q(m.Grain.As))...)
@@ -76,7 +74,7 @@ const WindowsNextSuffix = "__wnext"
 // and comment.
 func windowsTable(m *serving.Mart, verb, table, comment, query string) string {
 	return fmt.Sprintf("%s%s\nENGINE = MergeTree\nORDER BY (%s, %s, %s)\nSETTINGS index_granularity = %d\nCOMMENT %s\nAS %s",
-		verb, Name(m, table), serving.Q(mart.ColGroupingLevel), serving.Q(ColWindowDays), serving.Q(m.Grain.As), IndexGranularity,
+		verb, Name(m, table), serving.Q(mart.ColGroupingLevel), serving.Q(serving.ColWindowDays), serving.Q(m.Grain.As), IndexGranularity,
 		serving.QS(comment), query)
 }
 
@@ -90,11 +88,6 @@ func WindowsSelect(m *serving.Mart, holes [][2]time.Time) string {
 	return strings.Join(selects, "\nUNION ALL\n")
 }
 
-// WindowsColumns are <t>_windows's columns: the window length, then <t>_final's.
-func WindowsColumns(m *serving.Mart) []Column {
-	return append([]Column{{ColWindowDays, "UInt16"}}, finalColumns(m)...)
-}
-
 // windowSelect is the rows of the windows of days days (those ending in a changed range
 // or the days after it that the window reaches, when changed is not nil): each served
 // row of <t> is repeated for every end day whose window holds it (arrayJoin: one pass
@@ -104,7 +97,7 @@ func windowSelect(m *serving.Mart, days int, holes, changed [][2]time.Time) stri
 	t, g := Name(m, m.Table), serving.Q(m.Grain.As)
 	key := keyColumns(m)[2:] // dimensions and grouping flags
 	group := []string{"__end", serving.Q(mart.ColGroupingLevel)}
-	sel := []string{fmt.Sprintf("toUInt16(%d) AS %s", days, serving.Q(ColWindowDays)), "__end AS " + g}
+	sel := []string{fmt.Sprintf("toUInt16(%d) AS %s", days, serving.Q(serving.ColWindowDays)), "__end AS " + g}
 	for _, c := range key {
 		sel = append(sel, serving.Q(c.Name))
 		group = append(group, serving.Q(c.Name))
@@ -173,8 +166,8 @@ func inRanges(col string, days int, ranges [][2]time.Time) string {
 func dayLit(t time.Time) string { return "toDate32(" + serving.QS(t.UTC().Format(time.DateOnly)) + ")" }
 
 // WindowsComment is the comment <t>_windows is built with from <t> as of source (what
-// identifies <t>'s content: its table and its newest recorded push): it changes when
-// the windows' definition or their source does.
+// identifies <t>'s content, push.WindowsSource): it changes when the windows' definition
+// or their source does.
 func WindowsComment(m *serving.Mart, holes [][2]time.Time, source string) string {
 	h := xxhash.New()
 	_, _ = h.WriteString(WindowsSelect(m, holes)) // never fails

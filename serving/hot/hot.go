@@ -58,8 +58,9 @@ type StorageReporter interface {
 	Storage(ctx context.Context, m *serving.Mart) (Storage, error)
 }
 
-// WindowsServer is a Target that serves a mart's rolling windows (serving.Mart.Windows;
-// the others refuse a mart that declares them). CheckWindows compares the served
+// WindowsServer is a Target that serves a mart's rolling windows (serving.Mart.Windows:
+// a single ClickHouse server; Check refuses a mart with windows on another Target).
+// CheckWindows compares the served
 // windows with a recomputation from the served daily rows, leaving out the windows that
 // meet an unservable partition, and describes each side (rows and fingerprint, or
 // "missing") when they differ.

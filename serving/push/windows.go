@@ -25,9 +25,10 @@ type WindowsChange struct {
 }
 
 // RefreshWindows brings <t>_windows up to <t>: nothing when <t> did not change since it
-// was built (its comment names WindowsSource then) and force is not set; the windows the change touched when it was built from
-// change.Before (ddl.WindowsUpdate); otherwise the whole table (ddl.WindowsCreate). It
-// drops the table when the mart declares no windows. holes are the hot grain ranges not
+// was built (its comment names WindowsSource then) and force is not set; the windows
+// the change touched when it was built from change.Before (ddl.WindowsUpdate);
+// otherwise the whole table (ddl.WindowsCreate). It drops the table when the mart
+// declares no windows, and a next version an update left. holes are the hot grain ranges not
 // served. A failure or crash leaves the old table or the new one whole (one statement,
 // or one exchange), which the next call rebuilds if it is stale; a table under the name
 // that goldbridge did not build is refused.

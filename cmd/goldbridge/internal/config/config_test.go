@@ -283,6 +283,10 @@ func TestValidationRules(t *testing.T) {
 		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.windows",
 			[2]string{"partition_by: day", "partition_by: day\n      windows: {days: [7]}"}, [2]string{"unit: day", "unit: hour"})
 	})
+	t.Run("a measure named window_days", func(t *testing.T) {
+		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.windows",
+			[2]string{"partition_by: day", "partition_by: day\n      windows: {days: [7]}"}, [2]string{"name: total_orders", "name: window_days"})
+	})
 	t.Run("windows on a cluster", func(t *testing.T) {
 		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.windows",
 			[2]string{"partition_by: day", "partition_by: day\n      windows: {days: [7]}"},

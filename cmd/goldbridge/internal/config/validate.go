@@ -1117,6 +1117,10 @@ func (c *Config) validateWindows(v *validator, m Mart, p string) {
 			v.add(fmt.Sprintf("%s.days[%d]", p, i), "must be longer than the window before it (ascending, each once)")
 		}
 	}
+	if m.Grain.As == serving.ColWindowDays || slices.Contains(m.Dimensions, serving.ColWindowDays) ||
+		slices.ContainsFunc(m.Measures, func(ms Measure) bool { return ms.Name == serving.ColWindowDays }) {
+		v.add(p, "the mart has a column named %s, the windows' length column: rename it", serving.ColWindowDays)
+	}
 	levels, err := mart.Levels(m.Grouping, m.Dimensions, m.GroupingSets)
 	if err != nil {
 		return // reported with grouping
