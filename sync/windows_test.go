@@ -23,14 +23,14 @@ import (
 // TestRollingWindows: <t>_windows holds, for every end day whose whole window is
 // served, each level's values over the window's days equal to ClickHouse's GROUPING
 // SETS over the live Silver rows of those days (an oracle that never reads goldbridge's
-// output), for the aggregates of groupingMart with uniqExact states and with bitmaps.
-// Then the promise around it: a sync with nothing new leaves the table as it is (and
-// drops a next version an update left behind); a push
-// that fails after its record (a crash before the windows) is followed by a sync that
-// rebuilds them; Check reports a changed window value as drift of the windows and a
-// repair mends it; new Gold rows, and a day leaving the hot window, update the windows
-// they touch, equal to the oracle again; a mart that no longer declares windows has its
-// table dropped.
+// output), for the aggregates of groupingMart with uniqExact states, with bitmaps, and
+// with max_by and min_by (states built by the server). Then the promise around it: a
+// sync with nothing new leaves the table as it is (and drops a next version an update
+// left behind); a push that fails after its record (a crash before the windows) is
+// followed by a sync that rebuilds them; Check reports a changed window value as drift
+// of the windows and a repair mends it; new Gold rows, and a day leaving the hot
+// window, update the windows they touch, equal to the oracle again; a mart that no
+// longer declares windows has its table dropped.
 func TestRollingWindows(t *testing.T) {
 	ctx := context.Background()
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
