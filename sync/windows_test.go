@@ -220,7 +220,8 @@ func run(t *testing.T, c *chconn.Client, q string) {
 // TestWindowsUpdateEqualsRebuild: after rows of some days of <t> changed, updating
 // <t>_windows for those days (ddl.WindowsUpdate) gives exactly the windows recomputed
 // whole from <t> (ddl.WindowsSelect), for random sets of changed days, middle days
-// included (whose windows reach the days after them).
+// included (whose windows reach the days after them); and around a day not served, only
+// the windows that do not hold it.
 func TestWindowsUpdateEqualsRebuild(t *testing.T) {
 	ctx := context.Background()
 	end := time.Date(2026, 5, 10, 0, 0, 0, 0, time.UTC)
@@ -263,5 +264,22 @@ func TestWindowsUpdateEqualsRebuild(t *testing.T) {
 		if want != have {
 			t.Fatalf("round %d, days %v changed: updated windows %s, recomputed %s", round, changed, have, want)
 		}
+	}
+
+	// A day not served (a hole): no window that holds it, every other whole one.
+	hole := first.AddDate(0, 0, 2)
+	run(t, c, ddl.WindowsCreate(m, [][2]time.Time{{hole, hole.AddDate(0, 0, 1)}}, "goldbridge windows hole"))
+	win := ddl.Name(m, m.Table+ddl.WindowsSuffix)
+	got := scalar[string](t, c, "SELECT toString(groupArray((window_days, report_date))) FROM (SELECT DISTINCT window_days, report_date FROM "+win+" ORDER BY ALL)")
+	var want []string
+	for _, w := range m.Windows.Days {
+		for e := first.AddDate(0, 0, w-1); e.Before(first.AddDate(0, 0, days)); e = e.AddDate(0, 0, 1) {
+			if e.Before(hole) || !e.AddDate(0, 0, 1-w).Before(hole.AddDate(0, 0, 1)) {
+				want = append(want, fmt.Sprintf("(%d,'%s')", w, e.Format(time.DateOnly)))
+			}
+		}
+	}
+	if w := "[" + strings.Join(want, ",") + "]"; got != w {
+		t.Fatalf("windows around a hole on %s: %s, want %s", hole.Format(time.DateOnly), got, w)
 	}
 }

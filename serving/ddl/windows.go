@@ -142,9 +142,8 @@ func wholeWindow(m *serving.Mart, days int, holes [][2]time.Time, col string) []
 		fmt.Sprintf("%s >= (SELECT min(%s) FROM %s) + %d", col, g, t, days-1),
 		fmt.Sprintf("%s <= (SELECT max(%s) FROM %s)", col, g, t),
 	}
-	for _, h := range holes {
-		// The window [col - days + 1, col] meets [start, end).
-		where = append(where, fmt.Sprintf("NOT (%s >= %s AND %s - %d < %s)", col, dayLit(h[0]), col, days-1, dayLit(h[1])))
+	if len(holes) > 0 {
+		where = append(where, "NOT "+inRanges(col, days, holes))
 	}
 	return where
 }
