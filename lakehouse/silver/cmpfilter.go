@@ -8,9 +8,10 @@ import (
 // (amount >= 0, qty < 1000): the usual shape of a validity rule. It is evaluated on the
 // typed cell, without the expression VM and its environment, with the VM's result: the
 // cell is compared as the environment would present it (an integer column as int, a
-// decimal as float64), mixed int/float comparisons in float64. A NULL cell never passes,
-// as in SQL and as with the VM (whose comparison with nil fails or is false), except
-// where the VM's generic equality lets an integer NULL pass != 2.5.
+// decimal as float64), mixed int/float comparisons in float64. A NULL cell passes only
+// where the VM's generic equality says nil != <number> (a float or decimal column, or an
+// integer one against a fractional literal); elsewhere the VM's comparison with nil fails
+// or is false (docs/expressions.md, "NULL semantics"). FuzzRuleEval holds it to the VM.
 type cmpFilter struct {
 	col   int
 	kind  Kind  // the column's
@@ -75,7 +76,9 @@ func newCmpFilter(root ast.Node, index map[string]int, cols []ColumnSpec) *cmpFi
 func (f *cmpFilter) pass(row []Value) bool {
 	v := row[f.col]
 	if v.Null {
-		return false
+		// OpEqualInt (an integer column and literal) asserts its operands and fails on nil;
+		// OpEqual (runtime.Equal) says nil equals no number.
+		return f.op == opNE && !(f.isInt && (f.kind == Int32 || f.kind == Int64))
 	}
 	switch f.kind {
 	case Int32, Int64:
