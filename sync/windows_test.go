@@ -85,6 +85,18 @@ func TestRollingWindows(t *testing.T) {
 			if d := check(); len(d) > 0 {
 				t.Fatalf("drift after the first sync: %v", d)
 			}
+			// The storage metrics count the windows' parts with the served table's.
+			st, err := target.Storage(ctx, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := func(table string) int64 {
+				return int64(scalar[uint64](t, c, fmt.Sprintf("SELECT count() FROM system.parts WHERE database = %s AND table = %s AND active",
+					serving.QS(db), serving.QS(table))))
+			}
+			if w := parts(m.Table + ddl.WindowsSuffix); w == 0 || st.Parts != parts(m.Table)+w {
+				t.Fatalf("storage %+v: want the parts of %s and its %d windows parts", st, m.Table, w)
+			}
 			win := ddl.Name(m, m.Table+ddl.WindowsSuffix)
 			uuid := func() string {
 				return scalar[string](t, c, fmt.Sprintf("SELECT toString(uuid) FROM system.tables WHERE database = %s AND name = %s",

@@ -177,10 +177,10 @@ type Purged struct {
 
 // Storage is what a mart's served table holds on the server's disk (system.parts).
 type Storage struct {
-	Parts int64 // active parts of <t>: what its readers read
+	Parts int64 // active parts of <t> and <t>_windows: what their readers read
 	Bytes int64 // their bytes on disk
-	// InactiveParts are the parts of <t> and of its other tables (<t>__prev, batch
-	// tables) that no reader of <t> reads and that are still on disk: replaced,
+	// InactiveParts are the parts of <t>, <t>_windows and of its other tables (<t>__prev,
+	// batch tables, <t>__wnext) that no reader reads and that are still on disk: replaced,
 	// dropped or merged away, kept until the server deletes them (old_parts_lifetime).
 	InactiveParts int64
 	// InactiveBytes are their bytes as ClickHouse counts them: a file a part shares

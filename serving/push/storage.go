@@ -13,12 +13,13 @@ import (
 // Storage is what a served table holds on disk (serving/hot).
 type Storage = hot.Storage
 
-// TableStorage reads the Storage of the mart's served table.
+// TableStorage reads the Storage of the mart's served tables: <t> and its rolling windows
+// (Parts, Bytes), its ids dictionary, and what any of them or a transient <t>__* left.
 func TableStorage(ctx context.Context, c *chconn.Client, m *serving.Mart) (Storage, error) {
-	ids := m.Table + ddl.IdsSuffix
+	ids, win := m.Table+ddl.IdsSuffix, m.Table+ddl.WindowsSuffix
 	rows, err := c.Conn().Query(ctx, `SELECT active, table = ? AS dict, count(), sum(rows), sum(bytes_on_disk) FROM system.parts
-		WHERE database = ? AND (table = ? OR startsWith(table, ?)) AND (NOT active OR table IN (?, ?)) GROUP BY active, dict`,
-		ids, m.Database, m.Table, m.Table+"__", m.Table, ids)
+		WHERE database = ? AND (table IN (?, ?) OR startsWith(table, ?)) AND (NOT active OR table IN (?, ?, ?)) GROUP BY active, dict`,
+		ids, m.Database, m.Table, win, m.Table+"__", m.Table, ids, win)
 	if err != nil {
 		return Storage{}, fmt.Errorf("parts of %s: %w", m.Table, err)
 	}

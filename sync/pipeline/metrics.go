@@ -48,7 +48,7 @@ type Metrics struct {
 	MaintenanceLastSuccess *prometheus.GaugeVec
 	// What a mart's served table holds on ClickHouse's disk, read after each sync that
 	// reached ClickHouse (push.Storage).
-	CHParts         *prometheus.GaugeVec // mart: active parts of the served table
+	CHParts         *prometheus.GaugeVec // mart: active parts of the served table and its windows
 	CHBytes         *prometheus.GaugeVec // mart: their bytes on disk
 	CHInactiveParts *prometheus.GaugeVec // mart: parts of its tables still on disk that no reader reads
 	CHInactiveBytes *prometheus.GaugeVec // mart: their bytes
@@ -126,10 +126,10 @@ func NewMetrics() *Metrics {
 			Name: "goldbridge_maintenance_last_success_timestamp_seconds", Help: "Unix time of a lake table's last successful maintenance.",
 		}, []string{"table"}),
 		CHParts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "goldbridge_clickhouse_parts", Help: "Active parts of a mart's served ClickHouse table, after the last sync.",
+			Name: "goldbridge_clickhouse_parts", Help: "Active parts of a mart's served ClickHouse table and its rolling windows, after the last sync.",
 		}, []string{"mart"}),
 		CHBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "goldbridge_clickhouse_bytes", Help: "Bytes on disk of the active parts of a mart's served ClickHouse table, after the last sync.",
+			Name: "goldbridge_clickhouse_bytes", Help: "Bytes on disk of the active parts of a mart's served ClickHouse table and its rolling windows, after the last sync.",
 		}, []string{"mart"}),
 		CHInactiveParts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "goldbridge_clickhouse_inactive_parts", Help: "Parts of a mart's ClickHouse tables that no reader reads (replaced, dropped, merged away) still on disk, after the last sync.",
