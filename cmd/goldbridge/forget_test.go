@@ -34,7 +34,7 @@ import (
 )
 
 // forgetEnv is one state directory of the embedded stack running examples/orders.yaml
-// on its own ClickHouse ports.
+// on its own ClickHouse ports (the state dir's, chosen on first use).
 type forgetEnv struct {
 	t     *testing.T
 	bin   string
@@ -52,13 +52,10 @@ func newForgetEnv(t *testing.T) *forgetEnv {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	ports, err := chlocal.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := ordersConfig(t)
-	cfg["clickhouse"].(map[string]any)["local"] = map[string]any{"tcp_port": ports[0], "http_port": ports[1]}
-	out, err := yaml.Marshal(cfg)
+	// The ports stay unset: the state dir chooses its own on first use, outside the
+	// ephemeral range. Ports from chlocal.FreePorts are ephemeral ones, which an outbound
+	// connection (S3, Postgres) may hold when a later command starts the server again.
+	out, err := yaml.Marshal(ordersConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
