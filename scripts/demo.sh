@@ -43,13 +43,24 @@ gb sync
 echo "== check: every hot partition of Gold equals ClickHouse"
 gb check
 
-echo "== dashboard query on ClickHouse: revenue and unique customers per country, last 7 days"
+echo "== dashboard query on ClickHouse: revenue and unique customers per country, the newest 7 days"
+echo "   (finished in daily_revenue_kpi_windows at each sync: serving.windows, docs/bi.md)"
+gb clickhouse query "
+SELECT report_date AS window_end, country, total_revenue, unique_customers
+FROM marts.daily_revenue_kpi_windows
+WHERE window_days = 7 AND grouping_level = 'by_country'
+  AND report_date = (SELECT max(report_date) FROM marts.daily_revenue_kpi_windows WHERE window_days = 7)
+ORDER BY total_revenue DESC
+LIMIT 10"
+echo "== the same from the daily states: the 7 days ending there, merged (equal to the above)"
 gb clickhouse query "
 SELECT country,
-       sum(total_revenue)                AS revenue,
+       sum(total_revenue)                      AS total_revenue,
        uniqExactMerge(unique_customers__state) AS unique_customers
 FROM marts.daily_revenue_kpi
-WHERE report_date >= today() - 7 AND grouping_level = 'by_country'
+WHERE grouping_level = 'by_country'
+  AND report_date BETWEEN (SELECT max(report_date) - 6 FROM marts.daily_revenue_kpi_windows WHERE window_days = 7)
+                      AND (SELECT max(report_date) FROM marts.daily_revenue_kpi_windows WHERE window_days = 7)
 GROUP BY country
-ORDER BY revenue DESC
+ORDER BY total_revenue DESC
 LIMIT 10"

@@ -202,6 +202,9 @@ func TestByteSize(t *testing.T) {
 	}
 }
 
+// exampleWindows is the windows line of examples/orders.yaml.
+const exampleWindows = "windows: {days: [7, 30], levels: [total, by_country]}"
+
 func TestValidationRules(t *testing.T) {
 	base, err := os.ReadFile("../../../../examples/orders.yaml")
 	if err != nil {
@@ -221,11 +224,11 @@ func TestValidationRules(t *testing.T) {
 		{"grain not time", "grain: {column: created_at", "grain: {column: country", "marts.daily_revenue_kpi.grain.column"},
 		{"bad partition", "partition_by: day", "partition_by: week", "marts.daily_revenue_kpi.serving.partition_by"},
 		{"bad distinct", "partition_by: day", "partition_by: day\n      distinct: roaring", "marts.daily_revenue_kpi.serving.distinct"},
-		{"window of one day", "partition_by: day", "partition_by: day\n      windows: {days: [1, 7]}", "marts.daily_revenue_kpi.serving.windows.days[0]"},
-		{"windows not ascending", "partition_by: day", "partition_by: day\n      windows: {days: [30, 7]}", "marts.daily_revenue_kpi.serving.windows.days[1]"},
-		{"window past a year", "partition_by: day", "partition_by: day\n      windows: {days: [367]}", "marts.daily_revenue_kpi.serving.windows.days[0]"},
-		{"window of an unknown level", "partition_by: day", "partition_by: day\n      windows: {days: [7], levels: [total, by_city]}", "marts.daily_revenue_kpi.serving.windows.levels[1]"},
-		{"window levels without days", "partition_by: day", "partition_by: day\n      windows: {levels: [total]}", "marts.daily_revenue_kpi.serving.windows.days"},
+		{"window of one day", exampleWindows, "windows: {days: [1, 7]}", "marts.daily_revenue_kpi.serving.windows.days[0]"},
+		{"windows not ascending", exampleWindows, "windows: {days: [30, 7]}", "marts.daily_revenue_kpi.serving.windows.days[1]"},
+		{"window past a year", exampleWindows, "windows: {days: [367]}", "marts.daily_revenue_kpi.serving.windows.days[0]"},
+		{"window of an unknown level", exampleWindows, "windows: {days: [7], levels: [total, by_city]}", "marts.daily_revenue_kpi.serving.windows.levels[1]"},
+		{"window levels without days", exampleWindows, "windows: {levels: [total]}", "marts.daily_revenue_kpi.serving.windows.days"},
 		{"bad table", "table: gold.daily_revenue_kpi", "table: Gold-KPI", "marts.daily_revenue_kpi.table"},
 		{"external without addresses", "embedded: true ", "embedded: false", "clickhouse.addresses"},
 		{"shards without cluster", "embedded: true ", "embedded: false\n  shards: [[h1:9000, h2:9000]]\n ", "clickhouse.cluster"},
@@ -281,15 +284,14 @@ func TestValidationRules(t *testing.T) {
 	}
 	t.Run("windows of an hour grain", func(t *testing.T) {
 		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.windows",
-			[2]string{"partition_by: day", "partition_by: day\n      windows: {days: [7]}"}, [2]string{"unit: day", "unit: hour"})
+			[2]string{"unit: day", "unit: hour"})
 	})
 	t.Run("a measure named window_days", func(t *testing.T) {
 		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.windows",
-			[2]string{"partition_by: day", "partition_by: day\n      windows: {days: [7]}"}, [2]string{"name: total_orders", "name: window_days"})
+			[2]string{"name: total_orders", "name: window_days"})
 	})
 	t.Run("windows on a cluster", func(t *testing.T) {
 		wantProblemAt(t, string(base), "marts.daily_revenue_kpi.serving.windows",
-			[2]string{"partition_by: day", "partition_by: day\n      windows: {days: [7]}"},
 			[2]string{"embedded: true ", "embedded: false\n  cluster: gb\n  addresses: [h:9000]\n "})
 	})
 	// Two edits: bitmaps, and the mart served by a cluster.
