@@ -26,7 +26,7 @@ func TestCheckTamperCLI(t *testing.T) {
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	ports, err := chlocal.FreePorts(2)
+	ports, err := embeddedPorts(t)
 	if err != nil {
 		t.Fatal(err)
 	}

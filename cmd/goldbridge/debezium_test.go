@@ -68,7 +68,7 @@ func TestDebeziumDocsConfig(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			cfg := docsDebeziumConfig(t)
-			ports, err := chlocal.FreePorts(2)
+			ports, err := embeddedPorts(t)
 			if err != nil {
 				t.Fatal(err)
 			}

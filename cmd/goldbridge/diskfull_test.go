@@ -67,7 +67,7 @@ func diskFullInside(t *testing.T, mnt, bin string) {
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64m,mode=0700"); err != nil {
 		t.Fatalf("mount a tmpfs on %s: %v", mnt, err)
 	}
-	ports, err := chlocal.FreePorts(2)
+	ports, err := embeddedPorts(t)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestEmbeddedPrivate(t *testing.T) {
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	ports, err := chlocal.FreePorts(2)
+	ports, err := embeddedPorts(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestEmbeddedHealsBrokenView(t *testing.T) {
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	ports, err := chlocal.FreePorts(2)
+	ports, err := embeddedPorts(t)
 	if err != nil {
 		t.Fatal(err)
 	}

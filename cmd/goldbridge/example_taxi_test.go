@@ -34,7 +34,7 @@ func newExampleEnv(t *testing.T, name string, edit ...func(cfg map[string]any)) 
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	ports, err := chlocal.FreePorts(2)
+	ports, err := embeddedPorts(t)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"goldbridge/serving/chlocal"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -179,4 +181,16 @@ marts:`
 			t.Errorf("%q reported %d times, want %d:\n%s", path, got, n, errs)
 		}
 	}
+}
+
+// embeddedPorts returns the two ports a test pins for its embedded server, chosen as a
+// state dir's own are (chlocal.ChoosePorts, from the test's name): below the ephemeral
+// range, so that no outbound connection holds one between the commands that restart the
+// server. chlocal.FreePorts' ports are ephemeral ones.
+func embeddedPorts(t *testing.T) ([]int, error) {
+	p, err := chlocal.ChoosePorts(chlocal.DefaultListenHost, t.Name(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return []int{p.TCP, p.HTTP}, nil
 }

@@ -89,7 +89,7 @@ func TestMixedCaseNamesServed(t *testing.T) {
 	if _, err := chlocal.LibPath(); err != nil {
 		t.Fatal(err)
 	}
-	ports, err := chlocal.FreePorts(2)
+	ports, err := embeddedPorts(t)
 	if err != nil {
 		t.Fatal(err)
 	}

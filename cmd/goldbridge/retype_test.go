@@ -60,7 +60,7 @@ func TestRetypeThroughTheCLI(t *testing.T) {
 	}
 	bin := buildGoldbridge(t)
 	env := func(typ string) *forgetEnv {
-		ports, err := chlocal.FreePorts(2)
+		ports, err := embeddedPorts(t)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -529,7 +529,7 @@ func TestClickHouseServeStops(t *testing.T) {
 	}
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
-	ports, err := chlocal.FreePorts(2)
+	ports, err := embeddedPorts(t)
 	if err != nil {
 		t.Fatal(err)
 	}
