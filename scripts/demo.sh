@@ -45,22 +45,21 @@ gb check
 
 echo "== dashboard query on ClickHouse: revenue and unique customers per country, the newest 7 days"
 echo "   (finished in daily_revenue_kpi_windows at each sync: serving.windows, docs/bi.md)"
+newest="(SELECT max(report_date) FROM marts.daily_revenue_kpi_windows WHERE window_days = 7)"
 gb clickhouse query "
 SELECT report_date AS window_end, country, total_revenue, unique_customers
 FROM marts.daily_revenue_kpi_windows
-WHERE window_days = 7 AND grouping_level = 'by_country'
-  AND report_date = (SELECT max(report_date) FROM marts.daily_revenue_kpi_windows WHERE window_days = 7)
+WHERE window_days = 7 AND grouping_level = 'by_country' AND report_date = $newest
 ORDER BY total_revenue DESC
 LIMIT 10"
 echo "== the same from the daily states: the 7 days ending there, merged (equal to the above)"
 gb clickhouse query "
+WITH $newest AS window_end
 SELECT country,
        sum(total_revenue)                      AS total_revenue,
        uniqExactMerge(unique_customers__state) AS unique_customers
 FROM marts.daily_revenue_kpi
-WHERE grouping_level = 'by_country'
-  AND report_date BETWEEN (SELECT max(report_date) - 6 FROM marts.daily_revenue_kpi_windows WHERE window_days = 7)
-                      AND (SELECT max(report_date) FROM marts.daily_revenue_kpi_windows WHERE window_days = 7)
+WHERE grouping_level = 'by_country' AND report_date BETWEEN window_end - 6 AND window_end
 GROUP BY country
 ORDER BY total_revenue DESC
 LIMIT 10"

@@ -48,6 +48,10 @@ func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt
 	if err := m.CheckGold(tbl); err != nil {
 		return nil, err
 	}
+	ws, err := windowsServer(t, m)
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", m.Name, err)
+	}
 	gold, err := GoldPartitions(ctx, m, tbl)
 	if err != nil {
 		return nil, err
@@ -104,9 +108,7 @@ func Check(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt
 			}
 		}
 	}
-	if ws, ok := t.(hot.WindowsServer); len(m.Windows.Days) > 0 && !ok {
-		return nil, fmt.Errorf("check %s: its rolling windows are served by a single ClickHouse server only", m.Name)
-	} else if len(m.Windows.Days) > 0 && len(rb.Columns) == 0 {
+	if ws != nil && len(rb.Columns) == 0 {
 		want, have, err := ws.CheckWindows(ctx, m, plan.Unservable)
 		if err != nil {
 			return nil, err

@@ -25,6 +25,7 @@ package sync
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -353,8 +354,8 @@ func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt 
 	if err := m.CheckGold(tbl); err != nil {
 		return res, err
 	}
-	if _, ok := t.(hot.WindowsServer); len(m.Windows.Days) > 0 && !ok {
-		return res, fmt.Errorf("sync %s: its rolling windows are served by a single ClickHouse server only", m.Name)
+	if _, err := windowsServer(t, m); err != nil {
+		return res, fmt.Errorf("sync %s: %w", m.Name, err)
 	}
 	out, err := t.Ensure(ctx, m, tbl, opt.Rebuild)
 	if err != nil {
@@ -414,6 +415,19 @@ func Sync(ctx context.Context, t Target, m *serving.Mart, tbl *table.Table, opt 
 		opt.Log.Debug("rolling windows", "days", fmt.Sprint(m.Windows.Days), "how", pub.Windows)
 	}
 	return res, plan.cold(m)
+}
+
+// windowsServer is t as the server of m's rolling windows: nil when m declares none, an
+// error when it does and t cannot serve them (only a single ClickHouse server can).
+func windowsServer(t Target, m *serving.Mart) (hot.WindowsServer, error) {
+	if len(m.Windows.Days) == 0 {
+		return nil, nil
+	}
+	ws, ok := t.(hot.WindowsServer)
+	if !ok {
+		return nil, errors.New("its rolling windows are served by a single ClickHouse server only")
+	}
+	return ws, nil
 }
 
 // WindowsPartition is the partition Check reports a drift of the rolling windows under

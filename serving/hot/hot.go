@@ -59,11 +59,10 @@ type StorageReporter interface {
 }
 
 // WindowsServer is a Target that serves a mart's rolling windows (serving.Mart.Windows:
-// a single ClickHouse server; Check refuses a mart with windows on another Target).
-// CheckWindows compares the served
-// windows with a recomputation from the served daily rows, leaving out the windows that
-// meet an unservable partition, and describes each side (rows and fingerprint, or
-// "missing") when they differ.
+// a single ClickHouse server; Sync and Check refuse a mart with windows on another
+// Target). CheckWindows compares the served windows with a recomputation from the served
+// daily rows, leaving out the windows that meet an unservable partition, and describes
+// each side (rows and fingerprint, or "missing") when they differ.
 type WindowsServer interface {
 	CheckWindows(ctx context.Context, m *serving.Mart, unservable []Partition) (want, have string, err error)
 }
