@@ -1071,7 +1071,7 @@ type silverFiles struct {
 func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident string, written *silverFiles) error {
 	current := e.finishCounts()
 	e.markCarried()
-	e.checkRows()
+	e.checkWritten()
 	tbl, err := lh.LoadTable(ctx, ident)
 	if err != nil {
 		return err
@@ -1080,7 +1080,6 @@ func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident s
 		return err
 	}
 	sch := arrowSchemaOf(e.tcols, e.spec.Key)
-	e.noteWritten()
 	if current > 0 {
 		files, err := e.writeData(ctx, tbl, sch)
 		if err != nil {
@@ -1106,9 +1105,10 @@ func (e *engine) writeSilver(ctx context.Context, lh *catalog.Lakehouse, ident s
 	return nil
 }
 
-// noteWritten adds the sort_by values of the rows this pass writes (inserts and updates)
-// to e.written (PropWrittenPrefix), one set per run.
-func (e *engine) noteWritten() {
+// writtenColumns makes e.written (PropWrittenPrefix: the listed sort_by values of the rows
+// written, one set per run) on the run's first pass and returns its columns, whose values
+// checkWritten adds.
+func (e *engine) writtenColumns() []int {
 	if e.written == nil {
 		e.written = map[int]map[int64]bool{}
 		for _, c := range e.listedSortBy() {
@@ -1121,19 +1121,7 @@ func (e *engine) noteWritten() {
 			}
 		}
 	}
-	for _, w := range e.ws {
-		for slot, f := range w.fate {
-			if f != fateInsert && f != fateUpdate {
-				continue
-			}
-			for c, vals := range e.written {
-				if v := w.get(c, slot); !v.Null {
-					k, _ := replacedKey(v, e.cols[c].Type.Kind)
-					vals[k] = true
-				}
-			}
-		}
-	}
+	return slices.Sorted(maps.Keys(e.written))
 }
 
 // listedSortBy returns the sort_by columns whose values a commit summary lists

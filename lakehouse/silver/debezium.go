@@ -580,14 +580,10 @@ func (r *ruleSet) applyToDelete(row []Value) string {
 
 // checkDelete is the row-level check of a Debezium delete written to Silver: only the
 // key and the position must be set (see applyToDelete).
-func (e *engine) checkDelete(row []Value) {
+func (e *engine) checkDelete(row []Value, t *rowTally) {
 	for _, i := range append(e.keyIdx[:len(e.keyIdx):len(e.keyIdx)], e.uaIdx) {
 		if row[i].Null {
-			q := &e.quality
-			if q.NullViolations == nil {
-				q.NullViolations = map[string]int64{}
-			}
-			q.NullViolations[e.cols[i].Name]++
+			t.addNull(e.cols[i].Name)
 		}
 	}
 }

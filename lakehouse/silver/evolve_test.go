@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/apache/iceberg-go"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
 
 	"goldbridge/lakehouse/lakehousetest"
 )
@@ -342,5 +346,71 @@ func TestRenameInPlace(t *testing.T) {
 	}
 	if res, err := Run(ctx, lh, spec, "bronze.items", Options{}); err != nil || res.Read != 0 {
 		t.Fatalf("a run after: %+v, %v", res.Counts, err)
+	}
+}
+
+// TestQualityRowsAcrossShards: the row level and the written sort_by hours are counted
+// over every merge shard (checkWritten runs the shards in parallel and adds them up),
+// against counts the test makes from its own rows.
+func TestQualityRowsAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	lh := lakehousetest.Open(t)
+	landing := t.TempDir()
+	spec := itemsSpec("price int64", "owner string")
+	spec.Columns[3].Required = true
+	spec.SortBy = []string{"updated_at"}
+	spec.Rules = []RuleSpec{
+		{ID: "F1", Kind: "filter", Expr: "price >= 0", Reason: "negative_price"},
+		{ID: "N1", Kind: "normalize", Column: "price", Expr: "price - 10"},
+		{ID: "N2", Kind: "normalize", Column: "owner", Expr: `owner == "nobody" ? nil : owner`},
+	}
+	spec.WarnQuarantinePct, spec.WarnDuplicatePct = 100, 100
+	spec.Severity = Severities{Rows: SeverityWarning}
+	rnd := rand.New(rand.NewPCG(7, 41))
+	var lines []string
+	var written, failF1, nullOwner int64
+	hours := map[int64]bool{}
+	for i := range 2000 {
+		price := rnd.IntN(40) - 5 // -5..34: quarantined below 0, failing F1 after N1 below 10
+		owner := "ann"
+		if rnd.IntN(7) == 0 {
+			owner = "nobody"
+		}
+		at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rnd.IntN(500)) * time.Hour)
+		lines = append(lines, fmt.Sprintf(`{"item_id":"i%d","updated_at":%q,"price":%d,"owner":%q}`, i, at.Format(time.RFC3339), price, owner))
+		if price < 0 {
+			continue
+		}
+		written++
+		if price < 10 {
+			failF1++
+		}
+		if owner == "nobody" {
+			nullOwner++
+		}
+		hours[at.Unix()/3600] = true
+	}
+	writeLanding(t, landing, "1.jsonl", lines...)
+	ingestInto(t, lh, "bronze.items", landing)
+	res, err := Run(ctx, lh, spec, "bronze.items", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := res.Quality
+	if q.RowsChecked != written || q.FilterViolations["F1"] != failF1 || q.NullViolations["owner"] != nullOwner {
+		t.Errorf("checked %d, F1 %d, NULL owner %d; want %d, %d, %d", q.RowsChecked, q.FilterViolations["F1"], q.NullViolations["owner"], written, failF1, nullOwner)
+	}
+	tbl, _ := lh.LoadTable(ctx, "silver.items")
+	got := map[int64]bool{}
+	ok, err := DecodeReplaced(tbl.CurrentSnapshot().Summary.Properties[PropWrittenPrefix+"updated_at"], func(lo, hi int64) {
+		for h := lo; h <= hi; h++ {
+			got[h] = true
+		}
+	})
+	if err != nil || !ok {
+		t.Fatalf("written hours: ok %v, %v", ok, err)
+	}
+	if !maps.Equal(got, hours) {
+		t.Errorf("written hours: %d listed, want %d", len(got), len(hours))
 	}
 }

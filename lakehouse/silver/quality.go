@@ -2,8 +2,11 @@ package silver
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Quality is the three-level check of one run, returned in Result and recorded as JSON
@@ -231,51 +234,122 @@ func pct(n, d int64) float64 {
 	return float64(int64(10000*float64(n)/float64(d)+0.5)) / 100
 }
 
-// checkRows runs the row level over the rows this pass writes, adding to the run's counts.
-func (e *engine) checkRows() {
-	q := &e.quality
+// checkWritten runs the row level of the check over the rows this pass writes (inserts
+// and updates), adding to the run's counts, and adds their listed sort_by values to
+// e.written (writtenColumns). Both read every column of every written row: one pass a
+// shard, the shards on every core, each worker with its own rules (a ruleSet is one
+// goroutine's); the shards' tallies are added up after. On 3M written rows this was
+// ~0.6 s on one core between the merge and the write (the 10M orders replay).
+func (e *engine) checkWritten() {
+	written := e.writtenColumns()
 	var notNull []int
 	for i, c := range e.cols {
 		if c.Required || slices.Contains(e.keyIdx, i) || i == e.uaIdx || i == e.etIdx {
 			notNull = append(notNull, i)
 		}
 	}
-	row := make([]Value, len(e.cols))
-	for _, w := range e.ws {
-		for slot, f := range w.fate {
-			if f != fateInsert && f != fateUpdate {
-				continue
+	tallies := make([]rowTally, len(e.ws))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(e.ws)) {
+		rules := e.rules
+		if rules != nil {
+			rules = rules.clone()
+		}
+		wg.Go(func() {
+			row := make([]Value, len(e.cols))
+			for i := int(next.Add(1)) - 1; i < len(e.ws); i = int(next.Add(1)) - 1 {
+				tallies[i] = e.checkShard(e.ws[i], rules, notNull, written, row)
 			}
-			q.RowsChecked++
-			for i := range w.kinds {
-				row[i] = w.get(i, slot)
-			}
-			if e.spec.Debezium != nil && w.op(slot) == 'd' {
-				e.checkDelete(row)
-				continue
-			}
-			e.checkRow(row, notNull)
+		})
+	}
+	wg.Wait()
+	for _, t := range tallies {
+		t.addTo(&e.quality, e.written)
+	}
+}
+
+// rowTally is one shard's part of checkWritten: the rows checked, the rows failing each
+// filter rule, the rows NULL in each not-null column, and the listed sort_by values.
+type rowTally struct {
+	checked      int64
+	filter, null map[string]int64
+	written      map[int]map[int64]bool
+}
+
+// addTo adds t to the run's counts and written values.
+func (t rowTally) addTo(q *Quality, written map[int]map[int64]bool) {
+	q.RowsChecked += t.checked
+	q.FilterViolations = addCounts(q.FilterViolations, t.filter)
+	q.NullViolations = addCounts(q.NullViolations, t.null)
+	for c, vals := range t.written {
+		for v := range vals {
+			written[c][v] = true
 		}
 	}
 }
 
+// addCounts adds the counts of from to to (made when first needed) and returns it.
+func addCounts(to, from map[string]int64) map[string]int64 {
+	for k, n := range from {
+		if to == nil {
+			to = map[string]int64{}
+		}
+		to[k] += n
+	}
+	return to
+}
+
+// checkShard is checkWritten over one shard's written rows; row is the worker's buffer.
+func (e *engine) checkShard(w *winners, rules *ruleSet, notNull, written []int, row []Value) rowTally {
+	t := rowTally{written: map[int]map[int64]bool{}}
+	for _, c := range written {
+		t.written[c] = map[int64]bool{}
+	}
+	for slot, f := range w.fate {
+		if f != fateInsert && f != fateUpdate {
+			continue
+		}
+		t.checked++
+		for i := range w.kinds {
+			row[i] = w.get(i, slot)
+		}
+		for _, c := range written {
+			if v := row[c]; !v.Null {
+				k, _ := replacedKey(v, e.cols[c].Type.Kind)
+				t.written[c][k] = true
+			}
+		}
+		if e.spec.Debezium != nil && w.op(slot) == 'd' {
+			e.checkDelete(row, &t)
+			continue
+		}
+		e.checkRow(row, notNull, rules, &t)
+	}
+	return t
+}
+
 // checkRow counts the row-level violations of one written row.
-func (e *engine) checkRow(row []Value, notNull []int) {
-	q := &e.quality
+func (e *engine) checkRow(row []Value, notNull []int, rules *ruleSet, t *rowTally) {
 	for _, i := range notNull {
 		if row[i].Null {
-			if q.NullViolations == nil {
-				q.NullViolations = map[string]int64{}
-			}
-			q.NullViolations[e.cols[i].Name]++
+			t.addNull(e.cols[i].Name)
 		}
 	}
-	if e.rules != nil {
-		e.rules.violations(row, func(id string) {
-			if q.FilterViolations == nil {
-				q.FilterViolations = map[string]int64{}
+	if rules != nil {
+		rules.violations(row, func(id string) {
+			if t.filter == nil {
+				t.filter = map[string]int64{}
 			}
-			q.FilterViolations[id]++
+			t.filter[id]++
 		})
 	}
+}
+
+// addNull counts a written row NULL in a not-null column.
+func (t *rowTally) addNull(col string) {
+	if t.null == nil {
+		t.null = map[string]int64{}
+	}
+	t.null[col]++
 }
