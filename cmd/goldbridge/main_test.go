@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,4 +194,21 @@ func embeddedPorts(t *testing.T) ([]int, error) {
 		return nil, err
 	}
 	return []int{p.TCP, p.HTTP}, nil
+}
+
+// testPorts returns n distinct ports for a test's servers, chosen as embeddedPorts'
+// are: a test whose servers stop and start again (serve restarted, the embedded server
+// of each command) finds its ports free then, which ephemeral ones from
+// chlocal.FreePorts are not sure to be once the test's own connections have run.
+func testPorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for i := 0; len(ports) < n; i++ {
+		p, err := chlocal.ChoosePorts(chlocal.DefaultListenHost, fmt.Sprintf("%s/%d", t.Name(), i), nil, ports...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, p.TCP, p.HTTP)
+	}
+	return ports[:n]
 }

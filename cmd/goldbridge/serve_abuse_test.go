@@ -56,10 +56,7 @@ func TestServeSurvivesAbuse(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	mustRun(t, bin, "--state-dir", state, "demo", "generate", "--events", "2000", "--seed", "1")
-	ports, err := chlocal.FreePorts(3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 3)
 	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	tcpAddr, httpURL := fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("http://127.0.0.1:%d/", ports[2])
 	cfgPath := filepath.Join(dir, "pipeline.yaml")

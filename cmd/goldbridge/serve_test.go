@@ -58,10 +58,7 @@ func TestServeWithPrometheus(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	mustRun(t, bin, "--state-dir", state, "demo", "generate", "--events", "2000", "--seed", "1")
 
-	ports, err := chlocal.FreePorts(6)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 6)
 	listen := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	promAddr := fmt.Sprintf("127.0.0.1:%d", ports[1])
 	const shutdownTimeout = 10 * time.Second
