@@ -33,10 +33,7 @@ func TestConditionalMeasuresCLI(t *testing.T) {
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	cfg := filepath.Join(dir, "pipeline.yaml")
 	writeEmbeddedConfig(t, cfg, ports[0], ports[1], map[string]any{"marts": marts})
 	gb := func(args ...string) string {

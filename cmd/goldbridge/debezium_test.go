@@ -68,10 +68,7 @@ func TestDebeziumDocsConfig(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			cfg := docsDebeziumConfig(t)
-			ports, err := embeddedPorts(t)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ports := testPorts(t, 2)
 			cfg["clickhouse"].(map[string]any)["local"] = map[string]any{"tcp_port": ports[0], "http_port": ports[1]}
 			if v.decimal != "" {
 				dbz := cfg["entities"].(map[string]any)["customers"].(map[string]any)["silver"].(map[string]any)["debezium"].(map[string]any)

@@ -67,10 +67,7 @@ func diskFullInside(t *testing.T, mnt, bin string) {
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64m,mode=0700"); err != nil {
 		t.Fatalf("mount a tmpfs on %s: %v", mnt, err)
 	}
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	cfg := filepath.Join(t.TempDir(), "pipeline.yaml")
 	writeEmbeddedConfig(t, cfg, ports[0], ports[1], nil)
 	clean, state := filepath.Join(mnt, "clean"), filepath.Join(mnt, "state")

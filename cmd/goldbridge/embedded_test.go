@@ -44,10 +44,7 @@ func TestEmbeddedPrivate(t *testing.T) {
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	cfg := filepath.Join(dir, "pipeline.yaml")
 	writeEmbeddedConfig(t, cfg, ports[0], ports[1], nil)
 	mustRun(t, bin, "--state-dir", state, "demo", "generate", "--events", "2000", "--seed", "1")
@@ -62,7 +59,7 @@ func TestEmbeddedPrivate(t *testing.T) {
 		}
 	}
 	n := 0
-	err = filepath.Walk(state, func(path string, info os.FileInfo, err error) error {
+	err := filepath.Walk(state, func(path string, info os.FileInfo, err error) error {
 		if err != nil {
 			return err
 		}
@@ -98,10 +95,7 @@ func TestEmbeddedHealsBrokenView(t *testing.T) {
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	cfg := filepath.Join(dir, "pipeline.yaml")
 	writeEmbeddedConfig(t, cfg, ports[0], ports[1], nil)
 	mustRun(t, bin, "--state-dir", state, "demo", "generate", "--events", "2000", "--seed", "1")

@@ -34,10 +34,7 @@ func newExampleEnv(t *testing.T, name string, edit ...func(cfg map[string]any)) 
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
 	if err != nil {
 		t.Fatal(err)

@@ -184,22 +184,11 @@ marts:`
 	}
 }
 
-// embeddedPorts returns the two ports a test pins for its embedded server, chosen as a
-// state dir's own are (chlocal.ChoosePorts, from the test's name): below the ephemeral
-// range, so that no outbound connection holds one between the commands that restart the
-// server. chlocal.FreePorts' ports are ephemeral ones.
-func embeddedPorts(t *testing.T) ([]int, error) {
-	p, err := chlocal.ChoosePorts(chlocal.DefaultListenHost, t.Name(), nil)
-	if err != nil {
-		return nil, err
-	}
-	return []int{p.TCP, p.HTTP}, nil
-}
-
-// testPorts returns n distinct ports for a test's servers, chosen as embeddedPorts'
-// are: a test whose servers stop and start again (serve restarted, the embedded server
-// of each command) finds its ports free then, which ephemeral ones from
-// chlocal.FreePorts are not sure to be once the test's own connections have run.
+// testPorts returns n distinct ports for a test's servers (an embedded ClickHouse takes
+// two), chosen as a state dir's own are (chlocal.ChoosePorts, from the test's name):
+// below the ephemeral range, so that a server that stops and starts again (serve
+// restarted, the embedded server of each command) finds them free, which no outbound
+// connection can hold in between. chlocal.FreePorts' ports are ephemeral ones.
 func testPorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int

@@ -89,10 +89,7 @@ func TestMixedCaseNamesServed(t *testing.T) {
 	if _, err := chlocal.LibPath(); err != nil {
 		t.Fatal(err)
 	}
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	dir := t.TempDir()
 	e := &forgetEnv{t: t, bin: buildGoldbridge(t), state: filepath.Join(dir, "state"), cfg: filepath.Join(dir, "pipeline.yaml")}
 	writeFile(t, e.cfg, fmt.Sprintf(namesConfig, ports[0], ports[1]))

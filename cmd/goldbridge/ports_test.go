@@ -187,10 +187,7 @@ func TestPinnedPortsTakenByAnotherStateDir(t *testing.T) {
 	}
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	cfg := filepath.Join(dir, "pipeline.yaml")
 	writeOrdersConfig(t, cfg, func(c map[string]any) {
 		c["clickhouse"].(map[string]any)["local"] = map[string]any{"tcp_port": ports[0], "http_port": ports[1]}

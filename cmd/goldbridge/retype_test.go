@@ -60,10 +60,7 @@ func TestRetypeThroughTheCLI(t *testing.T) {
 	}
 	bin := buildGoldbridge(t)
 	env := func(typ string) *forgetEnv {
-		ports, err := embeddedPorts(t)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ports := testPorts(t, 2)
 		dir := t.TempDir()
 		e := &forgetEnv{t: t, bin: bin, state: filepath.Join(dir, "state"), cfg: filepath.Join(dir, "pipeline.yaml")}
 		writeFile(t, e.cfg, fmt.Sprintf(retypeConfig, ports[0], ports[1], typ))

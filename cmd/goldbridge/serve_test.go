@@ -526,10 +526,7 @@ func TestClickHouseServeStops(t *testing.T) {
 	}
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	cmd := exec.Command(bin, "--state-dir", dir, "clickhouse", "serve", "--path", filepath.Join(dir, "ch"),
 		"--tcp-port", strconv.Itoa(ports[0]), "--http-port", strconv.Itoa(ports[1]))
 	var out lockedBuffer

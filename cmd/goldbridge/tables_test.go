@@ -31,10 +31,7 @@ func TestTablesAndQuery(t *testing.T) {
 	bin := buildGoldbridge(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	ports, err := embeddedPorts(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ports := testPorts(t, 2)
 	cfgPath := filepath.Join(dir, "pipeline.yaml")
 	writeOrdersConfig(t, cfgPath, func(cfg map[string]any) {
 		cfg["clickhouse"].(map[string]any)["local"] = map[string]any{"tcp_port": ports[0], "http_port": ports[1]}
