@@ -2,11 +2,9 @@ package silver
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 )
 
 // Quality is the three-level check of one run, returned in Result and recorded as JSON
@@ -237,9 +235,10 @@ func pct(n, d int64) float64 {
 // checkWritten runs the row level of the check over the rows this pass writes (inserts
 // and updates), adding to the run's counts, and adds their listed sort_by values to
 // e.written (writtenColumns). Both read every column of every written row: one pass a
-// shard, the shards on every core, each worker with its own rules (a ruleSet is one
-// goroutine's); the shards' tallies are added up after. On 3M written rows this was
-// ~0.6 s on one core between the merge and the write (the 10M orders replay).
+// shard, on a goroutine of its own (the shards are one per core: mergeShards), each with
+// its own rules (a ruleSet is one goroutine's); the shards' tallies are added up after.
+// On 3M written rows this was ~0.6 s on one core between the merge and the write (the
+// 10M orders replay).
 func (e *engine) checkWritten() {
 	written := e.writtenColumns()
 	var notNull []int
@@ -249,19 +248,13 @@ func (e *engine) checkWritten() {
 		}
 	}
 	tallies := make([]rowTally, len(e.ws))
-	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(e.ws)) {
+	for i, w := range e.ws {
 		rules := e.rules
 		if rules != nil {
 			rules = rules.clone()
 		}
-		wg.Go(func() {
-			row := make([]Value, len(e.cols))
-			for i := int(next.Add(1)) - 1; i < len(e.ws); i = int(next.Add(1)) - 1 {
-				tallies[i] = e.checkShard(e.ws[i], rules, notNull, written, row)
-			}
-		})
+		wg.Go(func() { tallies[i] = e.checkShard(w, rules, notNull, written) })
 	}
 	wg.Wait()
 	for _, t := range tallies {
@@ -291,17 +284,21 @@ func (t rowTally) addTo(q *Quality, written map[int]map[int64]bool) {
 
 // addCounts adds the counts of from to to (made when first needed) and returns it.
 func addCounts(to, from map[string]int64) map[string]int64 {
+	if len(from) == 0 {
+		return to
+	}
+	if to == nil {
+		to = map[string]int64{}
+	}
 	for k, n := range from {
-		if to == nil {
-			to = map[string]int64{}
-		}
 		to[k] += n
 	}
 	return to
 }
 
-// checkShard is checkWritten over one shard's written rows; row is the worker's buffer.
-func (e *engine) checkShard(w *winners, rules *ruleSet, notNull, written []int, row []Value) rowTally {
+// checkShard is checkWritten over one shard's written rows.
+func (e *engine) checkShard(w *winners, rules *ruleSet, notNull, written []int) rowTally {
+	row := make([]Value, len(e.cols))
 	t := rowTally{written: map[int]map[int64]bool{}}
 	for _, c := range written {
 		t.written[c] = map[int64]bool{}
@@ -337,19 +334,18 @@ func (e *engine) checkRow(row []Value, notNull []int, rules *ruleSet, t *rowTall
 		}
 	}
 	if rules != nil {
-		rules.violations(row, func(id string) {
-			if t.filter == nil {
-				t.filter = map[string]int64{}
-			}
-			t.filter[id]++
-		})
+		rules.violations(row, func(id string) { t.filter = addOne(t.filter, id) })
 	}
 }
 
 // addNull counts a written row NULL in a not-null column.
-func (t *rowTally) addNull(col string) {
-	if t.null == nil {
-		t.null = map[string]int64{}
+func (t *rowTally) addNull(col string) { t.null = addOne(t.null, col) }
+
+// addOne counts one more of k in m (made when first needed) and returns m.
+func addOne(m map[string]int64, k string) map[string]int64 {
+	if m == nil {
+		m = map[string]int64{}
 	}
-	t.null[col]++
+	m[k]++
+	return m
 }
